@@ -1,0 +1,48 @@
+# Airlock: the two commands of the quick start are `make run` and `make test`.
+# Both install what is missing first (tools/deps.sh).
+
+BUILD        ?= build
+ASAN_BUILD   ?= build-asan
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 15
+JOBS         ?= $(shell nproc)
+DATA         ?= ./airlock-data
+
+.PHONY: all deps build asan fuzz-build run test check clean
+
+all: build
+
+deps:
+	@tools/deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+fuzz-build: deps
+	CC=clang-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Until the runner and control plane serve terminals, `make run` builds,
+# creates a local data dir with a signing key and shows what exists.
+run: build
+	@tools/run.sh $(BUILD) $(DATA)
+
+# Everything: normal suite, ASan+UBSan suite, each fuzz target for
+# FUZZ_SECONDS, then format, banned-function, clang-tidy and cppcheck checks.
+# The last line is "N passed, N failed".
+test: deps
+	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) \
+	  FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) tools/test-all.sh
+
+check: deps
+	@tools/check-format.sh && tools/check-banned.sh
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

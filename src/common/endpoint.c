@@ -1,0 +1,1461 @@
+/*
+ * endpoint: the airlock.v1 state machine (see endpoint.h, docs/protocol.md).
+ *
+ * Data model
+ * ----------
+ * struct ep holds the link state (HELLO sent/received, peer limits, timers,
+ * fatal error) and up to AL_MAX_CHANNELS channels. A channel has three
+ * streams (stdin, stdout, stderr); per role each stream is either outgoing
+ * (a struct txs) or incoming (a struct rxs). Offsets are absolute byte
+ * counts since the channel opened, 64-bit, never reset.
+ *
+ *   outgoing (txs):  ring [base .. end)   bytes written by the application
+ *                    acked <= sent <= end  peer acknowledged / sent this link
+ *                    limit                 peer's credit: send below this
+ *   incoming (rxs):  consumed <= next      delivered by the app / received
+ *                    ack_sent, limit_sent  what our last ACK told the peer
+ *
+ * Nothing is queued as encoded frames except ERRORs: what must be sent is
+ * kept as state (pending bits, offsets) and ep_output() derives the next
+ * frame from it. Memory is therefore bounded by the rings, the snapshot
+ * buffers and fixed arrays; a retransmission after a new link is just a
+ * rewind of `sent`.
+ *
+ * Ownership: the endpoint owns its channels; a channel owns its rings, its
+ * saved OPEN frame and its snapshot buffer.
+ */
+#include "endpoint.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_err.h"
+#include "ring.h"
+
+enum chstate {
+    CH_OPENING = 1, /* controller: OPEN not yet answered; host: app not yet answered */
+    CH_OPEN,
+    CH_CLOSING, /* CLOSE to send (and, controller, to be answered) */
+};
+
+/* Per-channel pending frames (bits of chan.pending). */
+enum {
+    P_OPEN = 1 << 0,     /* controller */
+    P_ATTACH = 1 << 1,   /* controller */
+    P_CLOSE = 1 << 2,    /* both */
+    P_RESIZE = 1 << 3,   /* controller */
+    P_SNAPREQ = 1 << 4,  /* controller */
+    P_OPENED = 1 << 5,   /* host */
+    P_ATTACHED = 1 << 6, /* host */
+};
+
+struct txs {
+    struct ring ring;
+    uint64_t sent, acked, limit;
+    uint64_t gap_from, gap_to; /* GAP to send when gap_to > gap_from */
+    int eof, eof_sent;
+};
+
+struct rxs {
+    uint64_t next, consumed, ack_sent, limit_sent;
+    int eof;
+};
+
+struct chan {
+    uint32_t id;
+    enum chstate state;
+    uint8_t mode;
+    int linked;     /* resumed/opened on the current link: data may flow */
+    int open_sent;  /* controller: OPEN went out at least once */
+    int adopted;    /* controller: stdin offsets come from the host */
+    int dead;       /* released at the next safe point */
+    uint32_t pending;
+    uint32_t pid;
+    uint16_t cols, rows;
+    struct txs tx[FR_NSTREAMS];
+    struct rxs rx[FR_NSTREAMS];
+    uint8_t *open_frame; /* controller: encoded OPEN, for resending */
+    size_t open_len;
+    uint8_t sigs[AL_MAX_PENDING_SIGNALS][2];
+    unsigned nsigs;
+    /* exit status: host sends it, controller records it */
+    int exited, exit_sent;
+    int32_t exit_code;
+    uint8_t exit_sig, exit_core;
+    /* snapshot: host's outgoing one, or controller's partial incoming one */
+    int snap_active;
+    uint8_t *snap;
+    size_t snap_len, snap_pos;
+    uint64_t snap_off;
+    uint16_t snap_cols, snap_rows;
+};
+
+struct errq {
+    uint32_t channel;
+    uint16_t code;
+    char msg[128];
+};
+
+struct ep {
+    struct ep_config cfg;
+    char name[AL_MAX_NAME + 1];
+    /* link */
+    int up, hello_sent, peer_hello;
+    uint16_t version;
+    uint32_t peer_max_frame;
+    uint64_t last_rx_us, last_ping_us;
+    int ping_due, pong_due;
+    uint64_t pong_ts;
+    int list_due, list_reply_due;
+    uint8_t token[AL_MAX_TOKEN];
+    size_t token_len;
+    uint64_t token_deadline_us; /* 0: none */
+    /* fatal state */
+    int closing, close_code;
+    char close_reason[128];
+    struct errq errs[AL_MAX_PENDING_ERRORS];
+    unsigned nerrs;
+    /* channels */
+    struct chan *ch[AL_MAX_CHANNELS];
+    unsigned nch;
+    unsigned rr; /* round-robin start for fair output */
+    uint32_t next_id;
+    int in_callback;
+    struct fr_frame *scratch; /* decoded input frame; owned */
+};
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static int is_host(const struct ep *ep)
+{
+    return ep->cfg.role == FR_ROLE_HOST;
+}
+
+/* Whether this side sends on the stream. */
+static int is_tx(const struct ep *ep, unsigned s)
+{
+    return is_host(ep) ? s != FR_STDIN : s == FR_STDIN;
+}
+
+/* Whether the stream exists in this channel's mode (stderr: pipes only). */
+static int stream_used(const struct chan *c, unsigned s)
+{
+    return s != FR_STDERR || c->mode == FR_MODE_PIPES;
+}
+
+static void emit(struct ep *ep, struct ep_event *ev)
+{
+    if (!ep->cfg.on_event)
+        return;
+    ep->in_callback++;
+    ep->cfg.on_event(ep->cfg.ud, ev);
+    ep->in_callback--;
+}
+
+static struct chan *find(const struct ep *ep, uint32_t id)
+{
+    for (unsigned i = 0; i < ep->nch; i++)
+        if (ep->ch[i]->id == id && !ep->ch[i]->dead)
+            return ep->ch[i];
+    return NULL;
+}
+
+static void chan_free(struct chan *c)
+{
+    for (unsigned s = 0; s < FR_NSTREAMS; s++)
+        ring_free(&c->tx[s].ring);
+    free(c->open_frame);
+    free(c->snap);
+    free(c);
+}
+
+static struct chan *chan_new(struct ep *ep, uint32_t id, uint8_t mode)
+{
+    if (ep->nch >= AL_MAX_CHANNELS)
+        return NULL;
+    struct chan *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->id = id;
+    c->mode = mode;
+    for (unsigned s = 0; s < FR_NSTREAMS; s++)
+        ring_init(&c->tx[s].ring, ep->cfg.tx_ring, 0);
+    ep->ch[ep->nch++] = c;
+    return c;
+}
+
+/* Release dead channels; only outside callbacks. */
+static void reap(struct ep *ep)
+{
+    if (ep->in_callback)
+        return;
+    unsigned j = 0;
+    for (unsigned i = 0; i < ep->nch; i++) {
+        if (ep->ch[i]->dead)
+            chan_free(ep->ch[i]);
+        else
+            ep->ch[j++] = ep->ch[i];
+    }
+    ep->nch = j;
+    if (ep->rr >= ep->nch)
+        ep->rr = 0;
+}
+
+static void kill_chan(struct ep *ep, struct chan *c)
+{
+    c->dead = 1;
+    reap(ep);
+}
+
+static void queue_error(struct ep *ep, uint32_t channel, uint16_t code, const char *msg)
+{
+    if (ep->nerrs >= AL_MAX_PENDING_ERRORS)
+        return; /* the oldest ones already say what went wrong */
+    struct errq *e = &ep->errs[ep->nerrs++];
+    e->channel = channel;
+    e->code = code;
+    snprintf(e->msg, sizeof e->msg, "%s", msg);
+}
+
+/* A fatal protocol violation: say why, then close. */
+static int fail(struct ep *ep, int err, uint16_t code, int close_code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int fail(struct ep *ep, int err, uint16_t code, int close_code, const char *fmt, ...)
+{
+    if (ep->closing)
+        return err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ep->close_reason, sizeof ep->close_reason, fmt, ap);
+    va_end(ap);
+    queue_error(ep, 0, code, ep->close_reason);
+    ep->closing = 1;
+    ep->close_code = close_code;
+    return err;
+}
+
+static int fail_proto(struct ep *ep, const char *what, const struct fr_frame *f)
+{
+    return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "%s (%s on channel %u)",
+                what, fr_type_name(f->type), (unsigned)f->channel);
+}
+
+static void rx_grant(struct ep *ep, struct rxs *r)
+{
+    r->ack_sent = r->consumed;
+    r->limit_sent = r->consumed + ep->cfg.window;
+}
+
+/*
+ * The peer says it has received up to `next` of an outgoing stream and lets
+ * us send below `limit`: rewind to there, or past a gap if the ring no
+ * longer holds it. Returns 0 or AL_E_PROTO.
+ */
+static int tx_resume(struct txs *t, uint64_t next, uint64_t limit, int may_skip)
+{
+    if (next > t->ring.end) {
+        if (!may_skip)
+            return AL_E_PROTO;
+        ring_reset(&t->ring, next); /* sender lost its state: go on there */
+    }
+    t->gap_from = t->gap_to = 0;
+    if (next < t->ring.base) {
+        t->gap_from = next;
+        t->gap_to = t->ring.base;
+        next = t->ring.base;
+    }
+    t->sent = next;
+    t->acked = next;
+    t->limit = limit;
+    t->eof_sent = 0;
+    return AL_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+void ep_config_default(struct ep_config *c, enum fr_role role)
+{
+    memset(c, 0, sizeof *c);
+    c->role = role;
+    c->name = role == FR_ROLE_HOST ? "host" : "controller";
+    c->tx_ring = EP_DEFAULT_TX_RING;
+    c->window = EP_DEFAULT_WINDOW;
+    c->ping_interval_us = EP_DEFAULT_PING_US;
+    c->idle_timeout_us = EP_DEFAULT_IDLE_US;
+}
+
+int ep_new(const struct ep_config *c, struct ep **out)
+{
+    if (c->role != FR_ROLE_HOST && c->role != FR_ROLE_CONTROLLER)
+        return AL_E_INVAL;
+    if (c->window < EP_MIN_WINDOW || c->tx_ring < c->window || c->tx_ring > (1u << 30))
+        return AL_E_INVAL;
+    struct ep *ep = calloc(1, sizeof *ep);
+    if (!ep)
+        return AL_E_NOMEM;
+    ep->cfg = *c;
+    snprintf(ep->name, sizeof ep->name, "%s", c->name ? c->name : "");
+    ep->cfg.name = ep->name;
+    ep->next_id = 1;
+    ep->scratch = malloc(sizeof *ep->scratch);
+    if (!ep->scratch) {
+        free(ep);
+        return AL_E_NOMEM;
+    }
+    *out = ep;
+    return AL_OK;
+}
+
+void ep_free(struct ep *ep)
+{
+    if (!ep)
+        return;
+    for (unsigned i = 0; i < ep->nch; i++)
+        chan_free(ep->ch[i]);
+    free(ep->scratch);
+    free(ep);
+}
+
+void ep_link_up(struct ep *ep, uint64_t now_us)
+{
+    ep_link_down(ep);
+    ep->up = 1;
+    ep->last_rx_us = now_us;
+    ep->last_ping_us = now_us;
+}
+
+void ep_link_down(struct ep *ep)
+{
+    ep->up = 0;
+    ep->hello_sent = ep->peer_hello = 0;
+    ep->version = 0;
+    ep->ping_due = ep->pong_due = 0;
+    ep->list_due = ep->list_reply_due = 0;
+    ep->token_len = 0;
+    ep->token_deadline_us = 0;
+    ep->closing = 0;
+    ep->close_code = 0;
+    ep->close_reason[0] = 0;
+    ep->nerrs = 0;
+    for (unsigned i = 0; i < ep->nch; i++) {
+        struct chan *c = ep->ch[i];
+        c->linked = 0;
+        c->exit_sent = 0;
+        c->nsigs = 0; /* signals are at most once */
+        c->pending &= P_CLOSE | P_RESIZE | P_SNAPREQ;
+        for (unsigned s = 0; s < FR_NSTREAMS; s++) {
+            c->tx[s].sent = c->tx[s].acked;
+            c->tx[s].eof_sent = 0;
+            c->tx[s].gap_from = c->tx[s].gap_to = 0;
+        }
+        /* a half-sent or half-received snapshot is worthless */
+        free(c->snap);
+        c->snap = NULL;
+        c->snap_len = c->snap_pos = 0;
+        c->snap_active = 0;
+        if (is_host(ep) && c->state == CH_CLOSING)
+            c->dead = 1; /* the next controller learns it from ATTACH */
+        if (is_host(ep) && c->state == CH_OPENING)
+            c->dead = 1; /* never confirmed: the controller will re-OPEN */
+    }
+    reap(ep);
+}
+
+int ep_ready(const struct ep *ep)
+{
+    return ep->up && ep->hello_sent && ep->peer_hello;
+}
+
+int ep_closing(const struct ep *ep, int *code, const char **reason)
+{
+    if (!ep->closing)
+        return 0;
+    if (code)
+        *code = ep->close_code;
+    if (reason)
+        *reason = ep->close_reason;
+    return 1;
+}
+
+/* ---- input ---------------------------------------------------------------- */
+
+static int on_hello(struct ep *ep, const struct fr_frame *f)
+{
+    if (ep->peer_hello)
+        return fail_proto(ep, "second HELLO", f);
+    uint16_t lo = f->u.hello.version_min, hi = f->u.hello.version_max;
+    if (lo > AL_PROTO_VERSION || hi < AL_PROTO_VERSION)
+        return fail(ep, AL_E_VERSION, FR_ERR_VERSION, EP_CLOSE_VERSION,
+                    "no common version: peer speaks %u..%u, we speak %u", lo, hi,
+                    AL_PROTO_VERSION);
+    if (f->u.hello.role == ep->cfg.role)
+        return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL,
+                    "both sides claim the %s role",
+                    is_host(ep) ? "host" : "controller");
+    ep->peer_hello = 1;
+    ep->version = AL_PROTO_VERSION;
+    ep->peer_max_frame = f->u.hello.max_frame;
+    if (!is_host(ep)) {
+        /* resume every channel the controller knows */
+        for (unsigned i = 0; i < ep->nch; i++) {
+            struct chan *c = ep->ch[i];
+            if (c->state == CH_CLOSING)
+                c->pending |= P_CLOSE;
+            else if (c->state == CH_OPENING && !c->open_sent)
+                c->pending |= P_OPEN;
+            else
+                c->pending |= P_ATTACH;
+        }
+    }
+    struct ep_event ev = {.type = EP_EV_READY, .version = ep->version};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_open(struct ep *ep, const struct fr_frame *f)
+{
+    if (find(ep, f->channel)) {
+        queue_error(ep, f->channel, FR_ERR_CHANNEL_EXISTS, "channel already open");
+        return AL_OK;
+    }
+    struct chan *c = chan_new(ep, f->channel, f->u.open.mode);
+    if (!c) {
+        queue_error(ep, f->channel, FR_ERR_LIMIT, "too many channels");
+        return AL_OK;
+    }
+    c->state = CH_OPENING;
+    c->linked = 1;
+    c->cols = f->u.open.cols;
+    c->rows = f->u.open.rows;
+    struct ep_event ev = {.type = EP_EV_OPEN, .channel = f->channel, .open = &f->u.open};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_attach(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    if (c->state == CH_OPENING) /* the app has not answered the OPEN yet */
+        return fail_proto(ep, "ATTACH before OPENED", f);
+    if (tx_resume(&c->tx[FR_STDOUT], f->u.attach.out_next, f->u.attach.out_limit, 0) ||
+        tx_resume(&c->tx[FR_STDERR], f->u.attach.err_next, f->u.attach.err_limit, 0))
+        return fail_proto(ep, "ATTACH beyond the end of the stream", f);
+    c->linked = 1;
+    rx_grant(ep, &c->rx[FR_STDIN]);
+    c->pending |= P_ATTACHED;
+    if (f->u.attach.cols && (f->u.attach.cols != c->cols || f->u.attach.rows != c->rows)) {
+        c->cols = f->u.attach.cols;
+        c->rows = f->u.attach.rows;
+        struct ep_event ev = {.type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols,
+                              .rows = c->rows};
+        emit(ep, &ev);
+    }
+    return AL_OK;
+}
+
+static int on_attached(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    if (c->linked || c->state == CH_CLOSING)
+        return fail_proto(ep, "unexpected ATTACHED", f);
+    if (tx_resume(&c->tx[FR_STDIN], f->u.attached.in_next, f->u.attached.in_limit, c->adopted))
+        return fail_proto(ep, "ATTACHED beyond the end of stdin", f);
+    c->adopted = 0;
+    c->linked = 1;
+    c->state = CH_OPEN;
+    struct ep_event ev = {.type = EP_EV_ATTACHED, .channel = c->id,
+                          .state = f->u.attached.state};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_data(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    unsigned s = f->flags;
+    struct rxs *r = &c->rx[s];
+    uint64_t off = f->u.data.offset, n = f->u.data.bytes.len;
+    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
+        return fail_proto(ep, "DATA on a stream we do not receive", f);
+    if (r->eof)
+        return fail_proto(ep, "DATA after EOF", f);
+    if (off > r->next)
+        return fail_proto(ep, "DATA leaves a hole", f);
+    if (off + n > r->limit_sent)
+        return fail_proto(ep, "DATA beyond the granted credit", f);
+    if (off + n <= r->next)
+        return AL_OK; /* already have it all */
+    uint64_t skip = r->next - off;
+    r->next = off + n;
+    struct ep_event ev = {.type = EP_EV_DATA, .channel = c->id, .stream = s,
+                          .offset = off + skip, .data = f->u.data.bytes.p + skip,
+                          .len = (size_t)(n - skip)};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_ack(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    unsigned s = f->flags;
+    struct txs *t = &c->tx[s];
+    if (!is_tx(ep, s) || !stream_used(c, s) || !c->linked)
+        return fail_proto(ep, "ACK on a stream we do not send", f);
+    if (f->u.ack.ack > t->sent)
+        return fail_proto(ep, "ACK of bytes never sent", f);
+    size_t before = ep_writable(ep, c->id, s);
+    if (f->u.ack.ack > t->acked)
+        t->acked = f->u.ack.ack;
+    if (f->u.ack.limit > t->limit)
+        t->limit = f->u.ack.limit;
+    if (ep_writable(ep, c->id, s) > before) {
+        struct ep_event ev = {.type = EP_EV_WRITABLE, .channel = c->id, .stream = s};
+        emit(ep, &ev);
+    }
+    return AL_OK;
+}
+
+static int on_eof(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    unsigned s = f->flags;
+    struct rxs *r = &c->rx[s];
+    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
+        return fail_proto(ep, "EOF on a stream we do not receive", f);
+    if (f->u.eof.offset != r->next)
+        return fail_proto(ep, "EOF not at the end of the received data", f);
+    if (r->eof)
+        return AL_OK; /* resent after a resume */
+    r->eof = 1;
+    struct ep_event ev = {.type = EP_EV_EOF, .channel = c->id, .stream = s, .offset = r->next};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_gap(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    unsigned s = f->flags;
+    struct rxs *r = &c->rx[s];
+    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
+        return fail_proto(ep, "GAP on a stream we do not receive", f);
+    if (f->u.gap.from != r->next || r->eof)
+        return fail_proto(ep, "GAP does not start at the next byte", f);
+    r->next = f->u.gap.to;
+    r->consumed = r->next; /* nothing to deliver */
+    struct ep_event ev = {.type = EP_EV_GAP, .channel = c->id, .stream = s,
+                          .offset = f->u.gap.from, .to = f->u.gap.to};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_exit_frame(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    if (!c->linked)
+        return fail_proto(ep, "EXIT before OPENED/ATTACHED", f);
+    if (f->u.exit.out_end != c->rx[FR_STDOUT].next || f->u.exit.err_end != c->rx[FR_STDERR].next)
+        return fail_proto(ep, "EXIT before all output", f);
+    if (c->exited)
+        return AL_OK; /* resent after a resume */
+    c->exited = 1;
+    c->exit_code = f->u.exit.code;
+    c->exit_sig = f->u.exit.signo;
+    c->exit_core = f->u.exit.core;
+    struct ep_event ev = {.type = EP_EV_EXIT, .channel = c->id, .exit_code = f->u.exit.code,
+                          .signo = f->u.exit.signo, .core = f->u.exit.core};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    const struct fr_bytes *b = &f->u.snapshot.bytes;
+    if (!c->linked)
+        return fail_proto(ep, "SNAPSHOT before OPENED/ATTACHED", f);
+    if (!c->snap_active) {
+        c->snap_active = 1;
+        c->snap_off = f->u.snapshot.offset;
+        c->snap_cols = f->u.snapshot.cols;
+        c->snap_rows = f->u.snapshot.rows;
+    } else if (c->snap_off != f->u.snapshot.offset || c->snap_cols != f->u.snapshot.cols ||
+               c->snap_rows != f->u.snapshot.rows) {
+        return fail_proto(ep, "SNAPSHOT chunks disagree", f);
+    }
+    if (b->len > AL_MAX_SNAPSHOT - c->snap_len)
+        return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG, EP_CLOSE_LIMIT,
+                    "snapshot larger than %u bytes", (unsigned)AL_MAX_SNAPSHOT);
+    if (b->len) {
+        uint8_t *p = realloc(c->snap, c->snap_len + b->len);
+        if (!p)
+            return fail(ep, AL_E_NOMEM, FR_ERR_INTERNAL, EP_CLOSE_LIMIT, "out of memory");
+        memcpy(p + c->snap_len, b->p, b->len);
+        c->snap = p;
+        c->snap_len += b->len;
+    }
+    if (f->flags & FR_SNAPSHOT_MORE)
+        return AL_OK;
+    c->pending &= ~(uint32_t)P_SNAPREQ;
+    struct ep_event ev = {.type = EP_EV_SNAPSHOT, .channel = c->id, .data = c->snap,
+                          .len = c->snap_len, .offset = c->snap_off, .cols = c->snap_cols,
+                          .rows = c->snap_rows};
+    emit(ep, &ev);
+    free(c->snap);
+    c->snap = NULL;
+    c->snap_len = 0;
+    c->snap_active = 0;
+    return AL_OK;
+}
+
+static int on_error(struct ep *ep, const struct fr_frame *f)
+{
+    struct chan *c = f->channel ? find(ep, f->channel) : NULL;
+    if (c && !is_host(ep) && f->u.error.code == FR_ERR_NO_CHANNEL) {
+        if (c->state == CH_OPENING && !c->linked) {
+            c->pending |= P_OPEN; /* the OPEN was lost with the last link */
+            return AL_OK;
+        }
+        struct ep_event ev = {.type = c->state == CH_CLOSING ? EP_EV_CLOSED : EP_EV_LOST,
+                              .channel = c->id};
+        emit(ep, &ev);
+        kill_chan(ep, c);
+        return AL_OK;
+    }
+    if (c && !is_host(ep) && c->state == CH_OPENING &&
+        (f->u.error.code == FR_ERR_OPEN_FAILED || f->u.error.code == FR_ERR_LIMIT ||
+         f->u.error.code == FR_ERR_CHANNEL_EXISTS)) {
+        struct ep_event ev = {.type = EP_EV_ERROR, .channel = c->id, .code = f->u.error.code,
+                              .data = (const uint8_t *)f->u.error.msg.p,
+                              .len = f->u.error.msg.len};
+        emit(ep, &ev);
+        struct ep_event cl = {.type = EP_EV_CLOSED, .channel = c->id};
+        emit(ep, &cl);
+        kill_chan(ep, c);
+        return AL_OK;
+    }
+    struct ep_event ev = {.type = EP_EV_ERROR, .channel = f->channel, .code = f->u.error.code,
+                          .data = (const uint8_t *)f->u.error.msg.p, .len = f->u.error.msg.len};
+    emit(ep, &ev);
+    return AL_OK;
+}
+
+/* Which frame types each role may receive. */
+static int allowed(const struct ep *ep, unsigned type)
+{
+    switch (type) {
+    case FR_HELLO:
+    case FR_PING:
+    case FR_PONG:
+    case FR_ERROR:
+    case FR_DATA:
+    case FR_ACK:
+    case FR_EOF:
+    case FR_GAP:
+    case FR_CLOSE:
+        return 1;
+    case FR_TOKEN:
+    case FR_LIST:
+    case FR_OPEN:
+    case FR_RESIZE:
+    case FR_SIGNAL:
+    case FR_ATTACH:
+    case FR_SNAPSHOT_REQ:
+        return is_host(ep);
+    default: /* LIST_REPLY, OPENED, EXIT, ATTACHED, SNAPSHOT */
+        return !is_host(ep);
+    }
+}
+
+static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    switch (f->type) {
+    case FR_OPENED:
+        if (c->state != CH_OPENING || c->linked)
+            return fail_proto(ep, "unexpected OPENED", f);
+        c->state = CH_OPEN;
+        c->linked = 1;
+        c->pid = f->u.opened.pid;
+        /* a new channel starts with no credit: grant it afresh, even if an
+         * ATTACH refused by the host claimed to */
+        for (unsigned st = FR_STDOUT; st <= FR_STDERR; st++) {
+            c->rx[st].ack_sent = c->rx[st].consumed;
+            c->rx[st].limit_sent = 0;
+        }
+        {
+            struct ep_event ev = {.type = EP_EV_OPENED, .channel = c->id, .pid = c->pid};
+            emit(ep, &ev);
+        }
+        return AL_OK;
+    case FR_ATTACH:
+        return on_attach(ep, c, f);
+    case FR_ATTACHED:
+        return on_attached(ep, c, f);
+    case FR_DATA:
+        return on_data(ep, c, f);
+    case FR_ACK:
+        return on_ack(ep, c, f);
+    case FR_EOF:
+        return on_eof(ep, c, f);
+    case FR_GAP:
+        return on_gap(ep, c, f);
+    case FR_EXIT:
+        return on_exit_frame(ep, c, f);
+    case FR_SNAPSHOT:
+        return on_snapshot(ep, c, f);
+    case FR_RESIZE:
+        if (!c->linked)
+            return fail_proto(ep, "RESIZE before OPEN/ATTACH", f);
+        c->cols = f->u.resize.cols;
+        c->rows = f->u.resize.rows;
+        {
+            struct ep_event ev = {.type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols,
+                                  .rows = c->rows};
+            emit(ep, &ev);
+        }
+        return AL_OK;
+    case FR_SIGNAL:
+        if (!c->linked)
+            return fail_proto(ep, "SIGNAL before OPEN/ATTACH", f);
+        {
+            struct ep_event ev = {.type = EP_EV_SIGNAL, .channel = c->id,
+                                  .signo = f->u.signal.signo, .scope = f->u.signal.scope};
+            emit(ep, &ev);
+        }
+        return AL_OK;
+    case FR_SNAPSHOT_REQ:
+        if (!c->linked)
+            return fail_proto(ep, "SNAPSHOT_REQ before OPEN/ATTACH", f);
+        {
+            struct ep_event ev = {.type = EP_EV_SNAPSHOT_REQ, .channel = c->id};
+            emit(ep, &ev);
+        }
+        return AL_OK;
+    case FR_CLOSE: {
+        struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
+        if (is_host(ep)) {
+            /* the controller asks: stop it, forget it, confirm */
+            emit(ep, &ev);
+            c->state = CH_CLOSING;
+            c->pending = P_CLOSE;
+        } else {
+            /* the host closed it, or confirms our CLOSE */
+            emit(ep, &ev);
+            kill_chan(ep, c);
+        }
+        return AL_OK;
+    }
+    default:
+        return fail_proto(ep, "unexpected frame", f);
+    }
+}
+
+int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
+{
+    if (!ep->up || ep->closing)
+        return AL_E_CLOSED;
+    ep->last_rx_us = now_us;
+    struct fr_frame *f = ep->scratch;
+    int rc = fr_decode(msg, len, f);
+    if (rc == AL_E_TYPE) {
+        rc = fail(ep, rc, FR_ERR_UNKNOWN_TYPE, EP_CLOSE_PROTOCOL, "unknown frame type 0x%02x",
+                  len ? msg[0] : 0);
+    } else if (rc == AL_E_TOOBIG) {
+        rc = fail(ep, rc, FR_ERR_TOO_BIG, EP_CLOSE_LIMIT, "frame larger than %u bytes",
+                  (unsigned)AL_MAX_FRAME);
+    } else if (rc < 0) {
+        rc = fail(ep, rc, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "malformed %s frame",
+                  fr_type_name(len ? msg[0] : 0));
+    } else if (!ep->peer_hello && f->type != FR_HELLO) {
+        rc = fail_proto(ep, "frame before HELLO", f);
+    } else if (!allowed(ep, f->type)) {
+        rc = fail_proto(ep, is_host(ep) ? "frame only a host may send"
+                                        : "frame only a controller may send",
+                        f);
+    } else {
+        switch (f->type) {
+        case FR_HELLO:
+            rc = on_hello(ep, f);
+            break;
+        case FR_PING:
+            ep->pong_due = 1;
+            ep->pong_ts = f->u.ping.ts_us;
+            break;
+        case FR_PONG: {
+            struct ep_event ev = {.type = EP_EV_PONG,
+                                  .rtt_us = now_us >= f->u.ping.ts_us ? now_us - f->u.ping.ts_us
+                                                                       : 0};
+            emit(ep, &ev);
+            break;
+        }
+        case FR_TOKEN: {
+            struct ep_event ev = {.type = EP_EV_TOKEN, .data = f->u.token.p,
+                                  .len = f->u.token.len};
+            emit(ep, &ev);
+            break;
+        }
+        case FR_ERROR:
+            rc = on_error(ep, f);
+            break;
+        case FR_LIST:
+            ep->list_reply_due = 1;
+            break;
+        case FR_LIST_REPLY: {
+            struct ep_event ev = {.type = EP_EV_LIST, .list = f};
+            emit(ep, &ev);
+            break;
+        }
+        case FR_OPEN:
+            rc = on_open(ep, f);
+            break;
+        default: {
+            struct chan *c = find(ep, f->channel);
+            if (!c) {
+                if (is_host(ep) && (f->type == FR_ATTACH || f->type == FR_RESIZE ||
+                                    f->type == FR_SIGNAL || f->type == FR_SNAPSHOT_REQ ||
+                                    f->type == FR_CLOSE))
+                    queue_error(ep, f->channel, FR_ERR_NO_CHANNEL, "no such channel");
+                else if (f->type != FR_CLOSE && f->type != FR_ACK && f->type != FR_DATA &&
+                         f->type != FR_EOF)
+                    rc = fail_proto(ep, "frame for an unknown channel", f);
+                /* ACK/DATA/EOF racing a close are dropped; a host answers
+                 * a CLOSE it cannot match (its confirmation was lost) with
+                 * NO_CHANNEL, which the controller takes as the answer */
+            } else if (c->state == CH_CLOSING && f->type != FR_CLOSE) {
+                /* in flight before our CLOSE: ignore */
+            } else {
+                rc = dispatch_chan(ep, c, f);
+            }
+            break;
+        }
+        }
+    }
+    reap(ep);
+    return rc;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static long put(const struct fr_frame *f, uint8_t *buf, size_t cap)
+{
+    return fr_encode(f, buf, cap);
+}
+
+static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
+{
+    struct fr_frame f;
+    memset(&f, 0, offsetof(struct fr_frame, u));
+    f.channel = c->id;
+
+    if (c->pending & P_CLOSE) {
+        c->pending = 0;
+        f.type = FR_CLOSE;
+        long n = put(&f, buf, cap);
+        if (is_host(ep))
+            kill_chan(ep, c);
+        return n;
+    }
+    if (c->state == CH_CLOSING)
+        return 0;
+    if (c->pending & P_OPEN) {
+        c->pending &= ~(uint32_t)(P_OPEN | P_ATTACH);
+        c->open_sent = 1;
+        if (c->open_len > cap)
+            return AL_E_TOOBIG;
+        memcpy(buf, c->open_frame, c->open_len);
+        return (long)c->open_len;
+    }
+    if (c->pending & P_ATTACH) {
+        c->pending &= ~(uint32_t)P_ATTACH;
+        rx_grant(ep, &c->rx[FR_STDOUT]);
+        rx_grant(ep, &c->rx[FR_STDERR]);
+        f.type = FR_ATTACH;
+        f.u.attach.out_next = c->rx[FR_STDOUT].next;
+        f.u.attach.out_limit = c->rx[FR_STDOUT].limit_sent;
+        f.u.attach.err_next = c->rx[FR_STDERR].next;
+        f.u.attach.err_limit = c->rx[FR_STDERR].limit_sent;
+        if (c->pending & P_RESIZE) {
+            c->pending &= ~(uint32_t)P_RESIZE;
+            f.u.attach.cols = c->cols;
+            f.u.attach.rows = c->rows;
+        }
+        return put(&f, buf, cap);
+    }
+    if (c->pending & P_OPENED) {
+        c->pending &= ~(uint32_t)P_OPENED;
+        f.type = FR_OPENED;
+        f.u.opened.pid = c->pid;
+        return put(&f, buf, cap);
+    }
+    if (c->pending & P_ATTACHED) {
+        c->pending &= ~(uint32_t)P_ATTACHED;
+        f.type = FR_ATTACHED;
+        f.u.attached.state = c->exited ? FR_CH_EXITED : FR_CH_RUNNING;
+        f.u.attached.in_next = c->rx[FR_STDIN].next;
+        f.u.attached.in_limit = c->rx[FR_STDIN].limit_sent;
+        return put(&f, buf, cap);
+    }
+    if (!c->linked)
+        return 0;
+    if (c->pending & P_RESIZE) {
+        c->pending &= ~(uint32_t)P_RESIZE;
+        f.type = FR_RESIZE;
+        f.u.resize.cols = c->cols;
+        f.u.resize.rows = c->rows;
+        return put(&f, buf, cap);
+    }
+    if (c->nsigs) {
+        f.type = FR_SIGNAL;
+        f.u.signal.signo = c->sigs[0][0];
+        f.u.signal.scope = c->sigs[0][1];
+        memmove(c->sigs[0], c->sigs[1], (--c->nsigs) * sizeof c->sigs[0]);
+        return put(&f, buf, cap);
+    }
+    if (c->pending & P_SNAPREQ) {
+        c->pending &= ~(uint32_t)P_SNAPREQ;
+        f.type = FR_SNAPSHOT_REQ;
+        return put(&f, buf, cap);
+    }
+    /* acknowledgements: when a quarter window of credit can be returned */
+    for (unsigned s = 0; s < FR_NSTREAMS; s++) {
+        struct rxs *r = &c->rx[s];
+        if (is_tx(ep, s) || !stream_used(c, s) || r->eof)
+            continue;
+        uint64_t limit = r->consumed + ep->cfg.window;
+        if (limit - r->limit_sent >= ep->cfg.window / 4 && limit > r->limit_sent) {
+            r->ack_sent = r->consumed;
+            r->limit_sent = limit;
+            f.type = FR_ACK;
+            f.flags = (uint8_t)s;
+            f.u.ack.ack = r->ack_sent;
+            f.u.ack.limit = r->limit_sent;
+            return put(&f, buf, cap);
+        }
+    }
+    /* outgoing streams: gap, data, eof */
+    for (unsigned s = 0; s < FR_NSTREAMS; s++) {
+        struct txs *t = &c->tx[s];
+        if (!is_tx(ep, s) || !stream_used(c, s))
+            continue;
+        if (t->gap_to > t->gap_from) {
+            f.type = FR_GAP;
+            f.flags = (uint8_t)s;
+            f.u.gap.from = t->gap_from;
+            f.u.gap.to = t->gap_to;
+            t->gap_from = t->gap_to = 0;
+            return put(&f, buf, cap);
+        }
+        if (t->sent < t->ring.end && t->sent < t->limit) {
+            size_t max = AL_MAX_DATA;
+            if (ep->peer_max_frame - AL_FRAME_HEADER - 8 < max)
+                max = ep->peer_max_frame - AL_FRAME_HEADER - 8;
+            if (t->limit - t->sent < max)
+                max = (size_t)(t->limit - t->sent);
+            const uint8_t *p;
+            size_t n = ring_peek(&t->ring, t->sent, max, &p);
+            if (n == 0)
+                return AL_E_STATE; /* cannot happen: sent >= base always */
+            f.type = FR_DATA;
+            f.flags = (uint8_t)s;
+            f.u.data.offset = t->sent;
+            f.u.data.bytes.p = p;
+            f.u.data.bytes.len = n;
+            t->sent += n;
+            return put(&f, buf, cap);
+        }
+        if (t->eof && !t->eof_sent && t->sent == t->ring.end) {
+            t->eof_sent = 1;
+            f.type = FR_EOF;
+            f.flags = (uint8_t)s;
+            f.u.eof.offset = t->ring.end;
+            return put(&f, buf, cap);
+        }
+    }
+    if (is_host(ep) && c->exited && !c->exit_sent && c->tx[FR_STDOUT].eof_sent &&
+        (c->mode != FR_MODE_PIPES || c->tx[FR_STDERR].eof_sent)) {
+        c->exit_sent = 1;
+        f.type = FR_EXIT;
+        f.u.exit.code = c->exit_code;
+        f.u.exit.signo = c->exit_sig;
+        f.u.exit.core = c->exit_core;
+        f.u.exit.out_end = c->tx[FR_STDOUT].ring.end;
+        f.u.exit.err_end = c->tx[FR_STDERR].ring.end;
+        return put(&f, buf, cap);
+    }
+    if (is_host(ep) && c->snap_active) {
+        size_t max = AL_MAX_PAYLOAD - 12;
+        if (ep->peer_max_frame - AL_FRAME_HEADER - 12 < max)
+            max = ep->peer_max_frame - AL_FRAME_HEADER - 12;
+        size_t n = c->snap_len - c->snap_pos < max ? c->snap_len - c->snap_pos : max;
+        f.type = FR_SNAPSHOT;
+        f.flags = c->snap_pos + n < c->snap_len ? FR_SNAPSHOT_MORE : 0;
+        f.u.snapshot.offset = c->snap_off;
+        f.u.snapshot.cols = c->snap_cols;
+        f.u.snapshot.rows = c->snap_rows;
+        f.u.snapshot.bytes.p = c->snap + c->snap_pos;
+        f.u.snapshot.bytes.len = n;
+        c->snap_pos += n;
+        long rc = put(&f, buf, cap);
+        if (c->snap_pos >= c->snap_len) {
+            free(c->snap);
+            c->snap = NULL;
+            c->snap_len = c->snap_pos = 0;
+            c->snap_active = 0;
+        }
+        return rc;
+    }
+    return 0;
+}
+
+long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)
+{
+    struct fr_frame f;
+    memset(&f, 0, offsetof(struct fr_frame, u));
+    (void)now_us;
+    if (!ep->up)
+        return 0;
+    reap(ep);
+    if (!ep->hello_sent) {
+        ep->hello_sent = 1;
+        f.type = FR_HELLO;
+        f.u.hello.version_min = AL_PROTO_VERSION;
+        f.u.hello.version_max = AL_PROTO_VERSION;
+        f.u.hello.role = (uint8_t)ep->cfg.role;
+        f.u.hello.max_frame = AL_MAX_FRAME;
+        f.u.hello.name.p = ep->name;
+        f.u.hello.name.len = (uint16_t)strlen(ep->name);
+        return put(&f, buf, cap);
+    }
+    if (ep->nerrs) {
+        struct errq e = ep->errs[0];
+        memmove(&ep->errs[0], &ep->errs[1], (--ep->nerrs) * sizeof ep->errs[0]);
+        f.type = FR_ERROR;
+        f.channel = e.channel;
+        f.u.error.code = e.code;
+        f.u.error.msg.p = e.msg;
+        f.u.error.msg.len = (uint16_t)strlen(e.msg);
+        return put(&f, buf, cap);
+    }
+    if (ep->closing || !ep->peer_hello)
+        return 0;
+    if (ep->pong_due) {
+        ep->pong_due = 0;
+        f.type = FR_PONG;
+        f.u.ping.ts_us = ep->pong_ts;
+        return put(&f, buf, cap);
+    }
+    if (ep->ping_due) {
+        ep->ping_due = 0;
+        f.type = FR_PING;
+        f.u.ping.ts_us = now_us;
+        return put(&f, buf, cap);
+    }
+    if (ep->token_len) {
+        f.type = FR_TOKEN;
+        f.u.token.p = ep->token;
+        f.u.token.len = ep->token_len;
+        ep->token_len = 0;
+        return put(&f, buf, cap);
+    }
+    if (ep->list_due) {
+        ep->list_due = 0;
+        f.type = FR_LIST;
+        return put(&f, buf, cap);
+    }
+    if (ep->list_reply_due) {
+        ep->list_reply_due = 0;
+        struct fr_frame *lf = calloc(1, sizeof *lf);
+        if (!lf)
+            return AL_E_NOMEM;
+        lf->type = FR_LIST_REPLY;
+        for (unsigned i = 0; i < ep->nch; i++) {
+            const struct chan *c = ep->ch[i];
+            if (c->state != CH_OPEN || c->dead)
+                continue;
+            struct fr_list_entry *e = &lf->u.list.e[lf->u.list.count++];
+            e->channel = c->id;
+            e->state = c->exited ? FR_CH_EXITED : FR_CH_RUNNING;
+            e->mode = c->mode;
+            e->exit_code = c->exited ? c->exit_code : 0;
+            e->exit_signal = c->exited ? c->exit_sig : 0;
+            e->out_end = c->tx[FR_STDOUT].ring.end;
+            e->err_end = c->tx[FR_STDERR].ring.end;
+            e->in_next = c->rx[FR_STDIN].next;
+        }
+        long n = put(lf, buf, cap);
+        free(lf);
+        return n;
+    }
+    /* channels, round robin so that one flood cannot starve the others */
+    for (unsigned k = 0; k < ep->nch; k++) {
+        unsigned i = (ep->rr + k) % ep->nch;
+        struct chan *c = ep->ch[i];
+        if (c->dead)
+            continue;
+        long n = out_chan(ep, c, buf, cap);
+        if (n != 0) {
+            ep->rr = ep->nch ? (i + 1) % ep->nch : 0;
+            return n;
+        }
+    }
+    return 0;
+}
+
+void ep_tick(struct ep *ep, uint64_t now_us)
+{
+    if (!ep->up || ep->closing)
+        return;
+    if (ep->token_deadline_us && now_us >= ep->token_deadline_us) {
+        fail(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED, EP_CLOSE_TOKEN_EXPIRED,
+             "token expired and no fresh one arrived");
+        return;
+    }
+    if (ep->cfg.idle_timeout_us && now_us - ep->last_rx_us >= ep->cfg.idle_timeout_us) {
+        fail(ep, AL_E_TIMEOUT, FR_ERR_TIMEOUT, EP_CLOSE_IDLE, "peer silent for %llu ms",
+             (unsigned long long)((now_us - ep->last_rx_us) / 1000));
+        return;
+    }
+    if (ep->cfg.ping_interval_us && ep_ready(ep) &&
+        now_us - ep->last_ping_us >= ep->cfg.ping_interval_us) {
+        ep->last_ping_us = now_us;
+        ep->ping_due = 1;
+    }
+}
+
+uint64_t ep_next_deadline(const struct ep *ep)
+{
+    uint64_t t = UINT64_MAX;
+    if (!ep->up || ep->closing)
+        return t;
+    if (ep->token_deadline_us)
+        t = ep->token_deadline_us;
+    if (ep->cfg.idle_timeout_us && ep->last_rx_us + ep->cfg.idle_timeout_us < t)
+        t = ep->last_rx_us + ep->cfg.idle_timeout_us;
+    if (ep->cfg.ping_interval_us && ep->last_ping_us + ep->cfg.ping_interval_us < t)
+        t = ep->last_ping_us + ep->cfg.ping_interval_us;
+    return t;
+}
+
+/* ---- application calls ---------------------------------------------------- */
+
+static struct chan *find_live(const struct ep *ep, uint32_t id)
+{
+    struct chan *c = find(ep, id);
+    return c && c->state != CH_CLOSING ? c : NULL;
+}
+
+long ep_write(struct ep *ep, uint32_t ch, unsigned stream, const uint8_t *p, size_t n)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!c)
+        return AL_E_NOCHAN;
+    if (stream >= FR_NSTREAMS || !is_tx(ep, stream) || !stream_used(c, stream))
+        return AL_E_INVAL;
+    struct txs *t = &c->tx[stream];
+    if (t->eof)
+        return AL_E_STATE;
+    size_t room = ep_writable(ep, ch, stream);
+    if (n > room)
+        n = room;
+    int rc = ring_append(&t->ring, p, n);
+    return rc < 0 ? rc : (long)n;
+}
+
+size_t ep_writable(const struct ep *ep, uint32_t ch, unsigned stream)
+{
+    const struct chan *c = find_live(ep, ch);
+    if (!c || stream >= FR_NSTREAMS || !is_tx(ep, stream) || c->tx[stream].eof)
+        return 0;
+    const struct txs *t = &c->tx[stream];
+    uint64_t used = t->ring.end - t->acked;
+    return used >= t->ring.cap ? 0 : (size_t)(t->ring.cap - used);
+}
+
+int ep_eof(struct ep *ep, uint32_t ch, unsigned stream)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!c)
+        return AL_E_NOCHAN;
+    if (stream >= FR_NSTREAMS || !is_tx(ep, stream) || !stream_used(c, stream))
+        return AL_E_INVAL;
+    c->tx[stream].eof = 1;
+    return AL_OK;
+}
+
+int ep_consume(struct ep *ep, uint32_t ch, unsigned stream, size_t n)
+{
+    struct chan *c = find(ep, ch);
+    if (!c)
+        return AL_E_NOCHAN;
+    if (stream >= FR_NSTREAMS || is_tx(ep, stream))
+        return AL_E_INVAL;
+    struct rxs *r = &c->rx[stream];
+    if (n > r->next - r->consumed)
+        return AL_E_INVAL;
+    r->consumed += n;
+    return AL_OK;
+}
+
+int ep_close(struct ep *ep, uint32_t ch)
+{
+    struct chan *c = find(ep, ch);
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->state == CH_CLOSING)
+        return AL_OK;
+    if (is_host(ep) && !c->linked) {
+        kill_chan(ep, c); /* nobody to tell now; ATTACH will learn it */
+        return AL_OK;
+    }
+    if (!is_host(ep) && c->state == CH_OPENING && !c->open_sent) {
+        struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
+        emit(ep, &ev);
+        kill_chan(ep, c);
+        return AL_OK;
+    }
+    c->state = CH_CLOSING;
+    c->pending = P_CLOSE;
+    return AL_OK;
+}
+
+int ep_send_error(struct ep *ep, uint32_t ch, uint16_t code, const char *msg)
+{
+    if (code == 0 || !msg)
+        return AL_E_INVAL;
+    if (ep->nerrs >= AL_MAX_PENDING_ERRORS)
+        return AL_E_LIMIT;
+    queue_error(ep, ch, code, msg);
+    return AL_OK;
+}
+
+int ep_stream_info(const struct ep *ep, uint32_t ch, unsigned stream, struct ep_stream_info *out)
+{
+    const struct chan *c = find(ep, ch);
+    if (!c)
+        return AL_E_NOCHAN;
+    if (stream >= FR_NSTREAMS)
+        return AL_E_INVAL;
+    memset(out, 0, sizeof *out);
+    if (is_tx(ep, stream)) {
+        out->end = c->tx[stream].ring.end;
+        out->acked = c->tx[stream].acked;
+        out->base = c->tx[stream].ring.base;
+        out->eof = c->tx[stream].eof;
+    } else {
+        out->end = c->rx[stream].next;
+        out->consumed = c->rx[stream].consumed;
+        out->eof = c->rx[stream].eof;
+    }
+    return AL_OK;
+}
+
+unsigned ep_channel_count(const struct ep *ep)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < ep->nch; i++)
+        n += !ep->ch[i]->dead;
+    return n;
+}
+
+/* host */
+
+int ep_opened(struct ep *ep, uint32_t ch, uint32_t pid)
+{
+    struct chan *c = find(ep, ch);
+    if (!is_host(ep))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->state != CH_OPENING)
+        return AL_E_STATE;
+    c->state = CH_OPEN;
+    c->pid = pid;
+    rx_grant(ep, &c->rx[FR_STDIN]);
+    c->rx[FR_STDIN].limit_sent = 0; /* first ACK after OPENED grants it */
+    c->pending |= P_OPENED;
+    return AL_OK;
+}
+
+int ep_open_failed(struct ep *ep, uint32_t ch, const char *why)
+{
+    struct chan *c = find(ep, ch);
+    if (!is_host(ep))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->state != CH_OPENING)
+        return AL_E_STATE;
+    queue_error(ep, ch, FR_ERR_OPEN_FAILED, why ? why : "could not start");
+    kill_chan(ep, c);
+    return AL_OK;
+}
+
+int ep_exit(struct ep *ep, uint32_t ch, int32_t code, uint8_t signo, uint8_t core)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!is_host(ep))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->exited)
+        return AL_E_STATE;
+    if (signo ? code != -1 || signo >= 128 : code < 0 || code > 255)
+        return AL_E_INVAL;
+    c->exited = 1;
+    c->exit_code = code;
+    c->exit_sig = signo;
+    c->exit_core = core ? 1 : 0;
+    c->tx[FR_STDOUT].eof = 1;
+    c->tx[FR_STDERR].eof = 1;
+    return AL_OK;
+}
+
+int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16_t rows,
+                const uint8_t *p, size_t n)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!is_host(ep) || cols < 1 || cols > AL_MAX_COLS || rows < 1 || rows > AL_MAX_ROWS)
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (n > AL_MAX_SNAPSHOT)
+        return AL_E_TOOBIG;
+    if (!c->linked)
+        return AL_E_STATE;
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy)
+        return AL_E_NOMEM;
+    if (n)
+        memcpy(copy, p, n);
+    free(c->snap);
+    c->snap = copy;
+    c->snap_len = n; /* an empty screen is one empty final chunk */
+    c->snap_pos = 0;
+    c->snap_off = offset;
+    c->snap_cols = cols;
+    c->snap_rows = rows;
+    c->snap_active = 1;
+    return AL_OK;
+}
+
+void ep_set_token_deadline(struct ep *ep, uint64_t deadline_us)
+{
+    ep->token_deadline_us = deadline_us;
+}
+
+/* controller */
+
+long ep_open(struct ep *ep, const struct fr_open *o)
+{
+    if (is_host(ep))
+        return AL_E_INVAL;
+    if (ep_channel_count(ep) >= AL_MAX_CHANNELS)
+        return AL_E_LIMIT;
+    uint32_t id = ep->next_id;
+    while (find(ep, id) || id == 0)
+        id++;
+    struct fr_frame *f = calloc(1, sizeof *f);
+    uint8_t *buf = malloc(AL_MAX_FRAME);
+    if (!f || !buf) {
+        free(f);
+        free(buf);
+        return AL_E_NOMEM;
+    }
+    f->type = FR_OPEN;
+    f->channel = id;
+    f->u.open = *o;
+    long n = fr_encode(f, buf, AL_MAX_FRAME);
+    free(f);
+    if (n < 0) {
+        free(buf);
+        return n;
+    }
+    struct chan *c = chan_new(ep, id, o->mode);
+    if (!c) {
+        free(buf);
+        return AL_E_NOMEM;
+    }
+    uint8_t *shrunk = realloc(buf, (size_t)n);
+    c->open_frame = shrunk ? shrunk : buf;
+    c->open_len = (size_t)n;
+    c->state = CH_OPENING;
+    c->cols = o->cols;
+    c->rows = o->rows;
+    if (ep_ready(ep))
+        c->pending |= P_OPEN;
+    ep->next_id = id + 1;
+    return (long)id;
+}
+
+int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next)
+{
+    if (is_host(ep) || ch == 0 || mode > FR_MODE_PIPES)
+        return AL_E_INVAL;
+    if (find(ep, ch))
+        return AL_E_EXISTS;
+    struct chan *c = chan_new(ep, ch, mode);
+    if (!c)
+        return ep->nch >= AL_MAX_CHANNELS ? AL_E_LIMIT : AL_E_NOMEM;
+    c->state = CH_OPEN;
+    c->adopted = 1;
+    c->rx[FR_STDOUT].next = c->rx[FR_STDOUT].consumed = out_next;
+    c->rx[FR_STDERR].next = c->rx[FR_STDERR].consumed = err_next;
+    if (ep_ready(ep))
+        c->pending |= P_ATTACH;
+    if (ch >= ep->next_id)
+        ep->next_id = ch + 1;
+    return AL_OK;
+}
+
+int ep_resize(struct ep *ep, uint32_t ch, uint16_t cols, uint16_t rows)
+{
+    struct chan *c = find_live(ep, ch);
+    if (is_host(ep) || cols < 1 || cols > AL_MAX_COLS || rows < 1 || rows > AL_MAX_ROWS)
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    c->cols = cols;
+    c->rows = rows;
+    c->pending |= P_RESIZE;
+    return AL_OK;
+}
+
+int ep_signal(struct ep *ep, uint32_t ch, uint8_t signo, uint8_t scope)
+{
+    struct chan *c = find_live(ep, ch);
+    if (is_host(ep) || !fr_signal_ok(signo) || scope > FR_SIG_TREE)
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (!c->linked)
+        return AL_E_STATE;
+    if (c->nsigs >= AL_MAX_PENDING_SIGNALS)
+        return AL_E_LIMIT;
+    c->sigs[c->nsigs][0] = signo;
+    c->sigs[c->nsigs][1] = scope;
+    c->nsigs++;
+    return AL_OK;
+}
+
+int ep_request_snapshot(struct ep *ep, uint32_t ch)
+{
+    struct chan *c = find_live(ep, ch);
+    if (is_host(ep))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    c->pending |= P_SNAPREQ;
+    return AL_OK;
+}
+
+int ep_list(struct ep *ep)
+{
+    if (is_host(ep))
+        return AL_E_INVAL;
+    ep->list_due = 1;
+    return AL_OK;
+}
+
+int ep_send_token(struct ep *ep, const char *token, size_t len)
+{
+    if (is_host(ep) || len == 0 || len > AL_MAX_TOKEN)
+        return AL_E_INVAL;
+    memcpy(ep->token, token, len);
+    ep->token_len = len;
+    return AL_OK;
+}

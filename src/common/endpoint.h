@@ -1,0 +1,191 @@
+/*
+ * endpoint: one side of an airlock.v1 session, as a pure state machine.
+ *
+ * No I/O and no clock: the caller feeds whole received frames with
+ * ep_input(), pulls frames to send with ep_output(), calls ep_tick() for
+ * timers, and passes the time (microseconds, any monotonic origin) to each.
+ * Events come back through one callback. The same code serves either role
+ * (host = owns the processes, controller = asks for them) whichever side
+ * dialed.
+ *
+ * An endpoint outlives links: ep_link_up()/ep_link_down() bracket each
+ * connection, and channels, offsets and resend buffers carry over, so a new
+ * link resumes every channel where the last one stopped (docs/protocol.md,
+ * "Resume").
+ *
+ * Callbacks may call any ep_* function except ep_free(); a channel closed
+ * from a callback is released only after the callback returns.
+ */
+#ifndef AL_ENDPOINT_H
+#define AL_ENDPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frame.h"
+
+struct ep;
+
+/* WebSocket close codes an endpoint asks for (4000-4999: private use). */
+enum ep_close_code {
+    EP_CLOSE_NORMAL = 1000,
+    EP_CLOSE_PROTOCOL = 4000,
+    EP_CLOSE_VERSION = 4001,
+    EP_CLOSE_TOKEN_EXPIRED = 4002,
+    EP_CLOSE_IDLE = 4003,
+    EP_CLOSE_LIMIT = 4004,
+    EP_CLOSE_REPLACED = 4005,
+};
+
+enum ep_ev_type {
+    EP_EV_READY = 1,    /* HELLOs exchanged; ev->version */
+    EP_EV_OPEN,         /* host: open request; ev->open (valid during callback) */
+    EP_EV_OPENED,       /* controller: channel started; ev->pid */
+    EP_EV_ATTACHED,     /* controller: channel resumed; ev->state */
+    EP_EV_LOST,         /* controller: the host does not know the channel */
+    EP_EV_DATA,         /* ev->stream, ev->offset, ev->data, ev->len */
+    EP_EV_EOF,          /* ev->stream ended at ev->offset */
+    EP_EV_GAP,          /* ev->stream: bytes [ev->offset, ev->to) are gone */
+    EP_EV_RESIZE,       /* host: ev->cols, ev->rows */
+    EP_EV_SIGNAL,       /* host: ev->signo, ev->scope */
+    EP_EV_EXIT,         /* controller: ev->exit_code, ev->signo, ev->core */
+    EP_EV_CLOSED,       /* the channel is gone (host: stop its processes) */
+    EP_EV_SNAPSHOT_REQ, /* host: please call ep_snapshot() */
+    EP_EV_SNAPSHOT,     /* controller: ev->data/len, ev->offset, cols, rows */
+    EP_EV_LIST,         /* controller: ev->list */
+    EP_EV_TOKEN,        /* host: ev->data/len hold a fresh token to verify */
+    EP_EV_PONG,         /* ev->rtt_us */
+    EP_EV_ERROR,        /* peer sent ERROR: ev->code, ev->data/len message */
+    EP_EV_WRITABLE,     /* room freed in an outgoing stream (ev->stream) */
+};
+
+struct ep_event {
+    enum ep_ev_type type;
+    uint32_t channel; /* 0 for connection events */
+    unsigned stream;  /* enum fr_stream */
+    uint64_t offset, to;
+    const uint8_t *data;
+    size_t len;
+    const struct fr_open *open;
+    const struct fr_frame *list; /* the LIST_REPLY frame */
+    uint32_t pid;
+    uint16_t cols, rows, code, version;
+    uint8_t state, signo, scope, core;
+    int32_t exit_code;
+    uint64_t rtt_us;
+};
+
+typedef void ep_event_fn(void *ud, const struct ep_event *ev);
+
+struct ep_config {
+    enum fr_role role;
+    const char *name;          /* sent in HELLO; copied */
+    size_t tx_ring;            /* resend ring per outgoing stream, bytes */
+    uint32_t window;           /* credit granted per incoming stream, bytes */
+    uint64_t ping_interval_us; /* 0: never ping */
+    uint64_t idle_timeout_us;  /* 0: never drop a silent peer */
+    ep_event_fn *on_event;
+    void *ud;
+};
+
+#define EP_DEFAULT_TX_RING (4u << 20)  /* 4 MiB */
+#define EP_DEFAULT_WINDOW (512u << 10) /* 512 KiB */
+#define EP_MIN_WINDOW 1024u
+#define EP_DEFAULT_PING_US 15000000ull /* 15 s */
+#define EP_DEFAULT_IDLE_US 45000000ull /* 45 s */
+
+void ep_config_default(struct ep_config *c, enum fr_role role);
+
+/* 0 or AL_E_*; *out owns the endpoint until ep_free(). */
+int ep_new(const struct ep_config *c, struct ep **out);
+void ep_free(struct ep *ep);
+
+/* ---- the link ------------------------------------------------------------ */
+
+/* A connection is up: HELLO is queued. */
+void ep_link_up(struct ep *ep, uint64_t now_us);
+/* The connection is gone; any half-received state of it is dropped. */
+void ep_link_down(struct ep *ep);
+/* Whether HELLOs have been exchanged on the current link. */
+int ep_ready(const struct ep *ep);
+
+/*
+ * One received frame (one WebSocket message). 0, or a negative AL_E_* when
+ * the peer broke the protocol: an ERROR frame is then queued and
+ * ep_closing() says how to close once the output is drained.
+ */
+int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us);
+
+/*
+ * The next frame to send, encoded into buf (cap >= AL_MAX_FRAME is always
+ * enough). Returns its length, 0 when there is nothing to send now.
+ */
+long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us);
+
+/* Timers: pings, the idle timeout, the token deadline. */
+void ep_tick(struct ep *ep, uint64_t now_us);
+/* The next time ep_tick() has work, or UINT64_MAX. */
+uint64_t ep_next_deadline(const struct ep *ep);
+
+/* Non-zero once the link must be closed (after draining ep_output()). */
+int ep_closing(const struct ep *ep, int *code, const char **reason);
+
+/* ---- streams (both roles) ------------------------------------------------- */
+
+/*
+ * Queue bytes on an outgoing stream (host: FR_STDOUT/FR_STDERR; controller:
+ * FR_STDIN). Returns how many were taken (maybe 0: no room until the peer
+ * acknowledges; EP_EV_WRITABLE tells when) or AL_E_*.
+ */
+long ep_write(struct ep *ep, uint32_t ch, unsigned stream, const uint8_t *p, size_t n);
+/* Bytes ep_write() would take now. */
+size_t ep_writable(const struct ep *ep, uint32_t ch, unsigned stream);
+/* The outgoing stream ends after what was written. */
+int ep_eof(struct ep *ep, uint32_t ch, unsigned stream);
+/* n received bytes were delivered (to the PTY, disk, screen): grants credit. */
+int ep_consume(struct ep *ep, uint32_t ch, unsigned stream, size_t n);
+/* Close a channel (host: announce its end; controller: ask for it). */
+int ep_close(struct ep *ep, uint32_t ch);
+/* Send an ERROR frame (channel 0: about the connection). Not fatal. */
+int ep_send_error(struct ep *ep, uint32_t ch, uint16_t code, const char *msg);
+
+struct ep_stream_info {
+    uint64_t end;      /* outgoing: bytes written; incoming: bytes received */
+    uint64_t acked;    /* outgoing: acknowledged by the peer */
+    uint64_t base;     /* outgoing: oldest byte still held for resend */
+    uint64_t consumed; /* incoming: delivered by the application */
+    int eof;
+};
+int ep_stream_info(const struct ep *ep, uint32_t ch, unsigned stream, struct ep_stream_info *out);
+/* Number of channels the endpoint holds. */
+unsigned ep_channel_count(const struct ep *ep);
+
+/* ---- host side ----------------------------------------------------------- */
+
+/* Answer an EP_EV_OPEN: the process runs (pid), or it could not start. */
+int ep_opened(struct ep *ep, uint32_t ch, uint32_t pid);
+int ep_open_failed(struct ep *ep, uint32_t ch, const char *why);
+/* The process ended; output streams end where they are. */
+int ep_exit(struct ep *ep, uint32_t ch, int32_t code, uint8_t signo, uint8_t core);
+/* Answer EP_EV_SNAPSHOT_REQ: bytes that redraw the screen as of stdout offset. */
+int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16_t rows,
+                const uint8_t *p, size_t n);
+/* A fresh token was accepted: the link may live until deadline_us. */
+void ep_set_token_deadline(struct ep *ep, uint64_t deadline_us);
+
+/* ---- controller side ----------------------------------------------------- */
+
+/* Open a channel; returns its id (> 0) or AL_E_*. o is copied. */
+long ep_open(struct ep *ep, const struct fr_open *o);
+/*
+ * Re-adopt a channel known from before a restart: the next output bytes
+ * wanted are out_next/err_next. The host's offsets decide where stdin goes on.
+ */
+int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next);
+int ep_resize(struct ep *ep, uint32_t ch, uint16_t cols, uint16_t rows);
+int ep_signal(struct ep *ep, uint32_t ch, uint8_t signo, uint8_t scope);
+int ep_request_snapshot(struct ep *ep, uint32_t ch);
+int ep_list(struct ep *ep);
+int ep_send_token(struct ep *ep, const char *token, size_t len);
+
+#endif

@@ -1,0 +1,614 @@
+/*
+ * frame: airlock.v1 encoder and strict decoder (see frame.h, and
+ * docs/protocol.md for the layout of every payload).
+ *
+ * Data model: a cursor (struct rd / struct wr) walks a byte buffer; every
+ * read and write is bounds-checked and a failed one latches the cursor's
+ * error, so a payload is either wholly valid or rejected. Each frame type
+ * has one encode and one decode routine, written side by side so they
+ * cannot drift apart.
+ */
+#include "frame.h"
+
+#include <string.h>
+
+#include "al_err.h"
+
+/* ---- reading ------------------------------------------------------------ */
+
+struct rd {
+    const uint8_t *p;
+    size_t len, pos;
+    int err;
+};
+
+static const uint8_t *rd_take(struct rd *r, size_t n)
+{
+    if (r->err || n > r->len - r->pos) {
+        r->err = AL_E_PROTO;
+        return NULL;
+    }
+    const uint8_t *q = r->p + r->pos;
+    r->pos += n;
+    return q;
+}
+
+static uint8_t rd_u8(struct rd *r)
+{
+    const uint8_t *q = rd_take(r, 1);
+    return q ? q[0] : 0;
+}
+
+static uint16_t rd_u16(struct rd *r)
+{
+    const uint8_t *q = rd_take(r, 2);
+    return q ? (uint16_t)(q[0] << 8 | q[1]) : 0;
+}
+
+static uint32_t rd_u32(struct rd *r)
+{
+    const uint8_t *q = rd_take(r, 4);
+    return q ? (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3] : 0;
+}
+
+static uint64_t rd_u64(struct rd *r)
+{
+    uint64_t hi = rd_u32(r);
+    return hi << 32 | rd_u32(r);
+}
+
+/* A string: u16 length then bytes; at most max bytes, no NUL inside. */
+static struct fr_str rd_str(struct rd *r, size_t max)
+{
+    struct fr_str s = {NULL, 0};
+    uint16_t n = rd_u16(r);
+    if (n > max) {
+        r->err = AL_E_PROTO;
+        return s;
+    }
+    const uint8_t *q = rd_take(r, n);
+    if (!q)
+        return s;
+    if (memchr(q, 0, n)) {
+        r->err = AL_E_PROTO;
+        return s;
+    }
+    s.p = (const char *)q;
+    s.len = n;
+    return s;
+}
+
+/* The rest of the payload as bytes. */
+static struct fr_bytes rd_rest(struct rd *r)
+{
+    struct fr_bytes b = {r->p + r->pos, r->len - r->pos};
+    r->pos = r->len;
+    return b;
+}
+
+static void rd_check(struct rd *r, int ok)
+{
+    if (!ok)
+        r->err = AL_E_PROTO;
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+struct wr {
+    uint8_t *p;
+    size_t cap, pos;
+    int err;
+};
+
+static uint8_t *wr_take(struct wr *w, size_t n)
+{
+    if (w->err || n > w->cap - w->pos) {
+        w->err = AL_E_TOOBIG;
+        return NULL;
+    }
+    uint8_t *q = w->p + w->pos;
+    w->pos += n;
+    return q;
+}
+
+static void wr_u8(struct wr *w, uint8_t v)
+{
+    uint8_t *q = wr_take(w, 1);
+    if (q)
+        q[0] = v;
+}
+
+static void wr_u16(struct wr *w, uint16_t v)
+{
+    uint8_t *q = wr_take(w, 2);
+    if (q) {
+        q[0] = (uint8_t)(v >> 8);
+        q[1] = (uint8_t)v;
+    }
+}
+
+static void wr_u32(struct wr *w, uint32_t v)
+{
+    uint8_t *q = wr_take(w, 4);
+    if (q) {
+        q[0] = (uint8_t)(v >> 24);
+        q[1] = (uint8_t)(v >> 16);
+        q[2] = (uint8_t)(v >> 8);
+        q[3] = (uint8_t)v;
+    }
+}
+
+static void wr_u64(struct wr *w, uint64_t v)
+{
+    wr_u32(w, (uint32_t)(v >> 32));
+    wr_u32(w, (uint32_t)v);
+}
+
+static void wr_bytes(struct wr *w, const void *p, size_t n)
+{
+    uint8_t *q = wr_take(w, n);
+    if (q && n)
+        memcpy(q, p, n);
+}
+
+static void wr_str(struct wr *w, struct fr_str s, size_t max)
+{
+    if (s.len > max || (s.len && !s.p) || (s.len && memchr(s.p, 0, s.len))) {
+        w->err = AL_E_INVAL;
+        return;
+    }
+    wr_u16(w, s.len);
+    wr_bytes(w, s.p, s.len);
+}
+
+static void wr_check(struct wr *w, int ok)
+{
+    if (!ok && !w->err)
+        w->err = AL_E_INVAL;
+}
+
+/* ---- shared validity rules ---------------------------------------------- */
+
+static int size_ok(uint16_t cols, uint16_t rows)
+{
+    return cols >= 1 && cols <= AL_MAX_COLS && rows >= 1 && rows <= AL_MAX_ROWS;
+}
+
+int fr_signal_ok(unsigned signo)
+{
+    switch (signo) {
+    case 1:  /* HUP */
+    case 2:  /* INT */
+    case 3:  /* QUIT */
+    case 9:  /* KILL */
+    case 10: /* USR1 */
+    case 12: /* USR2 */
+    case 15: /* TERM */
+    case 18: /* CONT */
+    case 19: /* STOP */
+    case 20: /* TSTP */
+    case 28: /* WINCH */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int type_is_conn(unsigned t)
+{
+    return t >= FR_HELLO && t <= FR_LIST_REPLY;
+}
+
+static int type_is_chan(unsigned t)
+{
+    return t >= FR_OPEN && t <= FR_SNAPSHOT;
+}
+
+static int type_has_stream(unsigned t)
+{
+    return t == FR_DATA || t == FR_ACK || t == FR_EOF || t == FR_GAP;
+}
+
+const char *fr_type_name(unsigned type)
+{
+    static const char *const names[] = {
+        [FR_HELLO] = "HELLO",
+        [FR_PING] = "PING",
+        [FR_PONG] = "PONG",
+        [FR_TOKEN] = "TOKEN",
+        [FR_ERROR] = "ERROR",
+        [FR_LIST] = "LIST",
+        [FR_LIST_REPLY] = "LIST_REPLY",
+        [FR_OPEN] = "OPEN",
+        [FR_OPENED] = "OPENED",
+        [FR_DATA] = "DATA",
+        [FR_ACK] = "ACK",
+        [FR_RESIZE] = "RESIZE",
+        [FR_SIGNAL] = "SIGNAL",
+        [FR_EOF] = "EOF",
+        [FR_EXIT] = "EXIT",
+        [FR_CLOSE] = "CLOSE",
+        [FR_ATTACH] = "ATTACH",
+        [FR_ATTACHED] = "ATTACHED",
+        [FR_GAP] = "GAP",
+        [FR_SNAPSHOT_REQ] = "SNAPSHOT_REQ",
+        [FR_SNAPSHOT] = "SNAPSHOT",
+    };
+    if (type < sizeof names / sizeof names[0] && names[type])
+        return names[type];
+    return "?";
+}
+
+/* ---- payloads ----------------------------------------------------------- */
+
+static void dec_payload(struct rd *r, struct fr_frame *f)
+{
+    switch (f->type) {
+    case FR_HELLO:
+        f->u.hello.version_min = rd_u16(r);
+        f->u.hello.version_max = rd_u16(r);
+        f->u.hello.role = rd_u8(r);
+        f->u.hello.max_frame = rd_u32(r);
+        f->u.hello.name = rd_str(r, AL_MAX_NAME);
+        rd_check(r, f->u.hello.version_min >= 1 &&
+                        f->u.hello.version_min <= f->u.hello.version_max &&
+                        (f->u.hello.role == FR_ROLE_HOST ||
+                         f->u.hello.role == FR_ROLE_CONTROLLER) &&
+                        f->u.hello.max_frame >= 1024);
+        break;
+    case FR_PING:
+    case FR_PONG:
+        f->u.ping.ts_us = rd_u64(r);
+        break;
+    case FR_TOKEN:
+        f->u.token = rd_rest(r);
+        rd_check(r, f->u.token.len >= 1 && f->u.token.len <= AL_MAX_TOKEN);
+        break;
+    case FR_ERROR:
+        f->u.error.code = rd_u16(r);
+        f->u.error.msg = rd_str(r, AL_MAX_ERRMSG);
+        rd_check(r, f->u.error.code != 0);
+        break;
+    case FR_LIST:
+    case FR_CLOSE:
+    case FR_SNAPSHOT_REQ:
+        break;
+    case FR_LIST_REPLY:
+        f->u.list.count = rd_u16(r);
+        rd_check(r, f->u.list.count <= AL_MAX_CHANNELS);
+        for (unsigned i = 0; !r->err && i < f->u.list.count; i++) {
+            struct fr_list_entry *e = &f->u.list.e[i];
+            e->channel = rd_u32(r);
+            e->state = rd_u8(r);
+            e->mode = rd_u8(r);
+            e->exit_code = (int32_t)rd_u32(r);
+            e->exit_signal = rd_u8(r);
+            e->out_end = rd_u64(r);
+            e->err_end = rd_u64(r);
+            e->in_next = rd_u64(r);
+            rd_check(r, e->channel != 0 &&
+                            (e->state == FR_CH_RUNNING || e->state == FR_CH_EXITED) &&
+                            e->mode <= FR_MODE_PIPES);
+        }
+        break;
+    case FR_OPEN: {
+        struct fr_open *o = &f->u.open;
+        o->mode = rd_u8(r);
+        o->cols = rd_u16(r);
+        o->rows = rd_u16(r);
+        o->term = rd_str(r, AL_MAX_TERM);
+        o->cwd = rd_str(r, AL_MAX_STR);
+        o->argc = rd_u16(r);
+        rd_check(r, o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
+                        o->argc <= AL_MAX_ARGV);
+        for (unsigned i = 0; !r->err && i < o->argc; i++)
+            o->argv[i] = rd_str(r, AL_MAX_STR);
+        rd_check(r, r->err || o->argv[0].len > 0);
+        o->envc = rd_u16(r);
+        rd_check(r, o->envc <= AL_MAX_ENV);
+        for (unsigned i = 0; !r->err && i < o->envc; i++) {
+            o->env[i] = rd_str(r, AL_MAX_STR);
+            /* NAME=value with a non-empty NAME */
+            const char *eq = r->err ? NULL : memchr(o->env[i].p, '=', o->env[i].len);
+            rd_check(r, r->err || (eq && eq != o->env[i].p));
+        }
+        break;
+    }
+    case FR_OPENED:
+        f->u.opened.pid = rd_u32(r);
+        break;
+    case FR_DATA:
+        f->u.data.offset = rd_u64(r);
+        f->u.data.bytes = rd_rest(r);
+        rd_check(r, f->u.data.bytes.len >= 1 && f->u.data.bytes.len <= AL_MAX_DATA &&
+                        f->u.data.offset <= UINT64_MAX - f->u.data.bytes.len);
+        break;
+    case FR_ACK:
+        f->u.ack.ack = rd_u64(r);
+        f->u.ack.limit = rd_u64(r);
+        rd_check(r, f->u.ack.limit >= f->u.ack.ack);
+        break;
+    case FR_RESIZE:
+        f->u.resize.cols = rd_u16(r);
+        f->u.resize.rows = rd_u16(r);
+        rd_check(r, size_ok(f->u.resize.cols, f->u.resize.rows));
+        break;
+    case FR_SIGNAL:
+        f->u.signal.signo = rd_u8(r);
+        f->u.signal.scope = rd_u8(r);
+        rd_check(r, fr_signal_ok(f->u.signal.signo) && f->u.signal.scope <= FR_SIG_TREE);
+        break;
+    case FR_EOF:
+        f->u.eof.offset = rd_u64(r);
+        break;
+    case FR_EXIT:
+        f->u.exit.code = (int32_t)rd_u32(r);
+        f->u.exit.signo = rd_u8(r);
+        f->u.exit.core = rd_u8(r);
+        f->u.exit.out_end = rd_u64(r);
+        f->u.exit.err_end = rd_u64(r);
+        rd_check(r, f->u.exit.core <= 1 && f->u.exit.signo < 128 &&
+                        (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
+                                              : f->u.exit.code == -1));
+        break;
+    case FR_ATTACH:
+        f->u.attach.out_next = rd_u64(r);
+        f->u.attach.out_limit = rd_u64(r);
+        f->u.attach.err_next = rd_u64(r);
+        f->u.attach.err_limit = rd_u64(r);
+        f->u.attach.cols = rd_u16(r);
+        f->u.attach.rows = rd_u16(r);
+        rd_check(r, f->u.attach.out_limit >= f->u.attach.out_next &&
+                        f->u.attach.err_limit >= f->u.attach.err_next &&
+                        ((f->u.attach.cols == 0 && f->u.attach.rows == 0) ||
+                         size_ok(f->u.attach.cols, f->u.attach.rows)));
+        break;
+    case FR_ATTACHED:
+        f->u.attached.state = rd_u8(r);
+        f->u.attached.in_next = rd_u64(r);
+        f->u.attached.in_limit = rd_u64(r);
+        rd_check(r, (f->u.attached.state == FR_CH_RUNNING ||
+                     f->u.attached.state == FR_CH_EXITED) &&
+                        f->u.attached.in_limit >= f->u.attached.in_next);
+        break;
+    case FR_GAP:
+        f->u.gap.from = rd_u64(r);
+        f->u.gap.to = rd_u64(r);
+        rd_check(r, f->u.gap.to > f->u.gap.from);
+        break;
+    case FR_SNAPSHOT:
+        f->u.snapshot.offset = rd_u64(r);
+        f->u.snapshot.cols = rd_u16(r);
+        f->u.snapshot.rows = rd_u16(r);
+        f->u.snapshot.bytes = rd_rest(r);
+        rd_check(r, size_ok(f->u.snapshot.cols, f->u.snapshot.rows));
+        break;
+    default:
+        r->err = AL_E_TYPE;
+        break;
+    }
+}
+
+static void enc_payload(struct wr *w, const struct fr_frame *f)
+{
+    switch (f->type) {
+    case FR_HELLO:
+        wr_check(w, f->u.hello.version_min >= 1 &&
+                        f->u.hello.version_min <= f->u.hello.version_max &&
+                        (f->u.hello.role == FR_ROLE_HOST ||
+                         f->u.hello.role == FR_ROLE_CONTROLLER) &&
+                        f->u.hello.max_frame >= 1024);
+        wr_u16(w, f->u.hello.version_min);
+        wr_u16(w, f->u.hello.version_max);
+        wr_u8(w, f->u.hello.role);
+        wr_u32(w, f->u.hello.max_frame);
+        wr_str(w, f->u.hello.name, AL_MAX_NAME);
+        break;
+    case FR_PING:
+    case FR_PONG:
+        wr_u64(w, f->u.ping.ts_us);
+        break;
+    case FR_TOKEN:
+        wr_check(w, f->u.token.len >= 1 && f->u.token.len <= AL_MAX_TOKEN);
+        wr_bytes(w, f->u.token.p, f->u.token.len);
+        break;
+    case FR_ERROR:
+        wr_check(w, f->u.error.code != 0);
+        wr_u16(w, f->u.error.code);
+        wr_str(w, f->u.error.msg, AL_MAX_ERRMSG);
+        break;
+    case FR_LIST:
+    case FR_CLOSE:
+    case FR_SNAPSHOT_REQ:
+        break;
+    case FR_LIST_REPLY:
+        wr_check(w, f->u.list.count <= AL_MAX_CHANNELS);
+        wr_u16(w, f->u.list.count);
+        for (unsigned i = 0; !w->err && i < f->u.list.count; i++) {
+            const struct fr_list_entry *e = &f->u.list.e[i];
+            wr_check(w, e->channel != 0 &&
+                            (e->state == FR_CH_RUNNING || e->state == FR_CH_EXITED) &&
+                            e->mode <= FR_MODE_PIPES);
+            wr_u32(w, e->channel);
+            wr_u8(w, e->state);
+            wr_u8(w, e->mode);
+            wr_u32(w, (uint32_t)e->exit_code);
+            wr_u8(w, e->exit_signal);
+            wr_u64(w, e->out_end);
+            wr_u64(w, e->err_end);
+            wr_u64(w, e->in_next);
+        }
+        break;
+    case FR_OPEN: {
+        const struct fr_open *o = &f->u.open;
+        wr_check(w, o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
+                        o->argc <= AL_MAX_ARGV && o->argv[0].len > 0 && o->envc <= AL_MAX_ENV);
+        wr_u8(w, o->mode);
+        wr_u16(w, o->cols);
+        wr_u16(w, o->rows);
+        wr_str(w, o->term, AL_MAX_TERM);
+        wr_str(w, o->cwd, AL_MAX_STR);
+        wr_u16(w, o->argc);
+        for (unsigned i = 0; !w->err && i < o->argc; i++)
+            wr_str(w, o->argv[i], AL_MAX_STR);
+        wr_u16(w, o->envc);
+        for (unsigned i = 0; !w->err && i < o->envc; i++) {
+            const char *eq = o->env[i].p ? memchr(o->env[i].p, '=', o->env[i].len) : NULL;
+            wr_check(w, eq && eq != o->env[i].p);
+            wr_str(w, o->env[i], AL_MAX_STR);
+        }
+        break;
+    }
+    case FR_OPENED:
+        wr_u32(w, f->u.opened.pid);
+        break;
+    case FR_DATA:
+        wr_check(w, f->u.data.bytes.len >= 1 && f->u.data.bytes.len <= AL_MAX_DATA &&
+                        f->u.data.offset <= UINT64_MAX - f->u.data.bytes.len);
+        wr_u64(w, f->u.data.offset);
+        wr_bytes(w, f->u.data.bytes.p, f->u.data.bytes.len);
+        break;
+    case FR_ACK:
+        wr_check(w, f->u.ack.limit >= f->u.ack.ack);
+        wr_u64(w, f->u.ack.ack);
+        wr_u64(w, f->u.ack.limit);
+        break;
+    case FR_RESIZE:
+        wr_check(w, size_ok(f->u.resize.cols, f->u.resize.rows));
+        wr_u16(w, f->u.resize.cols);
+        wr_u16(w, f->u.resize.rows);
+        break;
+    case FR_SIGNAL:
+        wr_check(w, fr_signal_ok(f->u.signal.signo) && f->u.signal.scope <= FR_SIG_TREE);
+        wr_u8(w, f->u.signal.signo);
+        wr_u8(w, f->u.signal.scope);
+        break;
+    case FR_EOF:
+        wr_u64(w, f->u.eof.offset);
+        break;
+    case FR_EXIT:
+        wr_check(w, f->u.exit.core <= 1 && f->u.exit.signo < 128 &&
+                        (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
+                                              : f->u.exit.code == -1));
+        wr_u32(w, (uint32_t)f->u.exit.code);
+        wr_u8(w, f->u.exit.signo);
+        wr_u8(w, f->u.exit.core);
+        wr_u64(w, f->u.exit.out_end);
+        wr_u64(w, f->u.exit.err_end);
+        break;
+    case FR_ATTACH:
+        wr_check(w, f->u.attach.out_limit >= f->u.attach.out_next &&
+                        f->u.attach.err_limit >= f->u.attach.err_next &&
+                        ((f->u.attach.cols == 0 && f->u.attach.rows == 0) ||
+                         size_ok(f->u.attach.cols, f->u.attach.rows)));
+        wr_u64(w, f->u.attach.out_next);
+        wr_u64(w, f->u.attach.out_limit);
+        wr_u64(w, f->u.attach.err_next);
+        wr_u64(w, f->u.attach.err_limit);
+        wr_u16(w, f->u.attach.cols);
+        wr_u16(w, f->u.attach.rows);
+        break;
+    case FR_ATTACHED:
+        wr_check(w, (f->u.attached.state == FR_CH_RUNNING ||
+                     f->u.attached.state == FR_CH_EXITED) &&
+                        f->u.attached.in_limit >= f->u.attached.in_next);
+        wr_u8(w, f->u.attached.state);
+        wr_u64(w, f->u.attached.in_next);
+        wr_u64(w, f->u.attached.in_limit);
+        break;
+    case FR_GAP:
+        wr_check(w, f->u.gap.to > f->u.gap.from);
+        wr_u64(w, f->u.gap.from);
+        wr_u64(w, f->u.gap.to);
+        break;
+    case FR_SNAPSHOT:
+        wr_check(w, size_ok(f->u.snapshot.cols, f->u.snapshot.rows));
+        wr_u64(w, f->u.snapshot.offset);
+        wr_u16(w, f->u.snapshot.cols);
+        wr_u16(w, f->u.snapshot.rows);
+        wr_bytes(w, f->u.snapshot.bytes.p, f->u.snapshot.bytes.len);
+        break;
+    default:
+        w->err = AL_E_INVAL;
+        break;
+    }
+}
+
+/* Header rules shared by both directions. */
+static int header_ok(unsigned type, unsigned flags, uint32_t channel)
+{
+    if (type_is_conn(type)) {
+        if (channel != 0 && type != FR_ERROR)
+            return 0;
+    } else if (type_is_chan(type)) {
+        if (channel == 0)
+            return 0;
+    } else {
+        return 0;
+    }
+    if (type_has_stream(type))
+        return flags < FR_NSTREAMS;
+    if (type == FR_SNAPSHOT)
+        return (flags & ~FR_SNAPSHOT_MORE) == 0;
+    return flags == 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+long fr_frame_len(const uint8_t *buf, size_t len)
+{
+    if (len < AL_FRAME_HEADER)
+        return AL_E_AGAIN;
+    uint32_t plen = (uint32_t)buf[6] << 24 | (uint32_t)buf[7] << 16 | (uint32_t)buf[8] << 8 | buf[9];
+    if (plen > AL_MAX_PAYLOAD)
+        return AL_E_TOOBIG;
+    return (long)(AL_FRAME_HEADER + plen);
+}
+
+int fr_decode(const uint8_t *buf, size_t len, struct fr_frame *f)
+{
+    long flen = fr_frame_len(buf, len);
+    if (flen == AL_E_AGAIN)
+        return AL_E_PROTO; /* a message shorter than a header */
+    if (flen < 0)
+        return (int)flen;
+    if ((size_t)flen != len)
+        return AL_E_PROTO; /* one frame per message, exactly */
+    struct rd r = {buf, len, 0, 0};
+    f->type = rd_u8(&r);
+    f->flags = rd_u8(&r);
+    f->channel = rd_u32(&r);
+    (void)rd_u32(&r);
+    if (!type_is_conn(f->type) && !type_is_chan(f->type))
+        return AL_E_TYPE;
+    if (!header_ok(f->type, f->flags, f->channel))
+        return AL_E_PROTO;
+    dec_payload(&r, f);
+    if (r.err)
+        return r.err;
+    if (r.pos != r.len)
+        return AL_E_PROTO; /* trailing bytes */
+    return AL_OK;
+}
+
+long fr_encode(const struct fr_frame *f, uint8_t *out, size_t cap)
+{
+    if (!header_ok(f->type, f->flags, f->channel))
+        return AL_E_INVAL;
+    struct wr w = {out, cap, 0, 0};
+    wr_u8(&w, f->type);
+    wr_u8(&w, f->flags);
+    wr_u32(&w, f->channel);
+    wr_u32(&w, 0); /* length, patched below */
+    enc_payload(&w, f);
+    if (w.err)
+        return w.err;
+    size_t plen = w.pos - AL_FRAME_HEADER;
+    if (plen > AL_MAX_PAYLOAD)
+        return AL_E_TOOBIG;
+    out[6] = (uint8_t)(plen >> 24);
+    out[7] = (uint8_t)(plen >> 16);
+    out[8] = (uint8_t)(plen >> 8);
+    out[9] = (uint8_t)plen;
+    return (long)w.pos;
+}

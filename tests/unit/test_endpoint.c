@@ -1,0 +1,1018 @@
+/*
+ * Tests of the airlock.v1 state machine (src/common/endpoint.c).
+ *
+ * Two endpoints, a host and a controller, talk through a simulated link: a
+ * byte pipe in each direction that can be cut after any number of bytes.
+ * Bytes of a frame that were in flight at the cut are lost, exactly as a
+ * dropped WebSocket loses a message it had not finished delivering. The
+ * "applications" on each side are scripted: the host's process prints a
+ * known pattern and echoes nothing; the controller types a known pattern,
+ * then EOF; the process exits after stdin EOF and all its output.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "al_err.h"
+#include "endpoint.h"
+#include "frame.h"
+#include "testutil.h"
+
+#define MAXCH (AL_MAX_CHANNELS + 2)
+#define LINK_CAP (4u << 20)
+
+struct buf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void buf_add(struct buf *b, const uint8_t *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        b->p = realloc(b->p, cap);
+        assert_non_null(b->p);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void buf_free(struct buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* What one side's application saw and does. */
+struct app {
+    struct ep *ep;
+    int host;
+    int consume; /* deliver received bytes at once (else the test does) */
+    struct buf rx[MAXCH][FR_NSTREAMS];
+    int eof[MAXCH][FR_NSTREAMS];
+    int opened[MAXCH], attached[MAXCH], exited[MAXCH], closed[MAXCH], lost[MAXCH];
+    int32_t exit_code[MAXCH];
+    uint8_t exit_sig[MAXCH];
+    int ready, errors, pongs, tokens, resizes, signals, snapreqs, lists;
+    uint16_t last_error;
+    uint64_t last_rtt;
+    uint16_t cols, rows;
+    uint8_t signo, scope;
+    int gaps;
+    uint64_t gap_from, gap_to;
+    struct buf snapshot;
+    uint64_t snap_off;
+    int snaps;
+    unsigned list_count;
+    int open_fails; /* host: refuse this many OPENs */
+};
+
+static void on_event(void *ud, const struct ep_event *ev)
+{
+    struct app *a = ud;
+    uint32_t ch = ev->channel;
+    if (ch >= MAXCH && ev->type != EP_EV_READY && ev->type != EP_EV_PONG &&
+        ev->type != EP_EV_TOKEN && ev->type != EP_EV_LIST && ev->type != EP_EV_ERROR)
+        fail_msg("channel %u out of test range", (unsigned)ch);
+    switch (ev->type) {
+    case EP_EV_READY:
+        a->ready++;
+        break;
+    case EP_EV_OPEN:
+        if (a->open_fails > 0) {
+            a->open_fails--;
+            assert_int_equal(ep_open_failed(a->ep, ch, "no such program"), 0);
+        } else {
+            a->opened[ch]++;
+            assert_int_equal(ep_opened(a->ep, ch, 1000 + ch), 0);
+        }
+        break;
+    case EP_EV_OPENED:
+        a->opened[ch]++;
+        assert_int_equal(ev->pid, 1000 + ch);
+        break;
+    case EP_EV_ATTACHED:
+        a->attached[ch]++;
+        break;
+    case EP_EV_LOST:
+        a->lost[ch]++;
+        break;
+    case EP_EV_DATA:
+        buf_add(&a->rx[ch][ev->stream], ev->data, ev->len);
+        if (a->consume)
+            assert_int_equal(ep_consume(a->ep, ch, ev->stream, ev->len), 0);
+        break;
+    case EP_EV_EOF:
+        a->eof[ch][ev->stream]++;
+        break;
+    case EP_EV_GAP:
+        a->gaps++;
+        a->gap_from = ev->offset;
+        a->gap_to = ev->to;
+        break;
+    case EP_EV_RESIZE:
+        a->resizes++;
+        a->cols = ev->cols;
+        a->rows = ev->rows;
+        break;
+    case EP_EV_SIGNAL:
+        a->signals++;
+        a->signo = ev->signo;
+        a->scope = ev->scope;
+        break;
+    case EP_EV_EXIT:
+        a->exited[ch]++;
+        a->exit_code[ch] = ev->exit_code;
+        a->exit_sig[ch] = ev->signo;
+        break;
+    case EP_EV_CLOSED:
+        a->closed[ch]++;
+        break;
+    case EP_EV_SNAPSHOT_REQ:
+        a->snapreqs++;
+        break;
+    case EP_EV_SNAPSHOT:
+        a->snaps++;
+        a->snapshot.len = 0;
+        buf_add(&a->snapshot, ev->data, ev->len);
+        a->snap_off = ev->offset;
+        break;
+    case EP_EV_LIST:
+        a->lists++;
+        a->list_count = ev->list->u.list.count;
+        break;
+    case EP_EV_TOKEN:
+        a->tokens++;
+        break;
+    case EP_EV_PONG:
+        a->pongs++;
+        a->last_rtt = ev->rtt_us;
+        break;
+    case EP_EV_ERROR:
+        a->errors++;
+        a->last_error = ev->code;
+        break;
+    case EP_EV_WRITABLE:
+        break;
+    }
+}
+
+static void app_free(struct app *a)
+{
+    ep_free(a->ep);
+    for (int c = 0; c < MAXCH; c++)
+        for (int s = 0; s < FR_NSTREAMS; s++)
+            buf_free(&a->rx[c][s]);
+    buf_free(&a->snapshot);
+}
+
+/* The link: dir 0 carries host -> controller, dir 1 controller -> host. */
+struct sim {
+    struct app host, ctl;
+    struct buf wire[2];   /* sent, not yet carried */
+    struct buf inbox[2];  /* carried, frame not yet complete */
+    uint64_t budget;      /* bytes to carry before the cut */
+    uint64_t carried;     /* bytes carried in all */
+    int cuts;
+    uint64_t now;
+    uint8_t *frame;
+};
+
+static void sim_init(struct sim *s, uint32_t window, size_t ring)
+{
+    memset(s, 0, sizeof *s);
+    s->frame = malloc(AL_MAX_FRAME);
+    assert_non_null(s->frame);
+    s->budget = UINT64_MAX;
+    s->now = 1000000;
+    struct app *apps[2] = {&s->host, &s->ctl};
+    for (int i = 0; i < 2; i++) {
+        struct ep_config c;
+        ep_config_default(&c, i == 0 ? FR_ROLE_HOST : FR_ROLE_CONTROLLER);
+        c.window = window;
+        c.tx_ring = ring;
+        c.ping_interval_us = 0;
+        c.idle_timeout_us = 0;
+        c.on_event = on_event;
+        c.ud = apps[i];
+        apps[i]->host = i == 0;
+        apps[i]->consume = 1;
+        assert_int_equal(ep_new(&c, &apps[i]->ep), 0);
+        ep_link_up(apps[i]->ep, s->now);
+    }
+}
+
+static void sim_free(struct sim *s)
+{
+    app_free(&s->host);
+    app_free(&s->ctl);
+    for (int i = 0; i < 2; i++) {
+        buf_free(&s->wire[i]);
+        buf_free(&s->inbox[i]);
+    }
+    free(s->frame);
+}
+
+static void sim_cut(struct sim *s)
+{
+    s->cuts++;
+    ep_link_down(s->host.ep);
+    ep_link_down(s->ctl.ep);
+    for (int i = 0; i < 2; i++) {
+        s->wire[i].len = 0;
+        s->inbox[i].len = 0;
+    }
+    s->now += 1000;
+    ep_link_up(s->host.ep, s->now);
+    ep_link_up(s->ctl.ep, s->now);
+}
+
+/* Move everything each side wants to send through the link. */
+static void sim_pump(struct sim *s)
+{
+    struct ep *eps[2] = {s->host.ep, s->ctl.ep};
+    s->now += 1000;
+    for (int i = 0; i < 2; i++) {
+        long n;
+        while ((n = ep_output(eps[i], s->frame, AL_MAX_FRAME, s->now)) > 0)
+            buf_add(&s->wire[i], s->frame, (size_t)n);
+        assert_true(n == 0);
+    }
+    for (int d = 0; d < 2; d++) {
+        struct buf *w = &s->wire[d], *in = &s->inbox[d];
+        size_t n = w->len;
+        int cut = 0;
+        if (n > s->budget) {
+            n = (size_t)s->budget;
+            cut = 1;
+        }
+        s->budget -= s->budget == UINT64_MAX ? 0 : n;
+        s->carried += n;
+        buf_add(in, w->p, n);
+        w->len = 0;
+        /* hand over every complete frame */
+        size_t off = 0;
+        for (;;) {
+            long flen = fr_frame_len(in->p + off, in->len - off);
+            if (flen < 0 || (size_t)flen > in->len - off)
+                break;
+            if (getenv("TRACE")) {
+            struct fr_frame tf;
+            int trc = fr_decode(in->p + off, (size_t)flen, &tf);
+            fprintf(stderr, "%s %s ch=%u fl=%u rc=%d off=%llu\n", d ? "C->H" : "H->C",
+                    fr_type_name(in->p[off]), (unsigned)tf.channel, tf.flags, trc,
+                    tf.type == FR_DATA ? (unsigned long long)tf.u.data.offset : 0ull);
+        }
+        int rc = ep_input(eps[1 - d], in->p + off, (size_t)flen, s->now);
+            if (rc != 0)
+                fail_msg("ep_input: %s", al_strerror(rc));
+            off += (size_t)flen;
+        }
+        memmove(in->p, in->p + off, in->len - off);
+        in->len -= off;
+        if (cut) {
+            s->budget = UINT64_MAX;
+            sim_cut(s);
+            return;
+        }
+    }
+}
+
+static uint8_t pattern(uint64_t off, unsigned salt)
+{
+    uint64_t x = off * 0x9E3779B97F4A7C15ull + salt;
+    return (uint8_t)(x >> 56);
+}
+
+/* The scripted exchange: one PTY channel, or a PTY and a pipe channel. */
+struct script {
+    size_t out_len, in_len, err_len;
+    size_t out_chunk, in_chunk;
+    int nch;
+    uint32_t ch[2];
+    size_t out_done[2], err_done[2], in_done[2];
+    int in_eof[2], exit_done[2], close_asked[2];
+};
+
+static void host_act(struct sim *s, struct script *sc)
+{
+    for (int k = 0; k < sc->nch; k++) {
+        uint32_t ch = sc->ch[k];
+        if (!s->host.opened[ch] || sc->exit_done[k] || s->host.closed[ch])
+            continue;
+        uint8_t tmp[4096];
+        size_t want = sc->out_len - sc->out_done[k];
+        if (want > sc->out_chunk)
+            want = sc->out_chunk;
+        for (size_t i = 0; i < want; i++)
+            tmp[i] = pattern(sc->out_done[k] + i, ch);
+        long n = ep_write(s->host.ep, ch, FR_STDOUT, tmp, want);
+        assert_true(n >= 0);
+        sc->out_done[k] += (size_t)n;
+        if (k == 1) { /* the pipe channel also writes stderr */
+            want = sc->err_len - sc->err_done[k];
+            if (want > sc->out_chunk / 3)
+                want = sc->out_chunk / 3;
+            for (size_t i = 0; i < want; i++)
+                tmp[i] = pattern(sc->err_done[k] + i, 77);
+            n = ep_write(s->host.ep, ch, FR_STDERR, tmp, want);
+            assert_true(n >= 0);
+            sc->err_done[k] += (size_t)n;
+        }
+        int err_ok = k == 0 || sc->err_done[k] == sc->err_len;
+        if (sc->out_done[k] == sc->out_len && err_ok && s->host.eof[ch][FR_STDIN]) {
+            assert_int_equal(ep_exit(s->host.ep, ch, k == 0 ? 3 : 0, 0, 0), 0);
+            sc->exit_done[k] = 1;
+        }
+    }
+}
+
+static void ctl_act(struct sim *s, struct script *sc)
+{
+    for (int k = 0; k < sc->nch; k++) {
+        uint32_t ch = sc->ch[k];
+        if (s->ctl.closed[ch])
+            continue;
+        if (sc->in_done[k] < sc->in_len) {
+            uint8_t tmp[4096];
+            size_t want = sc->in_len - sc->in_done[k];
+            if (want > sc->in_chunk)
+                want = sc->in_chunk;
+            for (size_t i = 0; i < want; i++)
+                tmp[i] = pattern(sc->in_done[k] + i, 100 + ch);
+            long n = ep_write(s->ctl.ep, ch, FR_STDIN, tmp, want);
+            assert_true(n >= 0);
+            sc->in_done[k] += (size_t)n;
+        } else if (!sc->in_eof[k]) {
+            assert_int_equal(ep_eof(s->ctl.ep, ch, FR_STDIN), 0);
+            sc->in_eof[k] = 1;
+        }
+        if (s->ctl.exited[ch] && !sc->close_asked[k]) {
+            assert_int_equal(ep_close(s->ctl.ep, ch), 0);
+            sc->close_asked[k] = 1;
+        }
+    }
+}
+
+/* Run the exchange; cut the link after `cut_at` bytes (UINT64_MAX: never).
+ * Returns the number of bytes the link carried. */
+static uint64_t run_exchange(struct script *sc_in, uint64_t cut_at, uint64_t seed, int random_cuts,
+                             uint32_t window, size_t ring)
+{
+    static struct sim s;
+    struct script sc = *sc_in;
+    sim_init(&s, window, ring);
+    s.budget = cut_at;
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.term = (struct fr_str){"xterm", 5};
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"cat", 3};
+    for (int k = 0; k < sc.nch; k++) {
+        o.mode = k == 0 ? FR_MODE_PTY : FR_MODE_PIPES;
+        long id = ep_open(s.ctl.ep, &o);
+        assert_true(id > 0);
+        sc.ch[k] = (uint32_t)id;
+    }
+    int steps = 0;
+    for (;;) {
+        host_act(&s, &sc);
+        ctl_act(&s, &sc);
+        if (random_cuts && s.budget == UINT64_MAX && s.cuts < random_cuts)
+            s.budget = tu_rand(&seed) % 20000;
+        sim_pump(&s);
+        int done = ep_channel_count(s.host.ep) == 0 && ep_channel_count(s.ctl.ep) == 0;
+        if (done)
+            break;
+        if (++steps > 100000)
+            fail_msg("exchange did not finish (cut at %llu)", (unsigned long long)cut_at);
+    }
+    /* every byte arrived once, in order, both ways */
+    for (int k = 0; k < sc.nch; k++) {
+        uint32_t ch = sc.ch[k];
+        struct buf *out = &s.ctl.rx[ch][FR_STDOUT], *in = &s.host.rx[ch][FR_STDIN];
+        if (out->len != sc.out_len)
+            fail_msg("cut at %llu: stdout %zu bytes, want %zu", (unsigned long long)cut_at,
+                     out->len, sc.out_len);
+        for (size_t i = 0; i < out->len; i++)
+            if (out->p[i] != pattern(i, ch))
+                fail_msg("cut at %llu: stdout byte %zu wrong", (unsigned long long)cut_at, i);
+        if (in->len != sc.in_len)
+            fail_msg("cut at %llu: stdin %zu bytes, want %zu", (unsigned long long)cut_at,
+                     in->len, sc.in_len);
+        for (size_t i = 0; i < in->len; i++)
+            if (in->p[i] != pattern(i, 100 + ch))
+                fail_msg("cut at %llu: stdin byte %zu wrong", (unsigned long long)cut_at, i);
+        if (k == 1) {
+            struct buf *err = &s.ctl.rx[ch][FR_STDERR];
+            assert_int_equal(err->len, sc.err_len);
+            for (size_t i = 0; i < err->len; i++)
+                assert_int_equal(err->p[i], pattern(i, 77));
+        }
+        assert_int_equal(s.ctl.exited[ch], 1);
+        assert_int_equal(s.ctl.exit_code[ch], k == 0 ? 3 : 0);
+        assert_int_equal(s.ctl.eof[ch][FR_STDOUT], 1);
+        assert_int_equal(s.host.eof[ch][FR_STDIN], 1);
+        assert_int_equal(s.ctl.closed[ch], 1);
+        assert_int_equal(s.host.closed[ch], 1);
+        assert_int_equal(s.ctl.lost[ch], 0);
+        assert_int_equal(s.host.opened[ch], 1); /* the process started once */
+    }
+    assert_int_equal(s.ctl.gaps, 0);
+    assert_int_equal(s.ctl.errors, 0);
+    assert_int_equal(s.host.errors, 0);
+    if (cut_at != UINT64_MAX && !random_cuts && cut_at < s.carried)
+        assert_int_equal(s.cuts, 1);
+    if (random_cuts)
+        assert_int_equal(s.cuts, random_cuts);
+    uint64_t carried = s.carried;
+    sim_free(&s);
+    return carried;
+}
+
+/* The acceptance test: a cut at every byte boundary of the exchange. */
+static void test_resume_at_every_byte(void **state)
+{
+    (void)state;
+    struct script sc = {.out_len = 3000, .in_len = 400, .out_chunk = 700, .in_chunk = 90,
+                        .nch = 1};
+    uint64_t total = run_exchange(&sc, UINT64_MAX, 0, 0, 1024, 2048);
+    assert_true(total > sc.out_len + sc.in_len);
+    const char *only = getenv("ONLY_CUT"); /* to debug one case */
+    for (uint64_t k = 0; k <= total; k++)
+        if (!only || strtoull(only, NULL, 10) == k)
+            run_exchange(&sc, k, 0, 0, 1024, 2048);
+    print_message("cut at each of %llu byte boundaries: all streams complete, no duplicate\n",
+                  (unsigned long long)total + 1);
+}
+
+/* Two channels (PTY and pipes with stderr), several random cuts per run. */
+static void test_resume_random_cuts(void **state)
+{
+    (void)state;
+    struct script sc = {.out_len = 60000, .in_len = 9000, .err_len = 7000, .out_chunk = 3000,
+                        .in_chunk = 500, .nch = 2};
+    for (uint64_t seed = 1; seed <= 60; seed++)
+        run_exchange(&sc, UINT64_MAX, seed * 7919, 5, 4096, 16384);
+}
+
+/* ---- focused behaviours --------------------------------------------------- */
+
+static struct sim *new_sim(uint32_t window, size_t ring)
+{
+    struct sim *s = malloc(sizeof *s);
+    assert_non_null(s);
+    sim_init(s, window, ring);
+    sim_pump(s); /* HELLOs */
+    assert_true(ep_ready(s->host.ep) && ep_ready(s->ctl.ep));
+    return s;
+}
+
+static void del_sim(struct sim *s)
+{
+    sim_free(s);
+    free(s);
+}
+
+static uint32_t open_pty(struct sim *s)
+{
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"sh", 2};
+    long id = ep_open(s->ctl.ep, &o);
+    assert_true(id > 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.opened[id], 1);
+    return (uint32_t)id;
+}
+
+static void test_flow_control_bounds_memory(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(4096, 16384);
+    s->ctl.consume = 0; /* the controller stops delivering */
+    uint32_t ch = open_pty(s);
+    uint8_t junk[1000];
+    memset(junk, 'y', sizeof junk);
+    size_t written = 0;
+    for (int i = 0; i < 200; i++) {
+        long n = ep_write(s->host.ep, ch, FR_STDOUT, junk, sizeof junk);
+        assert_true(n >= 0);
+        written += (size_t)n;
+        sim_pump(s);
+    }
+    /* the host took no more than its ring, the controller no more than the window */
+    assert_int_equal(written, 16384);
+    assert_int_equal(ep_writable(s->host.ep, ch, FR_STDOUT), 0);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 4096);
+    /* delivering what arrived grants credit: the rest flows */
+    assert_int_equal(ep_consume(s->ctl.ep, ch, FR_STDOUT, 4096), 0);
+    s->ctl.consume = 1;
+    for (int i = 0; i < 20; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 16384);
+    assert_true(ep_writable(s->host.ep, ch, FR_STDOUT) > 0);
+    /* consuming more than arrived is refused */
+    assert_int_equal(ep_consume(s->ctl.ep, ch, FR_STDOUT, 1), AL_E_INVAL);
+    del_sim(s);
+}
+
+static void test_gap_when_ring_moved_on(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(4096, 8192);
+    uint32_t ch = open_pty(s);
+    uint8_t b[1000];
+    size_t total = 0;
+    for (int i = 0; i < 40; i++) {
+        for (size_t j = 0; j < sizeof b; j++)
+            b[j] = pattern(total + j, 9);
+        long n = ep_write(s->host.ep, ch, FR_STDOUT, b, sizeof b);
+        assert_true(n >= 0);
+        total += (size_t)n;
+        sim_pump(s);
+    }
+    assert_int_equal(total, 40000);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 40000);
+    /* a new controller that knows the channel but only up to offset 1000
+     * (it restarted with old state): the host has only its last 8192 bytes */
+    ep_free(s->ctl.ep);
+    for (int cc = 0; cc < MAXCH; cc++)
+        for (int st = 0; st < FR_NSTREAMS; st++)
+            buf_free(&s->ctl.rx[cc][st]);
+    buf_free(&s->ctl.snapshot);
+    memset(&s->ctl, 0, sizeof s->ctl);
+    s->ctl.consume = 1;
+    struct ep_config c;
+    ep_config_default(&c, FR_ROLE_CONTROLLER);
+    c.window = 4096;
+    c.tx_ring = 8192;
+    c.ping_interval_us = c.idle_timeout_us = 0;
+    c.on_event = on_event;
+    c.ud = &s->ctl;
+    assert_int_equal(ep_new(&c, &s->ctl.ep), 0);
+    assert_int_equal(ep_adopt(s->ctl.ep, ch, FR_MODE_PTY, 1000, 0), 0);
+    assert_int_equal(ep_adopt(s->ctl.ep, ch, FR_MODE_PTY, 1000, 0), AL_E_EXISTS);
+    sim_cut(s);
+    for (int i = 0; i < 20; i++)
+        sim_pump(s);
+    /* the ring keeps the last 8192 bytes: [31808, 40000); 1000..31808 is a gap */
+    assert_int_equal(s->ctl.gaps, 1);
+    assert_int_equal(s->ctl.gap_from, 1000);
+    assert_int_equal(s->ctl.gap_to, 40000 - 8192);
+    assert_int_equal(s->ctl.attached[ch], 1);
+    struct buf *got = &s->ctl.rx[ch][FR_STDOUT];
+    assert_int_equal(got->len, 8192);
+    for (size_t i = 0; i < got->len; i++)
+        assert_int_equal(got->p[i], pattern(40000 - 8192 + i, 9));
+    del_sim(s);
+}
+
+/* Feed raw frames to a fresh host endpoint and see how it reacts. */
+struct probe {
+    struct ep *ep;
+    struct app app;
+    uint8_t out[AL_MAX_FRAME];
+};
+
+static void probe_init(struct probe *p, enum fr_role role)
+{
+    memset(p, 0, sizeof *p);
+    struct ep_config c;
+    ep_config_default(&c, role);
+    c.on_event = on_event;
+    c.ud = &p->app;
+    c.ping_interval_us = 1000000;
+    c.idle_timeout_us = 5000000;
+    p->app.consume = 1;
+    assert_int_equal(ep_new(&c, &p->ep), 0);
+    p->app.ep = p->ep;
+    ep_link_up(p->ep, 0);
+}
+
+static int probe_send(struct probe *p, const struct fr_frame *f, uint64_t now)
+{
+    uint8_t buf[AL_MAX_FRAME];
+    long n = fr_encode(f, buf, sizeof buf);
+    assert_true(n > 0);
+    return ep_input(p->ep, buf, (size_t)n, now);
+}
+
+static void probe_hello(struct probe *p, enum fr_role role, uint16_t lo, uint16_t hi)
+{
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_HELLO;
+    f.u.hello.version_min = lo;
+    f.u.hello.version_max = hi;
+    f.u.hello.role = (uint8_t)role;
+    f.u.hello.max_frame = AL_MAX_FRAME;
+    (void)probe_send(p, &f, 0);
+}
+
+/* Drain output; return the code of the last ERROR frame seen (0: none). */
+static uint16_t probe_drain(struct probe *p, uint64_t now)
+{
+    uint16_t code = 0;
+    long n;
+    struct fr_frame f;
+    while ((n = ep_output(p->ep, p->out, sizeof p->out, now)) > 0) {
+        assert_int_equal(fr_decode(p->out, (size_t)n, &f), 0);
+        if (f.type == FR_ERROR)
+            code = f.u.error.code;
+    }
+    return code;
+}
+
+static void test_version_and_roles(void **state)
+{
+    (void)state;
+    struct probe p;
+    int code;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 2, 3);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_VERSION);
+    assert_true(ep_closing(p.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_VERSION);
+    ep_free(p.ep);
+
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    assert_true(ep_closing(p.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_PROTOCOL);
+    ep_free(p.ep);
+
+    /* a newer peer that also speaks 1 is fine */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 9);
+    assert_int_equal(probe_drain(&p, 0), 0);
+    assert_true(ep_ready(p.ep));
+    assert_int_equal(p.app.ready, 1);
+    /* a second HELLO is an error */
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    ep_free(p.ep);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    struct probe p;
+    struct fr_frame f;
+    int code;
+    const char *why;
+
+    /* anything before HELLO */
+    probe_init(&p, FR_ROLE_HOST);
+    memset(&f, 0, sizeof f);
+    f.type = FR_PING;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    /* after a fatal error, input is refused */
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_CLOSED);
+    ep_free(p.ep);
+
+    /* unknown frame type: a clear error naming it */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    uint8_t raw[AL_FRAME_HEADER] = {0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(ep_input(p.ep, raw, sizeof raw, 0), AL_E_TYPE);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_UNKNOWN_TYPE);
+    assert_true(ep_closing(p.ep, &code, &why));
+    assert_non_null(strstr(why, "0x42"));
+    ep_free(p.ep);
+
+    /* a frame only a host may send, sent to a host */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPENED;
+    f.channel = 1;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    ep_free(p.ep);
+
+    /* data beyond the credit, data leaving a hole */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPEN;
+    f.channel = 5;
+    f.u.open.cols = 80;
+    f.u.open.rows = 24;
+    f.u.open.argc = 1;
+    f.u.open.argv[0] = (struct fr_str){"sh", 2};
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(p.app.opened[5], 1);
+    probe_drain(&p, 0); /* OPENED and the stdin ACK */
+    static uint8_t big[AL_MAX_DATA];
+    memset(&f, 0, sizeof f);
+    f.type = FR_DATA;
+    f.channel = 5;
+    f.flags = FR_STDIN;
+    f.u.data.offset = 10;
+    f.u.data.bytes = (struct fr_bytes){big, 5};
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO); /* hole */
+    ep_free(p.ep);
+
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPEN;
+    f.channel = 5;
+    f.u.open.cols = 80;
+    f.u.open.rows = 24;
+    f.u.open.argc = 1;
+    f.u.open.argv[0] = (struct fr_str){"sh", 2};
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    probe_drain(&p, 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_DATA;
+    f.channel = 5;
+    f.flags = FR_STDIN;
+    size_t sent = 0;
+    int rc = 0;
+    while (rc == 0 && sent <= EP_DEFAULT_WINDOW) {
+        f.u.data.offset = sent;
+        f.u.data.bytes = (struct fr_bytes){big, sizeof big};
+        rc = probe_send(&p, &f, 0);
+        sent += sizeof big;
+    }
+    assert_int_equal(rc, AL_E_PROTO); /* the window was 512 KiB and nothing was consumed? */
+    assert_true(sent > EP_DEFAULT_WINDOW);
+    ep_free(p.ep);
+
+    /* a stream the channel's mode does not have */
+    probe_init(&p, FR_ROLE_CONTROLLER);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"sh", 2};
+    long id = ep_open(p.ep, &o);
+    probe_drain(&p, 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPENED;
+    f.channel = (uint32_t)id;
+    f.u.opened.pid = 1000 + (uint32_t)id;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_DATA;
+    f.channel = (uint32_t)id;
+    f.flags = FR_STDERR;
+    f.u.data.bytes = (struct fr_bytes){big, 1};
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    ep_free(p.ep);
+
+    /* frames for channels nobody opened: a non-fatal NO_CHANNEL */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_RESIZE;
+    f.channel = 9;
+    f.u.resize.cols = 10;
+    f.u.resize.rows = 10;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_NO_CHANNEL);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    ep_free(p.ep);
+}
+
+static void test_ping_idle_token(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(4096, 8192);
+    /* pings go out on time and pongs measure the round trip */
+    struct probe p;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    probe_drain(&p, 0);
+    assert_int_equal(ep_next_deadline(p.ep), 1000000);
+    ep_tick(p.ep, 1000000);
+    long n = ep_output(p.ep, p.out, sizeof p.out, 1000000);
+    struct fr_frame f;
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_PING);
+    f.type = FR_PONG;
+    assert_int_equal(probe_send(&p, &f, 1000250), 0);
+    assert_int_equal(p.app.pongs, 1);
+    assert_int_equal(p.app.last_rtt, 250);
+    /* a PING is answered with its own timestamp */
+    f.type = FR_PING;
+    f.u.ping.ts_us = 777;
+    assert_int_equal(probe_send(&p, &f, 1000300), 0);
+    n = ep_output(p.ep, p.out, sizeof p.out, 1000300);
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_PONG);
+    assert_int_equal(f.u.ping.ts_us, 777);
+    /* silence for the idle timeout closes the link */
+    ep_tick(p.ep, 1000300 + 4999999);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    ep_tick(p.ep, 1000300 + 5000000);
+    int code;
+    assert_true(ep_closing(p.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_IDLE);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_TIMEOUT);
+    ep_free(p.ep);
+
+    /* the token deadline: a fresh token in band, then expiry */
+    ep_set_token_deadline(s->host.ep, s->now + 50000);
+    assert_int_equal(ep_send_token(s->ctl.ep, "a.b.c", 5), 0);
+    sim_pump(s);
+    assert_int_equal(s->host.tokens, 1);
+    ep_set_token_deadline(s->host.ep, s->now + 100000); /* the app verified it */
+    ep_tick(s->host.ep, s->now + 99999);
+    assert_false(ep_closing(s->host.ep, NULL, NULL));
+    ep_tick(s->host.ep, s->now + 100000);
+    assert_true(ep_closing(s->host.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_TOKEN_EXPIRED);
+    /* the controller is told why */
+    sim_pump(s);
+    assert_int_equal(s->ctl.last_error, FR_ERR_TOKEN_EXPIRED);
+    /* a token bigger than the limit is refused by the API */
+    static char huge[AL_MAX_TOKEN + 1];
+    assert_int_equal(ep_send_token(s->ctl.ep, huge, sizeof huge), AL_E_INVAL);
+    del_sim(s);
+}
+
+static void test_control_frames(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(65536, 1 << 20);
+    uint32_t ch = open_pty(s);
+    /* resize and signals reach the host */
+    assert_int_equal(ep_resize(s->ctl.ep, ch, 132, 43), 0);
+    assert_int_equal(ep_signal(s->ctl.ep, ch, 2, FR_SIG_GROUP), 0);
+    assert_int_equal(ep_signal(s->ctl.ep, ch, 9, FR_SIG_TREE), 0);
+    assert_int_equal(ep_signal(s->ctl.ep, ch, 11, FR_SIG_TREE), AL_E_INVAL);
+    sim_pump(s);
+    assert_int_equal(s->host.resizes, 1);
+    assert_int_equal(s->host.cols, 132);
+    assert_int_equal(s->host.rows, 43);
+    assert_int_equal(s->host.signals, 2);
+    assert_int_equal(s->host.signo, 9);
+    assert_int_equal(s->host.scope, FR_SIG_TREE);
+    /* the signal queue is bounded */
+    for (int i = 0; i < AL_MAX_PENDING_SIGNALS; i++)
+        assert_int_equal(ep_signal(s->ctl.ep, ch, 2, 0), 0);
+    assert_int_equal(ep_signal(s->ctl.ep, ch, 2, 0), AL_E_LIMIT);
+    sim_pump(s);
+
+    /* a snapshot larger than one frame arrives whole, with its offset */
+    size_t sn = 200000;
+    uint8_t *snap = malloc(sn);
+    assert_non_null(snap);
+    for (size_t i = 0; i < sn; i++)
+        snap[i] = pattern(i, 5);
+    assert_int_equal(ep_request_snapshot(s->ctl.ep, ch), 0);
+    sim_pump(s);
+    assert_int_equal(s->host.snapreqs, 1);
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 1234, 80, 24, snap, sn), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 1);
+    assert_int_equal(s->ctl.snap_off, 1234);
+    assert_int_equal(s->ctl.snapshot.len, sn);
+    assert_memory_equal(s->ctl.snapshot.p, snap, sn);
+    /* an empty screen is a snapshot too */
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 0, 80, 24, NULL, 0), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 2);
+    assert_int_equal(s->ctl.snapshot.len, 0);
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 0, 80, 24, snap, AL_MAX_SNAPSHOT + 1),
+                     AL_E_TOOBIG);
+    free(snap);
+
+    /* list */
+    assert_int_equal(ep_list(s->ctl.ep), 0);
+    sim_pump(s);
+    sim_pump(s);
+    assert_int_equal(s->ctl.lists, 1);
+    assert_int_equal(s->ctl.list_count, 1);
+
+    /* exit by signal is reported as such */
+    assert_int_equal(ep_exit(s->host.ep, ch, -1, 9, 0), 0);
+    assert_int_equal(ep_exit(s->host.ep, ch, -1, 9, 0), AL_E_STATE);
+    sim_pump(s);
+    assert_int_equal(s->ctl.exited[ch], 1);
+    assert_int_equal(s->ctl.exit_code[ch], -1);
+    assert_int_equal(s->ctl.exit_sig[ch], 9);
+
+    /* host-side close reaches the controller */
+    assert_int_equal(ep_close(s->host.ep, ch), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.closed[ch], 1);
+    assert_int_equal(ep_channel_count(s->ctl.ep), 0);
+    assert_int_equal(ep_channel_count(s->host.ep), 0);
+    del_sim(s);
+}
+
+static void test_open_failed_and_limits(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(4096, 8192);
+    s->host.open_fails = 1;
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"nope", 4};
+    long id = ep_open(s->ctl.ep, &o);
+    assert_true(id > 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.errors, 1);
+    assert_int_equal(s->ctl.last_error, FR_ERR_OPEN_FAILED);
+    assert_int_equal(s->ctl.closed[id], 1);
+    assert_int_equal(ep_channel_count(s->ctl.ep), 0);
+    assert_int_equal(ep_channel_count(s->host.ep), 0);
+
+    /* the controller cannot hold more than AL_MAX_CHANNELS */
+    for (int i = 0; i < AL_MAX_CHANNELS; i++)
+        assert_true(ep_open(s->ctl.ep, &o) > 0);
+    assert_int_equal(ep_open(s->ctl.ep, &o), AL_E_LIMIT);
+    del_sim(s);
+
+    /* a host refuses the 257th channel without dropping the link */
+    struct probe p;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPEN;
+    f.u.open.cols = 80;
+    f.u.open.rows = 24;
+    f.u.open.argc = 1;
+    f.u.open.argv[0] = (struct fr_str){"sh", 2};
+    for (uint32_t i = 1; i <= AL_MAX_CHANNELS + 1; i++) {
+        f.channel = i;
+        assert_int_equal(probe_send(&p, &f, 0), 0);
+    }
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_LIMIT);
+    assert_int_equal(ep_channel_count(p.ep), AL_MAX_CHANNELS);
+    f.channel = 1;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_CHANNEL_EXISTS);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    ep_free(p.ep);
+}
+
+/* EXIT waits for all output, even when credit holds the output back. */
+static void test_exit_after_all_output(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(1024, 8192);
+    s->ctl.consume = 0;
+    uint32_t ch = open_pty(s);
+    uint8_t b[3000];
+    memset(b, 'x', sizeof b);
+    assert_int_equal(ep_write(s->host.ep, ch, FR_STDOUT, b, sizeof b), 3000);
+    assert_int_equal(ep_exit(s->host.ep, ch, 0, 0, 0), 0);
+    assert_int_equal(ep_write(s->host.ep, ch, FR_STDOUT, b, 1), AL_E_STATE);
+    for (int i = 0; i < 10; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 1024);
+    assert_int_equal(s->ctl.exited[ch], 0);
+    s->ctl.consume = 1;
+    assert_int_equal(ep_consume(s->ctl.ep, ch, FR_STDOUT, 1024), 0);
+    for (int i = 0; i < 10; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 3000);
+    assert_int_equal(s->ctl.eof[ch][FR_STDOUT], 1);
+    assert_int_equal(s->ctl.exited[ch], 1);
+    del_sim(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_at_every_byte),
+        cmocka_unit_test(test_resume_random_cuts),
+        cmocka_unit_test(test_flow_control_bounds_memory),
+        cmocka_unit_test(test_gap_when_ring_moved_on),
+        cmocka_unit_test(test_version_and_roles),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_ping_idle_token),
+        cmocka_unit_test(test_control_frames),
+        cmocka_unit_test(test_open_failed_and_limits),
+        cmocka_unit_test(test_exit_after_all_output),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Install, idempotently, every Debian and npm package the build and the tests
+# need. Skips what is present; when something is missing and we are not root,
+# says exactly what to install and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PKGS=(
+  # build
+  cmake make gcc pkg-config clang-14 libclang-rt-14-dev
+  # checks
+  clang-format clang-tidy cppcheck
+  # libraries (see STYLE.md: chosen dependencies)
+  libssl-dev libjansson-dev libcmocka-dev
+  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev
+  # tests
+  nodejs openssl procps
+)
+
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+# npm ships inside NodeSource's nodejs; Debian's nodejs needs the npm package.
+if ! command -v npm >/dev/null 2>&1; then
+  missing+=(npm)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: missing Debian packages: ${missing[*]}" >&2
+    echo "deps: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get install -y --no-install-recommends "${missing[@]}"; then
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+# npm packages, exactly as package-lock.json pins them; a stamp of the lock
+# file's hash makes the second run a no-op.
+if [ -f package-lock.json ]; then
+  want=$(sha256sum package-lock.json | cut -d' ' -f1)
+  have=$(cat node_modules/.airlock-lock.sha256 2>/dev/null || true)
+  if [ "$want" != "$have" ]; then
+    echo "deps: npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+    echo "$want" > node_modules/.airlock-lock.sha256
+  fi
+fi
+echo "deps: all present"
