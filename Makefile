@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 15
 JOBS         ?= $(shell nproc)
 DATA         ?= ./airlock-data
 
-.PHONY: all deps build asan fuzz-build run test check clean
+.PHONY: all deps build asan fuzz-build run test check bench clean
 
 all: build
 
@@ -40,6 +40,12 @@ run: build
 test: deps
 	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) \
 	  FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) tools/test-all.sh
+
+# Benchmarks print tables beside the bare-PTY and loopback limits.
+BENCH_MB   ?= 200
+BENCH_RUNS ?= 5
+bench: build
+	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
 
 check: deps
 	@tools/check-format.sh && tools/check-banned.sh
