@@ -15,9 +15,9 @@
  *
  * The seed corpus (fuzz/corpus/token/) holds tokens validly signed with the
  * fixed keys (RFC 8032 test vectors 1 and 2, seeds below), so the fuzzer
- * starts past the signature check. They were made with npm jose
- * (importJWK of the seed as "d", SignJWT with kid fuzz-k1 / fuzz-k2,
- * aud FUZZ_AUD, iat/nbf 1700000000, exp 4000000000).
+ * starts past the signature check. fuzz/make_token_corpus.mjs (npm jose)
+ * regenerates them byte for byte (kid fuzz-k1 / fuzz-k2, aud FUZZ_AUD,
+ * iat/nbf 1700000000, exp 4000000000).
  *   fuzz-k1 seed 9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60
  *   fuzz-k2 seed 4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb
  */
