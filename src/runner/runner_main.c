@@ -1,27 +1,841 @@
 /*
- * airlock-runner: the sandbox side. It links src/common only, so it holds
- * and can hold no signing code (tests/integration/boundary.sh checks).
- * Serving terminals arrives with the runner issue; today it verifies tokens.
+ * airlock-runner: the sandbox side. This file is the thin libwebsockets
+ * glue around runner.c: it listens (a platform ingress dials in) or dials
+ * (the control plane listens), checks the upgrade (upgrade.c), and moves
+ * whole binary messages between the socket and the runner. Everything
+ * about the protocol happens in src/common/endpoint.c.
+ *
+ * The runner links src/common and src/runner only: it holds and can hold
+ * no signing code (tests/integration/boundary.sh checks).
+ *
+ * Data model: struct app is the context's user data (no globals): options,
+ * the key set, the runner, the dial state. struct conn is lws's
+ * per-connection data: the message being reassembled.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "al_err.h"
+#include "al_limits.h"
+#include "runner.h"
+#include "token.h"
+#include "upgrade.h"
+
+#define MAX_ENV_ALLOW 64
+/* lws 4.1's private value for a close frame (the public enum skips 4). */
+#define AL_LWS_WRITE_CLOSE 4
+#define MAX_TOKEN_FILE 8192
+#define HANDSHAKE_TIMEOUT_S 10
+#define MAX_HEADER_DATA 8192
+#define BACKOFF_MIN_MS 250
+#define BACKOFF_MAX_MS 30000
+
+static const char *const default_env_allow[] = {
+    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", NULL,
+};
+
+struct app {
+    /* options */
+    const char *listen, *connect_url, *identifier, *jwks_path, *token_file;
+    const char *token_header;
+    char token_header_lc[128]; /* "x-name:" for custom headers */
+    int header_is_auth;
+    uint64_t max_age_ms;
+    int64_t leeway;
+    const char *env_allow[MAX_ENV_ALLOW + 1];
+    char *env_allow_mem;
+    struct runner_config rcfg;
+    /* state */
+    uv_loop_t *loop;
+    struct lws_context *ctx;
+    struct tok_keyset *keys;
+    struct runner *runner;
+    struct lws *current; /* the connection the runner speaks on */
+    int64_t pending_exp; /* token expiry learnt at the upgrade */
+    struct lws *pending_wsi;
+    /* dialing */
+    char url[2048];
+    char parsed[2048]; /* lws_parse_uri cuts this one up */
+    const char *d_prot, *d_addr, *d_path;
+    int d_port, d_tls;
+    char d_path_full[2300];
+    char token[MAX_TOKEN_FILE];
+    int64_t token_exp;
+    unsigned attempt;
+    uv_timer_t redial, max_age;
+    uv_signal_t sigterm, sigint;
+    int stopping;
+};
+
+struct conn {
+    uint8_t *msg;
+    size_t len;
+    int replaced;   /* a newer connection took over */
+    int max_aged;   /* --connect: time to reconnect */
+    int close_code; /* a close to send at the next WRITEABLE */
+    char close_why[124];
+    int close_sent; /* the close frame went out: drop the socket next */
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void log_line(struct app *a, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void log_line(struct app *a, int level, const char *fmt, ...)
+{
+    if (level > a->rcfg.log_level)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stderr, "%lld.%03ld airlock-runner[%s] %s %s\n", (long long)ts.tv_sec,
+            ts.tv_nsec / 1000000, a->identifier ? a->identifier : "-",
+            level == 0   ? "error"
+            : level == 1 ? "info"
+                         : "debug",
+            line);
+}
+
+static void want_write(void *link)
+{
+    lws_callback_on_writable((struct lws *)link);
+}
+
+static void set_nodelay(struct lws *wsi)
+{
+    int one = 1;
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/*
+ * Close with a code and reason. lws 4.1.6 on libuv drops the connection
+ * without the close frame that lws_close_reason() prepares, so the frame
+ * is written here, and the socket dropped at the next WRITEABLE.
+ */
+static void close_later(struct lws *wsi, struct conn *c, int code, const char *why)
+{
+    if (!c || c->close_code)
+        return;
+    c->close_code = code;
+    (void)snprintf(c->close_why, sizeof c->close_why, "%s", why);
+    lws_callback_on_writable(wsi);
+}
+
+static int close_now(struct lws *wsi, struct conn *c)
+{
+    if (c->close_sent)
+        return -1;
+    uint8_t buf[LWS_PRE + 2 + sizeof c->close_why];
+    size_t n = strlen(c->close_why);
+    buf[LWS_PRE] = (uint8_t)(c->close_code >> 8);
+    buf[LWS_PRE + 1] = (uint8_t)c->close_code;
+    memcpy(buf + LWS_PRE + 2, c->close_why, n);
+    c->close_sent = 1;
+    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
+        return -1;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+/* A query argument's value (lws 4.1 hands back "name=value"). */
+static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    int n = lws_get_urlarg_by_name(wsi, key, buf, cap) ? 1 : 0;
+    if (!n)
+        return NULL;
+    size_t kl = strlen(key);
+    if (!strncmp(buf, key, kl))
+        return buf + kl;
+    return buf;
+}
+
+static int http_reply(struct lws *wsi, unsigned status, const char *body)
+{
+    uint8_t buf[LWS_PRE + 1024];
+    uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    size_t len = strlen(body);
+    if (lws_add_http_common_headers(wsi, status, "text/plain", len, &p, end) ||
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5,
+                                     &p, end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end))
+        return -1;
+    uint8_t body_buf[LWS_PRE + 256];
+    if (len > 255)
+        len = 255;
+    memcpy(body_buf + LWS_PRE, body, len);
+    if (lws_write(wsi, body_buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) != (int)len)
+        return -1;
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* ---- the upgrade decision ---------------------------------------------- */
+
+static int confirm_upgrade(struct app *a, struct lws *wsi)
+{
+    char path[512] = "", idb[300], apib[128];
+    char auth[UPG_MAX_HEADER + 1];
+    if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+        path[0] = 0;
+    struct upg_request req;
+    memset(&req, 0, sizeof req);
+    req.path = path;
+    req.is_upgrade = 1;
+    req.identifier = urlarg(wsi, "identifier", idb, sizeof idb);
+    req.api_version = urlarg(wsi, "api-version", apib, sizeof apib);
+    int n;
+    if (a->header_is_auth) {
+        n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+        if (n > 0 && n <= UPG_MAX_HEADER &&
+            lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0)
+            req.auth = auth;
+    } else {
+        int nl = (int)strlen(a->token_header_lc);
+        n = lws_hdr_custom_length(wsi, a->token_header_lc, nl);
+        if (n > 0 && n <= UPG_MAX_HEADER &&
+            lws_hdr_custom_copy(wsi, auth, sizeof auth, a->token_header_lc, nl) > 0)
+            req.auth = auth;
+    }
+    struct upg_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upg_result res;
+    upg_decide(&cfg, &req, &res);
+    char peer[64] = "?";
+    lws_get_peer_simple(wsi, peer, sizeof peer);
+    if (res.status != 101) {
+        log_line(a, 1, "upgrade from %s refused %d: %s", peer, res.status, res.log);
+        (void)http_reply(wsi, (unsigned)res.status, res.body);
+        return -1;
+    }
+    log_line(a, 1, "upgrade from %s accepted: %s", peer, res.log);
+    a->pending_exp = res.claims.exp;
+    a->pending_wsi = wsi;
+    return 0;
+}
+
+/* ---- one connection, either direction ------------------------------------ */
+
+static void link_established(struct app *a, struct lws *wsi, int64_t exp)
+{
+    set_nodelay(wsi);
+    if (a->current) {
+        struct conn *old = lws_wsi_user(a->current);
+        if (old)
+            old->replaced = 1;
+        runner_link_down(a->runner, a->current);
+        lws_callback_on_writable(a->current);
+        log_line(a, 1, "a newer connection replaces the current one");
+    }
+    a->current = wsi;
+    runner_link_up(a->runner, wsi, want_write, exp);
+}
+
+static void link_closed(struct app *a, struct lws *wsi, struct conn *c)
+{
+    if (c) {
+        free(c->msg);
+        c->msg = NULL;
+    }
+    if (a->current == wsi) {
+        a->current = NULL;
+        runner_link_down(a->runner, wsi);
+        log_line(a, 1, "connection closed");
+    }
+}
+
+static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
+{
+    if (!c || a->current != wsi || c->replaced || c->close_code)
+        return 0; /* an old or closing connection: ignore */
+    if (lws_is_first_fragment(wsi)) {
+        c->len = 0;
+        if (!lws_frame_is_binary(wsi)) {
+            log_line(a, 1, "peer sent a text message: closing");
+            close_later(wsi, c, 4000, "text messages are not allowed");
+            return 0;
+        }
+    }
+    if (len > AL_MAX_FRAME - c->len) {
+        log_line(a, 1, "peer sent a message over %d bytes: closing", AL_MAX_FRAME);
+        close_later(wsi, c, 4004, "message larger than the frame limit");
+        return 0;
+    }
+    if (!c->msg) {
+        c->msg = malloc(AL_MAX_FRAME);
+        if (!c->msg)
+            return -1;
+    }
+    memcpy(c->msg + c->len, in, len);
+    c->len += len;
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
+        return 0;
+    int rc = runner_input(a->runner, c->msg, c->len);
+    c->len = 0;
+    if (rc != AL_OK)
+        log_line(a, 1, "peer broke the protocol: %s", al_strerror(rc));
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
+{
+    if (c && c->replaced)
+        close_later(wsi, c, 4005, "replaced by a newer connection");
+    if (c && c->max_aged)
+        close_later(wsi, c, 1000, "max age");
+    if (c && c->close_code)
+        return close_now(wsi, c);
+    if (a->current != wsi)
+        return 0;
+    static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
+    int wrote = 0;
+    for (int i = 0; i < 64; i++) {
+        long n = runner_output(a->runner, buf + LWS_PRE, AL_MAX_FRAME);
+        if (n < 0) {
+            log_line(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_BINARY) < n)
+            return -1;
+        wrote = 1;
+        if (lws_send_pipe_choked(wsi)) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        if (i == 63)
+            lws_callback_on_writable(wsi);
+    }
+    int code;
+    const char *reason;
+    if (runner_closing(a->runner, &code, &reason)) {
+        if (wrote) { /* the close frame goes in a callback of its own */
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        log_line(a, 1, "closing the connection (%d): %s", code, reason);
+        close_later(wsi, c, code, reason);
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- dialing --------------------------------------------------------------- */
+
+static void schedule_redial(struct app *a, uint64_t ms);
+
+static int read_token(struct app *a)
+{
+    int fd = open(a->token_file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_line(a, 0, "cannot read token file %s: %s", a->token_file, strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, a->token, sizeof a->token - 1);
+    close(fd);
+    if (n <= 0) {
+        log_line(a, 0, "token file %s is empty or unreadable", a->token_file);
+        return -1;
+    }
+    while (n > 0 && (a->token[n - 1] == '\n' || a->token[n - 1] == '\r' || a->token[n - 1] == ' '))
+        n--;
+    a->token[n] = 0;
+    struct tok_verify_params p;
+    tok_verify_params_init(&p, a->identifier, UPG_SCOPE, (int64_t)time(NULL));
+    struct tok_claims cl;
+    char why[TOK_REASON_MAX];
+    int rc = tok_verify(a->keys, a->token, (size_t)n, &p, &cl, why, sizeof why);
+    if (rc != AL_OK) {
+        log_line(a, 0, "token in %s is not usable: %s (%s)", a->token_file, al_strerror(rc), why);
+        return -1;
+    }
+    a->token_exp = cl.exp;
+    return 0;
+}
+
+static void dial(struct app *a)
+{
+    if (a->stopping || a->current)
+        return;
+    if (read_token(a) != 0) {
+        schedule_redial(a, 0);
+        return;
+    }
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = a->ctx;
+    ci.address = a->d_addr;
+    ci.port = a->d_port;
+    ci.path = a->d_path_full;
+    ci.host = a->d_addr;
+    ci.origin = a->d_addr;
+    ci.protocol = AL_SUBPROTOCOL;
+    ci.ssl_connection = a->d_tls ? LCCSCF_USE_SSL : 0;
+    if (a->d_tls && getenv("AIRLOCK_INSECURE_TLS"))
+        ci.ssl_connection |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
+    ci.userdata = NULL;
+    log_line(a, 1, "dialing %s (attempt %u)", a->url, a->attempt + 1);
+    if (!lws_client_connect_via_info(&ci)) {
+        log_line(a, 0, "cannot start a connection to %s", a->url);
+        schedule_redial(a, 0);
+    }
+}
+
+static void on_redial(uv_timer_t *h)
+{
+    dial(h->data);
+}
+
+/* Exponential backoff with jitter; ms > 0 forces the delay. */
+static void schedule_redial(struct app *a, uint64_t ms)
+{
+    if (a->stopping || !a->connect_url)
+        return;
+    if (ms == 0) {
+        uint64_t max = BACKOFF_MIN_MS;
+        for (unsigned i = 0; i < a->attempt && max < BACKOFF_MAX_MS; i++)
+            max *= 2;
+        if (max > BACKOFF_MAX_MS)
+            max = BACKOFF_MAX_MS;
+        ms = max / 2 + (uint64_t)rand() % (max / 2 + 1);
+        a->attempt++;
+    }
+    log_line(a, 2, "redial in %llu ms", (unsigned long long)ms);
+    (void)uv_timer_start(&a->redial, on_redial, ms, 0);
+}
+
+static void on_max_age(uv_timer_t *h)
+{
+    struct app *a = h->data;
+    if (!a->current)
+        return;
+    struct conn *c = lws_wsi_user(a->current);
+    log_line(a, 1, "connection reached its maximum age: reconnecting");
+    if (c)
+        c->max_aged = 1;
+    lws_callback_on_writable(a->current);
+}
+
+/* ---- the lws callback ------------------------------------------------------ */
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct app *a = ctx ? lws_context_user(ctx) : NULL;
+    struct conn *c = user;
+    if (!a)
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    switch (reason) {
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        if (!in || strcmp((const char *)in, "websocket") != 0) {
+            (void)http_reply(wsi, 400, "Bad Request\n");
+            return -1;
+        }
+        return confirm_upgrade(a, wsi);
+    case LWS_CALLBACK_HTTP: {
+        char path[256] = "";
+        if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+            path[0] = 0;
+        struct upg_request req = {path, 0, NULL, NULL, NULL};
+        struct upg_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+        struct upg_result res;
+        upg_decide(&cfg, &req, &res);
+        return http_reply(wsi, (unsigned)res.status, res.body);
+    }
+    case LWS_CALLBACK_ESTABLISHED: {
+        int64_t exp = a->pending_wsi == wsi ? a->pending_exp : 0;
+        a->pending_wsi = NULL;
+        if (c)
+            memset(c, 0, sizeof *c);
+        link_established(a, wsi, exp);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        if (c)
+            memset(c, 0, sizeof *c);
+        a->attempt = 0;
+        log_line(a, 1, "connected to %s", a->url);
+        link_established(a, wsi, a->token_exp);
+        if (a->max_age_ms)
+            (void)uv_timer_start(&a->max_age, on_max_age, a->max_age_ms, 0);
+        return 0;
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+        char hv[MAX_TOKEN_FILE + 16];
+        int n = snprintf(hv, sizeof hv, "Bearer %s", a->token);
+        if (n < 0 || (size_t)n >= sizeof hv)
+            return -1;
+        if (a->header_is_auth)
+            return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
+                                                (unsigned char *)hv, n, p, end)
+                       ? -1
+                       : 0;
+        return lws_add_http_header_by_name(wsi, (const unsigned char *)a->token_header_lc,
+                                           (unsigned char *)hv, n, p, end)
+                   ? -1
+                   : 0;
+    }
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        unsigned status = lws_http_client_http_response(wsi);
+        log_line(a, 0, "connection to %s failed: %s%s%u", a->url,
+                 in ? (const char *)in : "unknown error", status ? " (HTTP status " : "", status);
+        schedule_redial(a, 0);
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE:
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        return link_receive(a, wsi, c, in, len);
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        return link_writeable(a, wsi, c);
+    case LWS_CALLBACK_CLOSED:
+        link_closed(a, wsi, c);
+        return 0;
+    case LWS_CALLBACK_CLIENT_CLOSED: {
+        int aged = c && c->max_aged;
+        int was_current = a->current == wsi;
+        link_closed(a, wsi, c);
+        (void)uv_timer_stop(&a->max_age);
+        if (was_current || aged)
+            schedule_redial(a, aged ? 1 : 0);
+        return 0;
+    }
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols protocols[] = {
+    {AL_SUBPROTOCOL, callback, sizeof(struct conn), AL_MAX_FRAME, 0, NULL, AL_MAX_FRAME},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* ---- options ----------------------------------------------------------------- */
 
 static void usage(FILE *to)
 {
-    fputs("usage: airlock-runner --listen HOST:PORT --identifier ID --jwks FILE\n"
-          "       airlock-runner --connect URL --identifier ID --jwks FILE --token-file FILE\n"
+    fputs("usage: airlock-runner --listen HOST:PORT --identifier ID --jwks FILE [options]\n"
+          "       airlock-runner --connect URL --identifier ID --jwks FILE --token-file FILE "
+          "[options]\n"
           "\n"
-          "The runner serves agents' terminals over one airlock.v1 WebSocket.\n"
-          "Not built yet: this binary only proves the link boundary.\n",
+          "Serves agents' terminals over one airlock.v1 WebSocket. Holds no secret: tokens\n"
+          "are checked with the public keys of FILE (a JWKS).\n"
+          "\n"
+          "options:\n"
+          "  --token-header NAME    header carrying 'Bearer <token>' (default Authorization)\n"
+          "  --grace SECONDS        terminals outlive a lost controller this long (3600)\n"
+          "  --ring BYTES           output kept per terminal for resume (4194304)\n"
+          "  --window BYTES         input credit per terminal (524288)\n"
+          "  --ping-interval MS     in-band ping interval (15000; 0: off)\n"
+          "  --idle-timeout MS      drop a silent peer after this (45000; 0: off)\n"
+          "  --max-age SECONDS      --connect: reconnect proactively at this age (0: off)\n"
+          "  --leeway SECONDS       clock skew tolerated on token times (30)\n"
+          "  --env-allow A,B,...    our environment variables agents may see\n"
+          "                         (PATH,HOME,LANG,LC_ALL,LC_CTYPE,USER,LOGNAME,SHELL,TZ,TMPDIR)\n"
+          "  --agent-user USER      run agents as USER\n"
+          "  -v, --verbose          debug log\n",
           to);
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(struct app *a, int argc, char **argv)
+{
+    a->token_header = "Authorization";
+    a->leeway = -1;
+    a->rcfg.ring = RUNNER_DEFAULT_RING;
+    a->rcfg.window = 0;
+    a->rcfg.ping_interval_ms = 15000;
+    a->rcfg.idle_timeout_ms = 45000;
+    a->rcfg.grace_ms = RUNNER_DEFAULT_GRACE_MS;
+    a->rcfg.log_level = 1;
+    for (int i = 0; default_env_allow[i]; i++)
+        a->env_allow[i] = default_env_allow[i];
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
+            a->rcfg.log_level = 2;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "airlock-runner: %s needs a value (see --help)\n", o);
+            return -1;
+        }
+        const char *v = argv[++i];
+        uint64_t n;
+        if (!strcmp(o, "--listen")) {
+            a->listen = v;
+        } else if (!strcmp(o, "--connect")) {
+            a->connect_url = v;
+        } else if (!strcmp(o, "--identifier")) {
+            a->identifier = v;
+        } else if (!strcmp(o, "--jwks")) {
+            a->jwks_path = v;
+        } else if (!strcmp(o, "--token-file")) {
+            a->token_file = v;
+        } else if (!strcmp(o, "--token-header")) {
+            a->token_header = v;
+        } else if (!strcmp(o, "--grace") && !parse_u64(v, 30u * 86400u, &n)) {
+            a->rcfg.grace_ms = n * 1000u;
+        } else if (!strcmp(o, "--ring") && !parse_u64(v, 1u << 30, &n) && n >= 65536) {
+            a->rcfg.ring = (size_t)n;
+        } else if (!strcmp(o, "--window") && !parse_u64(v, 1u << 30, &n) && n >= 1024) {
+            a->rcfg.window = (uint32_t)n;
+        } else if (!strcmp(o, "--ping-interval") && !parse_u64(v, 3600000, &n)) {
+            a->rcfg.ping_interval_ms = n;
+        } else if (!strcmp(o, "--idle-timeout") && !parse_u64(v, 3600000, &n)) {
+            a->rcfg.idle_timeout_ms = n;
+        } else if (!strcmp(o, "--max-age") && !parse_u64(v, 30u * 86400u, &n)) {
+            a->max_age_ms = n * 1000u;
+        } else if (!strcmp(o, "--leeway") && !parse_u64(v, TOK_LEEWAY_MAX, &n)) {
+            a->leeway = (int64_t)n;
+        } else if (!strcmp(o, "--env-allow")) {
+            free(a->env_allow_mem);
+            a->env_allow_mem = strdup(v);
+            if (!a->env_allow_mem)
+                return -1;
+            int k = 0;
+            char *save = NULL;
+            for (char *tok = strtok_r(a->env_allow_mem, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (k >= MAX_ENV_ALLOW) {
+                    fprintf(stderr, "airlock-runner: --env-allow: at most %d names\n",
+                            MAX_ENV_ALLOW);
+                    return -1;
+                }
+                a->env_allow[k++] = tok;
+            }
+            a->env_allow[k] = NULL;
+        } else if (!strcmp(o, "--agent-user")) {
+            struct passwd *pw = getpwnam(v);
+            if (!pw) {
+                fprintf(stderr, "airlock-runner: --agent-user: no user named '%s'\n", v);
+                return -1;
+            }
+            a->rcfg.set_user = 1;
+            a->rcfg.uid = pw->pw_uid;
+            a->rcfg.gid = pw->pw_gid;
+        } else {
+            fprintf(stderr, "airlock-runner: bad option or value: %s %s (see --help)\n", o, v);
+            return -1;
+        }
+    }
+    if (!!a->listen == !!a->connect_url) {
+        fprintf(stderr, "airlock-runner: give exactly one of --listen or --connect\n");
+        return -1;
+    }
+    if (!a->identifier || !*a->identifier || !a->jwks_path) {
+        fprintf(stderr, "airlock-runner: --identifier and --jwks are required\n");
+        return -1;
+    }
+    if (strlen(a->identifier) > 255) {
+        fprintf(stderr, "airlock-runner: --identifier is longer than 255 bytes\n");
+        return -1;
+    }
+    if (a->connect_url && !a->token_file) {
+        fprintf(stderr, "airlock-runner: --connect needs --token-file\n");
+        return -1;
+    }
+    a->header_is_auth = !strcasecmp(a->token_header, "Authorization");
+    if (!a->header_is_auth) {
+        size_t n = strlen(a->token_header);
+        if (n == 0 || n + 2 > sizeof a->token_header_lc) {
+            fprintf(stderr, "airlock-runner: --token-header: bad header name\n");
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            char ch = a->token_header[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-')) {
+                fprintf(stderr, "airlock-runner: --token-header: bad header name\n");
+                return -1;
+            }
+            a->token_header_lc[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch + 32 : ch);
+        }
+        a->token_header_lc[n] = ':';
+        a->token_header_lc[n + 1] = 0;
+    }
+    a->rcfg.identifier = a->identifier;
+    a->rcfg.env_allow = a->env_allow;
+    return 0;
+}
+
+static int setup_dial(struct app *a)
+{
+    (void)snprintf(a->url, sizeof a->url, "%s", a->connect_url);
+    (void)snprintf(a->parsed, sizeof a->parsed, "%s", a->connect_url);
+    const char *prot, *addr, *path;
+    int port;
+    if (lws_parse_uri(a->parsed, &prot, &addr, &port, &path) ||
+        (strcmp(prot, "ws") != 0 && strcmp(prot, "wss") != 0)) {
+        fprintf(stderr, "airlock-runner: --connect: not a ws:// or wss:// URL: %s\n", a->url);
+        return -1;
+    }
+    a->d_prot = prot;
+    a->d_addr = addr;
+    a->d_port = port;
+    a->d_tls = !strcmp(prot, "wss");
+    const char *sep = strchr(path, '?') ? "&" : "?";
+    snprintf(a->d_path_full, sizeof a->d_path_full, "/%s%sidentifier=%s", path,
+             strstr(path, "identifier=") ? "" : sep,
+             strstr(path, "identifier=") ? "" : a->identifier);
+    if (strstr(path, "identifier="))
+        (void)snprintf(a->d_path_full, sizeof a->d_path_full, "/%s", path);
+    return 0;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static void on_stop(uv_signal_t *h, int signum)
+{
+    struct app *a = h->data;
+    log_line(a, 1, "signal %d: stopping (terminals end with the runner)", signum);
+    a->stopping = 1;
+    uv_stop(a->loop);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
+    static struct app app;
+    struct app *a = &app;
+    if (parse_args(a, argc, argv) != 0)
+        return 2;
+    /* Nothing of ours is readable through /proc by a same-user agent. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* Orphans of agents come back to us to be reaped, not to init. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    signal(SIGPIPE, SIG_IGN);
+    srand((unsigned)(time(NULL) ^ getpid()));
+
+    char why[TOK_REASON_MAX];
+    int rc = tok_keyset_from_file(a->jwks_path, &a->keys, why, sizeof why);
+    if (rc != AL_OK) {
+        fprintf(stderr, "airlock-runner: cannot load --jwks %s: %s\n", a->jwks_path, why);
+        return 1;
     }
-    usage(stderr);
-    return 2;
+    a->rcfg.keys = a->keys;
+    if (a->connect_url && setup_dial(a) != 0)
+        return 2;
+
+    a->loop = uv_default_loop();
+    if (runner_new(a->loop, &a->rcfg, &a->runner) != AL_OK) {
+        fprintf(stderr, "airlock-runner: out of memory\n");
+        return 1;
+    }
+    lws_set_log_level(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff
+                      : a->rcfg.log_level >= 2    ? LLL_ERR | LLL_WARN | LLL_NOTICE
+                                                  : LLL_ERR,
+                      NULL);
+
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    char host[256] = "";
+    if (a->listen) {
+        const char *colon = strrchr(a->listen, ':');
+        uint64_t port;
+        if (!colon || parse_u64(colon + 1, 65535, &port) != 0 ||
+            (size_t)(colon - a->listen) >= sizeof host) {
+            fprintf(stderr, "airlock-runner: --listen wants HOST:PORT, got %s\n", a->listen);
+            return 2;
+        }
+        memcpy(host, a->listen, (size_t)(colon - a->listen));
+        host[colon - a->listen] = 0;
+        info.port = (int)port;
+        info.iface = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL;
+    } else {
+        info.port = CONTEXT_PORT_NO_LISTEN;
+    }
+    void *loops[] = {a->loop};
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
+                   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+    info.foreign_loops = loops;
+    info.protocols = protocols;
+    info.user = a;
+    info.timeout_secs = HANDSHAKE_TIMEOUT_S;
+    info.max_http_header_data = MAX_HEADER_DATA;
+    info.pt_serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024;
+    info.gid = -1;
+    info.uid = -1;
+    a->ctx = lws_create_context(&info);
+    if (!a->ctx) {
+        fprintf(stderr, "airlock-runner: cannot %s (is the port free?)\n",
+                a->listen ? "listen" : "start the client");
+        return 1;
+    }
+    (void)uv_timer_init(a->loop, &a->redial);
+    (void)uv_timer_init(a->loop, &a->max_age);
+    a->redial.data = a->max_age.data = a;
+    (void)uv_signal_init(a->loop, &a->sigterm);
+    (void)uv_signal_init(a->loop, &a->sigint);
+    a->sigterm.data = a->sigint.data = a;
+    (void)uv_signal_start(&a->sigterm, on_stop, SIGTERM);
+    (void)uv_signal_start(&a->sigint, on_stop, SIGINT);
+    if (a->listen)
+        log_line(a, 1, "listening on %s for identifier %s", a->listen, a->identifier);
+    else
+        dial(a);
+
+    uv_run(a->loop, UV_RUN_DEFAULT);
+
+    runner_free(a->runner);
+    uv_close((uv_handle_t *)&a->redial, NULL);
+    uv_close((uv_handle_t *)&a->max_age, NULL);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    lws_context_destroy(a->ctx);
+    /* let lws and libuv finish closing (bounded), then sweep what is left */
+    for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
+        ;
+    uv_walk(a->loop, close_walk, NULL);
+    for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
+        ;
+    (void)uv_loop_close(a->loop);
+    tok_keyset_free(a->keys);
+    free(a->env_allow_mem);
+    return 0;
 }

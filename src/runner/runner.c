@@ -1,0 +1,761 @@
+/*
+ * runner: see runner.h.
+ *
+ * Data flow of one terminal (struct term):
+ *
+ *   PTY/pipe --read (only while the endpoint has room)--> vt_feed + ep_write
+ *   ep EP_EV_DATA(stdin) --> inbuf --write (as the fd takes it)--> PTY/pipe
+ *                               ep_consume() only for bytes written: credit
+ *                               is granted for delivered bytes alone.
+ *
+ * When the output ring is full (no credit from the controller), the fd is
+ * not polled for reading, so the process blocks on write: memory stays
+ * bounded by the ring. The exit status goes out (ep_exit) only after every
+ * output stream reached EOF, so EXIT follows all output.
+ *
+ * Ownership: the runner owns its terminals; a terminal owns its process
+ * fds, its screen model, its input buffer and its uv handles. A closed
+ * terminal is freed when libuv has closed all its handles.
+ */
+#include "runner.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "al_err.h"
+#include "endpoint.h"
+#include "frame.h"
+#include "proc.h"
+#include "vt.h"
+
+#define READ_MAX 65536    /* bytes read from a PTY/pipe at once */
+#define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
+#define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
+
+struct term {
+    struct runner *r;
+    uint32_t ch;
+    struct proc proc;
+    struct vt *vt;
+    uint16_t cols, rows;
+    uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
+    uv_timer_t drain;
+    int handles; /* handles still open (freed at 0 after closing) */
+    int closing;
+    int out_eof, err_eof;
+    int reaped, exit_told;
+    int exit_code, exit_sig, exit_core;
+    uint8_t *inbuf;
+    size_t inlen;
+    int in_eof; /* stdin EOF arrived: close once inbuf is written */
+    int in_closed;
+};
+
+struct runner {
+    uv_loop_t *loop;
+    struct runner_config cfg;
+    char identifier[256];
+    struct ep *ep;
+    struct term *terms[AL_MAX_CHANNELS];
+    unsigned nterms;
+    void *link;
+    runner_want_write_fn *want_write;
+    uv_timer_t tick, grace;
+    uv_signal_t sigchld;
+    uint8_t readbuf[READ_MAX];
+    int freeing;
+};
+
+void runner_log(const struct runner *r, int level, const char *fmt, ...)
+{
+    if (level > r->cfg.log_level)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    fprintf(stderr, "%lld.%03ld airlock-runner[%s] %s %s\n", (long long)ts.tv_sec,
+            ts.tv_nsec / 1000000, r->identifier,
+            level == 0   ? "error"
+            : level == 1 ? "info"
+                         : "debug",
+            line);
+}
+
+static uint64_t now_us(const struct runner *r)
+{
+    (void)r; /* one clock for the whole process */
+    return uv_hrtime() / 1000u;
+}
+
+static void want_write(struct runner *r)
+{
+    if (r->link && r->want_write)
+        r->want_write(r->link);
+}
+
+static struct term *term_find(const struct runner *r, uint32_t ch)
+{
+    for (unsigned i = 0; i < r->nterms; i++)
+        if (r->terms[i]->ch == ch)
+            return r->terms[i];
+    return NULL;
+}
+
+/* ---- terminal lifecycle -------------------------------------------------- */
+
+static void term_update_polls(struct term *t);
+
+static void term_handle_closed(uv_handle_t *h)
+{
+    struct term *t = h->data;
+    if (--t->handles > 0)
+        return;
+    proc_close(&t->proc);
+    vt_free(t->vt);
+    free(t->inbuf);
+    free(t);
+}
+
+/* Stop and release a terminal (the process must already be told to end). */
+static void term_destroy(struct term *t)
+{
+    struct runner *r = t->r;
+    if (t->closing)
+        return;
+    t->closing = 1;
+    for (unsigned i = 0; i < r->nterms; i++) {
+        if (r->terms[i] == t) {
+            r->terms[i] = r->terms[--r->nterms];
+            break;
+        }
+    }
+    uv_handle_t *hs[] = {(uv_handle_t *)&t->poll_out, (uv_handle_t *)&t->poll_err,
+                         (uv_handle_t *)&t->poll_in, (uv_handle_t *)&t->drain};
+    int open = 0;
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        if (hs[i]->data)
+            open++;
+    t->handles = open;
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        if (hs[i]->data)
+            uv_close(hs[i], term_handle_closed);
+    if (open == 0) {
+        proc_close(&t->proc);
+        vt_free(t->vt);
+        free(t->inbuf);
+        free(t);
+    }
+}
+
+/* Tell the endpoint how the process ended, once all its output is in. */
+static void term_maybe_exit(struct term *t)
+{
+    if (t->exit_told || !t->reaped || !t->out_eof || (t->proc.mode == PROC_PIPES && !t->err_eof))
+        return;
+    int rc = ep_exit(t->r->ep, t->ch, t->exit_sig ? -1 : t->exit_code, (uint8_t)t->exit_sig,
+                     (uint8_t)t->exit_core);
+    if (rc != AL_OK)
+        runner_log(t->r, 0, "channel %u: cannot report exit: %s", (unsigned)t->ch, al_strerror(rc));
+    t->exit_told = 1;
+    runner_log(t->r, 1, "channel %u: exited (code %d, signal %d)", (unsigned)t->ch, t->exit_code,
+               t->exit_sig);
+    want_write(t->r);
+}
+
+static void term_eof(struct term *t, unsigned stream)
+{
+    if (stream == FR_STDOUT)
+        t->out_eof = 1;
+    else
+        t->err_eof = 1;
+    term_update_polls(t);
+    term_maybe_exit(t);
+}
+
+/* Read what the fd has, as far as the endpoint has room. */
+static void term_read(struct term *t, unsigned stream)
+{
+    struct runner *r = t->r;
+    int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
+    for (int rounds = 0; rounds < 4; rounds++) {
+        size_t room = ep_writable(r->ep, t->ch, stream);
+        if (room == 0)
+            break;
+        if (room > sizeof r->readbuf)
+            room = sizeof r->readbuf;
+        ssize_t n = read(fd, r->readbuf, room);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) { /* 0: pipe closed; EIO: the PTY's last writer left */
+            term_eof(t, stream);
+            return;
+        }
+        if (stream == FR_STDOUT && t->vt) {
+            int vrc = vt_feed(t->vt, r->readbuf, (size_t)n);
+            if (vrc != AL_OK)
+                runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
+        }
+        long w = ep_write(r->ep, t->ch, stream, r->readbuf, (size_t)n);
+        if (w != n)
+            runner_log(r, 0, "channel %u: output lost: %s", (unsigned)t->ch,
+                       w < 0 ? al_strerror((int)w) : "short write");
+        want_write(r);
+        if ((size_t)n < room)
+            break;
+    }
+    term_update_polls(t);
+}
+
+/* Write held stdin bytes to the process as far as it takes them. */
+static void term_write_in(struct term *t)
+{
+    struct runner *r = t->r;
+    while (t->inlen > 0 && !t->in_closed) {
+        ssize_t n = write(t->proc.fd_in, t->inbuf, t->inlen);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n < 0) { /* the process closed its input: drop what is left */
+            runner_log(r, 2, "channel %u: stdin write: %s", (unsigned)t->ch, strerror(errno));
+            (void)ep_consume(r->ep, t->ch, FR_STDIN, t->inlen);
+            t->inlen = 0;
+            break;
+        }
+        memmove(t->inbuf, t->inbuf + n, t->inlen - (size_t)n);
+        t->inlen -= (size_t)n;
+        (void)ep_consume(r->ep, t->ch, FR_STDIN, (size_t)n);
+        want_write(r);
+    }
+    if (t->inlen == 0 && t->in_eof && !t->in_closed) {
+        t->in_closed = 1;
+        if (t->proc.mode == PROC_PIPES && t->poll_in.data)
+            (void)uv_poll_stop(&t->poll_in); /* before the fd closes */
+        int rc = proc_close_stdin(&t->proc);
+        if (rc != AL_OK)
+            runner_log(r, 2, "channel %u: close stdin: %s", (unsigned)t->ch, al_strerror(rc));
+    }
+    term_update_polls(t);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct term *t = h->data;
+    if (t->closing)
+        return;
+    if (status < 0 && status != UV_EBADF) {
+        /* an error on the fd: read to learn about it (EOF or EIO) */
+        events = UV_READABLE;
+    }
+    if (h == &t->poll_err) {
+        if (events & UV_READABLE)
+            term_read(t, FR_STDERR);
+        return;
+    }
+    if (h == &t->poll_in) {
+        if (events & UV_WRITABLE)
+            term_write_in(t);
+        return;
+    }
+    if (events & UV_WRITABLE)
+        term_write_in(t);
+    if ((events & UV_READABLE) && !t->closing)
+        term_read(t, FR_STDOUT);
+}
+
+static void poll_set(uv_poll_t *h, int events)
+{
+    if (!h->data)
+        return;
+    if (events)
+        (void)uv_poll_start(h, events, on_poll);
+    else
+        (void)uv_poll_stop(h);
+}
+
+/* Poll exactly for what can make progress now. */
+static void term_update_polls(struct term *t)
+{
+    if (t->closing)
+        return;
+    struct runner *r = t->r;
+    int want_in = t->inlen > 0 && !t->in_closed;
+    int out = 0, err = 0;
+    if (!t->out_eof && ep_writable(r->ep, t->ch, FR_STDOUT) > 0)
+        out |= UV_READABLE;
+    if (t->proc.mode == PROC_PTY) {
+        if (want_in)
+            out |= UV_WRITABLE;
+    } else {
+        if (!t->err_eof && ep_writable(r->ep, t->ch, FR_STDERR) > 0)
+            err |= UV_READABLE;
+        poll_set(&t->poll_in, want_in ? UV_WRITABLE : 0);
+    }
+    poll_set(&t->poll_out, out);
+    poll_set(&t->poll_err, err);
+}
+
+static void on_drain_timeout(uv_timer_t *h)
+{
+    struct term *t = h->data;
+    if (t->closing)
+        return;
+    /* The process exited but something still holds its PTY open and
+     * nothing came for a while: end the output here. */
+    if (!t->out_eof) {
+        runner_log(t->r, 1, "channel %u: output still open %d ms after exit; ending it",
+                   (unsigned)t->ch, PTY_DRAIN_MS);
+        term_eof(t, FR_STDOUT);
+    }
+    if (t->proc.mode == PROC_PIPES && !t->err_eof)
+        term_eof(t, FR_STDERR);
+}
+
+/* ---- child processes ------------------------------------------------------ */
+
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    struct runner *r = h->data;
+    for (;;) {
+        int st;
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid <= 0)
+            break;
+        for (unsigned i = 0; i < r->nterms; i++) {
+            struct term *t = r->terms[i];
+            if (t->proc.pid != pid || t->reaped)
+                continue;
+            t->reaped = 1;
+            if (WIFSIGNALED(st)) {
+                t->exit_sig = WTERMSIG(st);
+                t->exit_code = -1;
+                t->exit_core = WCOREDUMP(st) ? 1 : 0;
+            } else {
+                t->exit_code = WEXITSTATUS(st);
+            }
+            if (!t->out_eof || (t->proc.mode == PROC_PIPES && !t->err_eof)) {
+                /* read what is left now; then give the PTY a moment */
+                term_read(t, FR_STDOUT);
+                if (t->proc.mode == PROC_PIPES && !t->closing)
+                    term_read(t, FR_STDERR);
+                if (!t->closing && uv_timer_init(r->loop, &t->drain) == 0) {
+                    t->drain.data = t;
+                    (void)uv_timer_start(&t->drain, on_drain_timeout, PTY_DRAIN_MS, 0);
+                }
+            }
+            term_maybe_exit(t);
+            break;
+        }
+    }
+}
+
+/* ---- endpoint events ------------------------------------------------------ */
+
+/* NUL-terminated copies of the OPEN frame's strings, in one allocation. */
+struct open_args {
+    char **argv, **env;
+    char *cwd, *term;
+    char *mem;
+};
+
+static char *dup_str(char **cursor, struct fr_str s)
+{
+    char *p = *cursor;
+    memcpy(p, s.p, s.len);
+    p[s.len] = 0;
+    *cursor = p + s.len + 1;
+    return p;
+}
+
+static int open_args_build(const struct fr_open *o, struct open_args *a)
+{
+    size_t need = (size_t)(o->argc + 1 + o->envc + 1) * sizeof(char *);
+    need += o->cwd.len + 1u + o->term.len + 1u;
+    for (unsigned i = 0; i < o->argc; i++)
+        need += o->argv[i].len + 1u;
+    for (unsigned i = 0; i < o->envc; i++)
+        need += o->env[i].len + 1u;
+    a->mem = malloc(need);
+    if (!a->mem)
+        return AL_E_NOMEM;
+    a->argv = (char **)(void *)a->mem;
+    a->env = a->argv + o->argc + 1;
+    char *cur = (char *)(a->env + o->envc + 1);
+    for (unsigned i = 0; i < o->argc; i++)
+        a->argv[i] = dup_str(&cur, o->argv[i]);
+    a->argv[o->argc] = NULL;
+    for (unsigned i = 0; i < o->envc; i++)
+        a->env[i] = dup_str(&cur, o->env[i]);
+    a->env[o->envc] = NULL;
+    a->cwd = dup_str(&cur, o->cwd);
+    a->term = dup_str(&cur, o->term);
+    return AL_OK;
+}
+
+static int poll_init(struct runner *r, struct term *t, uv_poll_t *h, int fd)
+{
+    if (fd < 0)
+        return AL_OK;
+    if (uv_poll_init(r->loop, h, fd) != 0)
+        return AL_E_IO;
+    h->data = t;
+    return AL_OK;
+}
+
+static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
+{
+    char why[512];
+    struct open_args a;
+    if (open_args_build(o, &a) != AL_OK) {
+        (void)ep_open_failed(r->ep, ch, "out of memory");
+        return;
+    }
+    struct term *t = calloc(1, sizeof *t);
+    if (!t) {
+        free(a.mem);
+        (void)ep_open_failed(r->ep, ch, "out of memory");
+        return;
+    }
+    t->r = r;
+    t->ch = ch;
+    t->cols = o->cols;
+    t->rows = o->rows;
+    struct proc_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.mode = o->mode == FR_MODE_PIPES ? PROC_PIPES : PROC_PTY;
+    spec.argv = (const char *const *)a.argv;
+    spec.env = (const char *const *)a.env;
+    spec.env_allow = r->cfg.env_allow;
+    spec.cwd = a.cwd[0] ? a.cwd : NULL;
+    spec.term = a.term[0] ? a.term : NULL;
+    spec.cols = o->cols;
+    spec.rows = o->rows;
+    spec.set_user = r->cfg.set_user;
+    spec.uid = r->cfg.uid;
+    spec.gid = r->cfg.gid;
+    why[0] = 0;
+    int rc = proc_spawn(&spec, &t->proc, why, sizeof why);
+    free(a.mem);
+    if (rc != AL_OK) {
+        runner_log(r, 1, "channel %u: open failed: %s", (unsigned)ch, why);
+        (void)ep_open_failed(r->ep, ch, why[0] ? why : al_strerror(rc));
+        free(t);
+        return;
+    }
+    if (spec.mode == PROC_PTY && vt_new(o->cols, o->rows, &t->vt) != AL_OK)
+        t->vt = NULL; /* snapshots unavailable, the terminal still works */
+    r->terms[r->nterms++] = t;
+    if (poll_init(r, t, &t->poll_out, t->proc.fd_out) != AL_OK ||
+        (spec.mode == PROC_PIPES && (poll_init(r, t, &t->poll_err, t->proc.fd_err) != AL_OK ||
+                                     poll_init(r, t, &t->poll_in, t->proc.fd_in) != AL_OK))) {
+        (void)proc_kill_tree(&t->proc);
+        (void)ep_open_failed(r->ep, ch, "cannot watch the process's descriptors");
+        term_destroy(t);
+        return;
+    }
+    (void)ep_opened(r->ep, ch, (uint32_t)t->proc.pid);
+    runner_log(r, 1, "channel %u: started pid %d (%s, %ux%u)", (unsigned)ch, (int)t->proc.pid,
+               spec.mode == PROC_PTY ? "pty" : "pipes", o->cols, o->rows);
+    term_update_polls(t);
+}
+
+static void on_stdin(struct runner *r, struct term *t, const uint8_t *p, size_t n)
+{
+    if (t->in_closed || t->inlen + n > IN_MAX) {
+        /* input after the process closed stdin is delivered to nowhere */
+        (void)ep_consume(r->ep, t->ch, FR_STDIN, n);
+        return;
+    }
+    if (!t->inbuf) {
+        t->inbuf = malloc(IN_MAX);
+        if (!t->inbuf) {
+            (void)ep_consume(r->ep, t->ch, FR_STDIN, n);
+            runner_log(r, 0, "channel %u: out of memory, input dropped", (unsigned)t->ch);
+            return;
+        }
+    }
+    memcpy(t->inbuf + t->inlen, p, n);
+    t->inlen += n;
+    term_write_in(t);
+}
+
+static void on_snapshot_req(struct runner *r, struct term *t)
+{
+    struct ep_stream_info si;
+    if (ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
+        return;
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    if (!t->vt || vt_snapshot(t->vt, &snap, &len) != AL_OK) {
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE, "no screen model for this channel");
+        return;
+    }
+    int rc = ep_snapshot(r->ep, t->ch, si.end, t->cols, t->rows, snap, len);
+    free(snap);
+    if (rc != AL_OK)
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_TOO_BIG, "snapshot too large");
+}
+
+/* The endpoint's (monotonic) time at which Unix time exp arrives. */
+static uint64_t deadline_of(const struct runner *r, int64_t exp)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    int64_t left_us = exp * 1000000 - wall_us;
+    return now_us(r) + (uint64_t)(left_us > 0 ? left_us : 0) + 1;
+}
+
+static void on_token(struct runner *r, const uint8_t *p, size_t n)
+{
+    struct tok_verify_params vp;
+    time_t now = time(NULL);
+    tok_verify_params_init(&vp, r->identifier, "runner:connect", (int64_t)now);
+    struct tok_claims cl;
+    char why[TOK_REASON_MAX];
+    int rc = tok_verify(r->cfg.keys, (const char *)p, n, &vp, &cl, why, sizeof why);
+    if (rc != AL_OK) {
+        runner_log(r, 1, "in-band token refused: %s (%s)", al_strerror(rc), why);
+        (void)ep_send_error(r->ep, 0, FR_ERR_TOKEN_INVALID, "token refused");
+        return;
+    }
+    ep_set_token_deadline(r->ep, deadline_of(r, cl.exp));
+    runner_log(r, 2, "in-band token accepted: sub=%s, expires at %lld", cl.sub, (long long)cl.exp);
+}
+
+static void on_event(void *ud, const struct ep_event *ev)
+{
+    struct runner *r = ud;
+    struct term *t = ev->channel ? term_find(r, ev->channel) : NULL;
+    switch (ev->type) {
+    case EP_EV_OPEN:
+        on_open(r, ev->channel, ev->open);
+        break;
+    case EP_EV_DATA:
+        if (t && ev->stream == FR_STDIN)
+            on_stdin(r, t, ev->data, ev->len);
+        else
+            (void)ep_consume(r->ep, ev->channel, ev->stream, ev->len);
+        break;
+    case EP_EV_EOF:
+        if (t && ev->stream == FR_STDIN) {
+            t->in_eof = 1;
+            term_write_in(t);
+        }
+        break;
+    case EP_EV_GAP:
+        break; /* stdin the controller lost: nothing to deliver */
+    case EP_EV_RESIZE:
+        if (t) {
+            t->cols = ev->cols;
+            t->rows = ev->rows;
+            (void)proc_resize(&t->proc, ev->cols, ev->rows);
+            if (t->vt)
+                (void)vt_resize(t->vt, ev->cols, ev->rows);
+        }
+        break;
+    case EP_EV_SIGNAL:
+        if (t && !t->reaped)
+            (void)proc_signal(&t->proc, ev->signo, ev->scope == FR_SIG_TREE);
+        break;
+    case EP_EV_CLOSED:
+        if (t) {
+            if (!t->reaped)
+                (void)proc_kill_tree(&t->proc);
+            runner_log(r, 1, "channel %u: closed", (unsigned)t->ch);
+            term_destroy(t);
+        }
+        break;
+    case EP_EV_SNAPSHOT_REQ:
+        if (t)
+            on_snapshot_req(r, t);
+        break;
+    case EP_EV_TOKEN:
+        on_token(r, ev->data, ev->len);
+        break;
+    case EP_EV_WRITABLE:
+        if (t)
+            term_update_polls(t);
+        break;
+    case EP_EV_PONG:
+        runner_log(r, 2, "rtt %llu us", (unsigned long long)ev->rtt_us);
+        break;
+    case EP_EV_ERROR:
+        runner_log(r, 1, "peer error %u on channel %u: %.*s", ev->code, (unsigned)ev->channel,
+                   (int)ev->len, (const char *)ev->data);
+        break;
+    case EP_EV_READY:
+        runner_log(r, 2, "session ready (airlock.v%u)", ev->version);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- timers --------------------------------------------------------------- */
+
+static void schedule_tick(struct runner *r);
+
+static void on_tick(uv_timer_t *h)
+{
+    struct runner *r = h->data;
+    ep_tick(r->ep, now_us(r));
+    want_write(r);
+    schedule_tick(r);
+}
+
+static void schedule_tick(struct runner *r)
+{
+    uint64_t next = ep_next_deadline(r->ep), now = now_us(r);
+    if (next == UINT64_MAX) {
+        (void)uv_timer_stop(&r->tick);
+        return;
+    }
+    uint64_t ms = next > now ? (next - now + 999) / 1000 : 0;
+    (void)uv_timer_start(&r->tick, on_tick, ms, 0);
+}
+
+static void on_grace(uv_timer_t *h)
+{
+    struct runner *r = h->data;
+    runner_log(r, 1, "no controller for %llu s: ending %u terminal(s)",
+               (unsigned long long)(r->cfg.grace_ms / 1000), r->nterms);
+    while (r->nterms > 0) {
+        struct term *t = r->terms[0];
+        if (!t->reaped)
+            (void)proc_kill_tree(&t->proc);
+        (void)ep_close(r->ep, t->ch);
+        term_destroy(t);
+    }
+}
+
+/* ---- public --------------------------------------------------------------- */
+
+int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out)
+{
+    struct runner *r = calloc(1, sizeof *r);
+    if (!r)
+        return AL_E_NOMEM;
+    r->loop = loop;
+    r->cfg = *cfg;
+    snprintf(r->identifier, sizeof r->identifier, "%s", cfg->identifier);
+    r->cfg.identifier = r->identifier;
+    struct ep_config ec;
+    ep_config_default(&ec, FR_ROLE_HOST);
+    ec.name = "airlock-runner";
+    if (cfg->ring)
+        ec.tx_ring = cfg->ring;
+    if (cfg->window)
+        ec.window = cfg->window;
+    if (ec.tx_ring < ec.window)
+        ec.window = (uint32_t)ec.tx_ring;
+    ec.ping_interval_us = cfg->ping_interval_ms * 1000u;
+    ec.idle_timeout_us = cfg->idle_timeout_ms * 1000u;
+    ec.on_event = on_event;
+    ec.ud = r;
+    int rc = ep_new(&ec, &r->ep);
+    if (rc != AL_OK) {
+        free(r);
+        return rc;
+    }
+    (void)uv_timer_init(loop, &r->tick);
+    (void)uv_timer_init(loop, &r->grace);
+    (void)uv_signal_init(loop, &r->sigchld);
+    r->tick.data = r->grace.data = r->sigchld.data = r;
+    (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
+    *out = r;
+    return AL_OK;
+}
+
+static void free_when_closed(uv_handle_t *h)
+{
+    struct runner *r = h->data;
+    if (++r->freeing == 3) {
+        ep_free(r->ep);
+        free(r);
+    }
+}
+
+void runner_free(struct runner *r)
+{
+    if (!r)
+        return;
+    while (r->nterms > 0) {
+        struct term *t = r->terms[0];
+        if (!t->reaped)
+            (void)proc_kill_tree(&t->proc);
+        term_destroy(t);
+    }
+    uv_close((uv_handle_t *)&r->tick, free_when_closed);
+    uv_close((uv_handle_t *)&r->grace, free_when_closed);
+    uv_close((uv_handle_t *)&r->sigchld, free_when_closed);
+}
+
+void runner_link_up(struct runner *r, void *link, runner_want_write_fn *ww, int64_t token_exp)
+{
+    uint64_t now = now_us(r);
+    r->link = link;
+    r->want_write = ww;
+    ep_link_up(r->ep, now);
+    ep_set_token_deadline(r->ep, deadline_of(r, token_exp));
+    (void)uv_timer_stop(&r->grace);
+    schedule_tick(r);
+    for (unsigned i = 0; i < r->nterms; i++)
+        term_update_polls(r->terms[i]);
+    want_write(r);
+}
+
+void runner_link_down(struct runner *r, void *link)
+{
+    if (r->link != link)
+        return;
+    r->link = NULL;
+    r->want_write = NULL;
+    ep_link_down(r->ep);
+    (void)uv_timer_stop(&r->tick);
+    if (r->cfg.grace_ms)
+        (void)uv_timer_start(&r->grace, on_grace, r->cfg.grace_ms, 0);
+}
+
+int runner_link_is(const struct runner *r, const void *link)
+{
+    return r->link == link;
+}
+
+int runner_input(struct runner *r, const uint8_t *msg, size_t len)
+{
+    int rc = ep_input(r->ep, msg, len, now_us(r));
+    schedule_tick(r);
+    want_write(r);
+    return rc;
+}
+
+long runner_output(struct runner *r, uint8_t *buf, size_t cap)
+{
+    long n = ep_output(r->ep, buf, cap, now_us(r));
+    if (n == 0) {
+        /* the endpoint drained: rings may have room again */
+        for (unsigned i = 0; i < r->nterms; i++)
+            term_update_polls(r->terms[i]);
+    }
+    return n;
+}
+
+int runner_closing(const struct runner *r, int *code, const char **reason)
+{
+    return ep_closing(r->ep, code, reason);
+}

@@ -1,0 +1,68 @@
+/*
+ * runner: the sandbox side's core. It owns the host endpoint (airlock.v1),
+ * the terminals (a process from proc.c and a screen model from vt.c each)
+ * and their event-loop handles. It knows nothing of WebSockets: the link
+ * glue (runner_main.c) hands it whole messages and pulls frames from it.
+ *
+ * Data model: one struct runner per process, on one libuv loop. Terminals
+ * are kept in a fixed table indexed by search on the channel id (at most
+ * AL_MAX_CHANNELS). A terminal lives from OPEN until the controller closes
+ * it, or until the grace time passes with no controller connected; its
+ * process keeps running across connections.
+ */
+#ifndef AL_RUNNER_H
+#define AL_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "token.h"
+
+struct runner;
+
+struct runner_config {
+    const char *identifier;
+    const struct tok_keyset *keys; /* borrowed; outlives the runner */
+    size_t ring;                   /* output ring per stream, bytes */
+    uint32_t window;               /* stdin credit, bytes */
+    uint64_t ping_interval_ms, idle_timeout_ms;
+    uint64_t grace_ms;            /* terminals outlive a lost link this long */
+    const char *const *env_allow; /* names passed from our environment */
+    int set_user;                 /* run agents as uid/gid */
+    uid_t uid;
+    gid_t gid;
+    int log_level; /* 0 errors, 1 info, 2 debug */
+};
+
+#define RUNNER_DEFAULT_GRACE_MS (3600u * 1000u)
+#define RUNNER_DEFAULT_RING (4u << 20)
+
+/* The link glue's side: asked to call runner_output() soon. */
+typedef void runner_want_write_fn(void *link);
+
+int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out);
+/* Kill every terminal and release everything once the loop has closed the
+ * handles (call uv_run after it). */
+void runner_free(struct runner *r);
+
+/* A connection is up (its token expires at token_exp, Unix seconds). */
+void runner_link_up(struct runner *r, void *link, runner_want_write_fn *want_write,
+                    int64_t token_exp);
+/* The connection is gone. */
+void runner_link_down(struct runner *r, void *link);
+/* Whether this link is the current one. */
+int runner_link_is(const struct runner *r, const void *link);
+/* A whole binary message arrived; 0 or AL_E_* (then see runner_closing). */
+int runner_input(struct runner *r, const uint8_t *msg, size_t len);
+/* The next frame to send into buf (cap >= AL_MAX_FRAME), 0 if none. */
+long runner_output(struct runner *r, uint8_t *buf, size_t cap);
+/* Non-zero once the link must close (after draining runner_output). */
+int runner_closing(const struct runner *r, int *code, const char **reason);
+
+/* Log one line (the runner's own log). */
+void runner_log(const struct runner *r, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * upgrade: see upgrade.h. The order of the checks is the contract; the
+ * client learns only the status and a one-word body.
+ */
+#include "upgrade.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "al_err.h"
+
+const char *upg_bearer(const char *value)
+{
+    if (!value || strncasecmp(value, "Bearer ", 7) != 0)
+        return NULL;
+    const char *t = value + 7;
+    while (*t == ' ')
+        t++;
+    return *t ? t : NULL;
+}
+
+static void answer(struct upg_result *out, int status, const char *body, const char *why)
+{
+    out->status = status;
+    out->body = body;
+    snprintf(out->log, sizeof out->log, "%s", why);
+}
+
+void upg_decide(const struct upg_config *cfg, const struct upg_request *req, struct upg_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *path = req->path ? req->path : "";
+    if (!req->is_upgrade) {
+        if (!strcmp(path, "/healthz"))
+            answer(out, 200, "ok\n", "health check");
+        else
+            answer(out, 404, "Not Found\n", "plain HTTP request");
+        return;
+    }
+    if (strcmp(path, "/") != 0) {
+        answer(out, 404, "Not Found\n", "upgrade on a path other than /");
+        return;
+    }
+    if (!req->api_version || strcmp(req->api_version, UPG_API_VERSION) != 0) {
+        answer(out, 400, "Bad Request\n",
+               req->api_version ? "unknown api-version" : "missing api-version");
+        return;
+    }
+    if (!req->identifier || strcmp(req->identifier, cfg->identifier) != 0) {
+        answer(out, 404, "Not Found\n",
+               req->identifier ? "identifier is not this sandbox's" : "missing identifier");
+        return;
+    }
+    if (!req->auth || !*req->auth) {
+        answer(out, 403, "Unauthenticated\n", "no token");
+        return;
+    }
+    const char *tok = upg_bearer(req->auth);
+    if (!tok) {
+        answer(out, 403, "Unauthenticated\n", "token header is not 'Bearer <token>'");
+        return;
+    }
+    struct tok_verify_params p;
+    tok_verify_params_init(&p, cfg->identifier, UPG_SCOPE, cfg->now);
+    if (cfg->leeway >= 0)
+        p.leeway = cfg->leeway;
+    char why[TOK_REASON_MAX];
+    int rc = tok_verify(cfg->keys, tok, strlen(tok), &p, &out->claims, why, sizeof why);
+    if (rc != AL_OK) {
+        out->status = 403;
+        out->body = "Forbidden\n";
+        snprintf(out->log, sizeof out->log, "token refused: %s (%s)", al_strerror(rc), why);
+        return;
+    }
+    out->status = 101;
+    out->body = NULL;
+    snprintf(out->log, sizeof out->log, "token ok: sub=%s jti=%s exp=%lld", out->claims.sub,
+             out->claims.jti, (long long)out->claims.exp);
+}

@@ -1,0 +1,55 @@
+/*
+ * upgrade: the runner's decision on an incoming HTTP request, as a pure
+ * function (no I/O, time passed in), so every case is unit-testable.
+ *
+ * The runner accepts exactly what a managed sandbox platform forwards:
+ *   GET /?identifier=ID&api-version=2024-02-02-preview
+ *   Authorization: Bearer <token>            (header name configurable)
+ * Decisions, in order: GET /healthz -> 200 (no auth, reveals nothing);
+ * another path -> 404; api-version missing or unknown -> 400; identifier
+ * not ours -> 404; no token -> 403 "Unauthenticated"; a token that does
+ * not verify (aud = ID, scope runner:connect) -> 403 "Forbidden", with the
+ * precise reason kept for the log only; else 101.
+ */
+#ifndef AL_UPGRADE_H
+#define AL_UPGRADE_H
+
+#include <stdint.h>
+
+#include "token.h"
+
+#define UPG_API_VERSION "2024-02-02-preview"
+#define UPG_SCOPE "runner:connect"
+#define UPG_MAX_HEADER 4096 /* bytes of the token header's value */
+
+struct upg_request {
+    const char *path;        /* without the query */
+    int is_upgrade;          /* a WebSocket upgrade (else plain HTTP) */
+    const char *identifier;  /* query argument, NULL if absent */
+    const char *api_version; /* query argument, NULL if absent */
+    const char *auth;        /* the token header's value, NULL if absent */
+};
+
+struct upg_config {
+    const char *identifier;
+    const struct tok_keyset *keys;
+    int64_t now; /* Unix seconds */
+    int64_t leeway;
+};
+
+struct upg_result {
+    int status;               /* 101, 200, 400, 403, 404 */
+    const char *body;         /* response body for non-101 answers */
+    char log[640];            /* the precise reason, for the runner's log only */
+    struct tok_claims claims; /* valid when status == 101 */
+};
+
+/* Decide; never fails (a bad request is a status). */
+void upg_decide(const struct upg_config *cfg, const struct upg_request *req,
+                struct upg_result *out);
+
+/* The token in a header value: "Bearer <token>" (scheme case-insensitive),
+ * or NULL. Points into value. */
+const char *upg_bearer(const char *value);
+
+#endif

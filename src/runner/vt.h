@@ -1,0 +1,111 @@
+/*
+ * vt: the runner's model of one terminal screen, for late-joiner snapshots.
+ *
+ * PTY output goes through vtfilter (see vtfilter.h) into libvterm 0.1.4;
+ * vt_snapshot() turns the current state into bytes that, written to a
+ * fresh terminal of the same size (or any terminal: the bytes begin with a
+ * reset), redraw it. docs/snapshots.md lists what is and is not reproduced.
+ * Runner side only: untrusted bytes are parsed here and nowhere else.
+ */
+#ifndef VT_H
+#define VT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vtfilter.h"
+
+#define VT_MAX_CELLS (1u << 20) /* cols * rows of one screen (libvterm keeps two) */
+#define VT_MAX_TITLE 1023       /* bytes of the title and of the icon name kept */
+#define VT_MAX_CHARS 6          /* code points in one cell (libvterm's limit) */
+
+struct vt;
+
+/* 0, AL_E_INVAL (size 0, or above AL_MAX_COLS/AL_MAX_ROWS), AL_E_TOOBIG
+ * (cols * rows above VT_MAX_CELLS) or AL_E_NOMEM. */
+int vt_new(uint16_t cols, uint16_t rows, struct vt **out);
+void vt_free(struct vt *vt);
+
+/* PTY output bytes, through the filter. A sequence may be split anywhere. */
+int vt_feed(struct vt *vt, const uint8_t *p, size_t n);
+
+/* Same limits as vt_new; on error the size is unchanged. */
+int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows);
+
+/* Bytes that redraw the current screen on a fresh terminal of the same
+ * size; *out is malloc'd, the caller frees it. AL_E_TOOBIG above
+ * AL_MAX_SNAPSHOT bytes. */
+int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len);
+
+/* --- read-only accessors (tests, logs) ------------------------------- */
+
+enum vt_color_kind { VT_COLOR_DEFAULT = 0, VT_COLOR_INDEX, VT_COLOR_RGB };
+
+struct vt_color {
+    uint8_t kind;  /* enum vt_color_kind */
+    uint8_t index; /* VT_COLOR_INDEX: 0..255 */
+    uint8_t r, g, b;
+};
+
+struct vt_attrs {
+    uint8_t bold, italic, blink, reverse, strike;
+    uint8_t underline; /* 0 none, 1 single, 2 double, 3 curly */
+    uint8_t font;      /* 0..9 (SGR 10..19) */
+    struct vt_color fg, bg;
+};
+
+struct vt_cell {
+    uint32_t chars[VT_MAX_CHARS]; /* base character then combining marks */
+    uint8_t nchars;               /* 0: an erased cell (it still has attrs) */
+    uint8_t width;                /* 0: right half of a wide character; 1; 2 */
+    struct vt_attrs attrs;
+};
+
+struct vt_cursor {
+    uint16_t row, col; /* 0-based */
+    uint8_t visible;
+    uint8_t pending_wrap; /* printed into the last column; the next glyph wraps */
+};
+
+/* Modes a snapshot reproduces; queried from libvterm or tracked. */
+struct vt_modes {
+    uint8_t altscreen;                 /* ?1047 / ?1049 */
+    uint8_t app_cursor;                /* DECCKM ?1 */
+    uint8_t app_keypad;                /* DECKPAM ESC = */
+    uint8_t reverse;                   /* DECSCNM ?5 */
+    uint8_t origin;                    /* DECOM ?6 */
+    uint8_t autowrap;                  /* DECAWM ?7 */
+    uint8_t lr_margins;                /* DECLRMM ?69 */
+    uint16_t mouse;                    /* 0, 1000 (click), 1002 (drag) or 1003 (any motion) */
+    uint16_t mouse_proto;              /* 0 (X10), 1005 (UTF-8), 1006 (SGR) or 1015 (urxvt) */
+    uint8_t focus;                     /* ?1004 */
+    uint8_t bracketed;                 /* ?2004 */
+    uint8_t insert;                    /* IRM 4 */
+    uint8_t newline;                   /* LNM 20 */
+    uint16_t top, bottom, left, right; /* scroll region, 0-based inclusive */
+    uint8_t cursor_style;              /* DECSCUSR Ps, 1..6 (1: blinking block, the default) */
+    uint8_t protect;                   /* DECSCA: the pen writes protected cells */
+    uint8_t charset[4];                /* G0..G3: 'B' ASCII, '0' DEC graphics, 'A' UK */
+    uint8_t gl;                        /* the set invoked into GL (SI/SO/LS2/LS3): 0..3 */
+};
+
+void vt_size(const struct vt *vt, uint16_t *cols, uint16_t *rows);
+/* AL_E_INVAL outside the screen. */
+int vt_get_cell(const struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *out);
+/* Line attributes of a row: double width (DECDWL), double height 0/1 top/2 bottom. */
+int vt_line_attrs(const struct vt *vt, uint16_t row, uint8_t *dwl, uint8_t *dhl);
+void vt_get_cursor(const struct vt *vt, struct vt_cursor *out);
+/* Not const: the modes are asked of libvterm with DECRQM/DECRQSS. */
+void vt_get_modes(struct vt *vt, struct vt_modes *out);
+void vt_get_pen(const struct vt *vt, struct vt_attrs *out);
+const char *vt_title(const struct vt *vt);     /* never NULL */
+const char *vt_icon_name(const struct vt *vt); /* never NULL */
+/* 1 if col is a tab stop. */
+int vt_tab_stop(const struct vt *vt, uint16_t col);
+void vt_filter_stats(const struct vt *vt, struct vtf_stats *out);
+
+/* Field-by-field comparison (never memcmp libvterm's attrs): 1 if equal.
+ * Right halves of wide characters compare by position only. */
+int vt_cell_equal(const struct vt_cell *a, const struct vt_cell *b);
+
+#endif

@@ -1,0 +1,293 @@
+// An independent JavaScript implementation of airlock.v1 (docs/protocol.md),
+// written from the spec, for interop tests against the C code. It is a
+// controller: it opens channels on a host, tracks offsets, grants credit,
+// and resumes after a dropped connection with ATTACH.
+
+import WebSocket from 'ws';
+
+export const T = {
+  HELLO: 0x01, PING: 0x02, PONG: 0x03, TOKEN: 0x04, ERROR: 0x05, LIST: 0x06, LIST_REPLY: 0x07,
+  OPEN: 0x10, OPENED: 0x11, DATA: 0x12, ACK: 0x13, RESIZE: 0x14, SIGNAL: 0x15, EOF: 0x16,
+  EXIT: 0x17, CLOSE: 0x18, ATTACH: 0x19, ATTACHED: 0x1a, GAP: 0x1b, SNAPSHOT_REQ: 0x1c,
+  SNAPSHOT: 0x1d,
+};
+export const STDIN = 0, STDOUT = 1, STDERR = 2;
+
+function header(type, flags, channel, plen) {
+  const b = Buffer.alloc(10);
+  b.writeUInt8(type, 0);
+  b.writeUInt8(flags, 1);
+  b.writeUInt32BE(channel, 2);
+  b.writeUInt32BE(plen, 6);
+  return b;
+}
+
+function str(s) {
+  const b = Buffer.from(s, 'utf8');
+  const l = Buffer.alloc(2);
+  l.writeUInt16BE(b.length);
+  return Buffer.concat([l, b]);
+}
+
+function u64(v) {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64BE(BigInt(v));
+  return b;
+}
+
+export function frame(type, flags, channel, payload = Buffer.alloc(0)) {
+  return Buffer.concat([header(type, flags, channel, payload.length), payload]);
+}
+
+export const enc = {
+  hello: (name = 'js-controller') => {
+    const p = Buffer.alloc(9);
+    p.writeUInt16BE(1, 0); p.writeUInt16BE(1, 2); p.writeUInt8(2, 4); p.writeUInt32BE(65546, 5);
+    return frame(T.HELLO, 0, 0, Buffer.concat([p, str(name)]));
+  },
+  open: (ch, argv, { mode = 0, cols = 80, rows = 24, term = 'xterm-256color', cwd = '', env = [] } = {}) => {
+    const p = Buffer.alloc(5);
+    p.writeUInt8(mode, 0); p.writeUInt16BE(cols, 1); p.writeUInt16BE(rows, 3);
+    const n = (v) => { const b = Buffer.alloc(2); b.writeUInt16BE(v); return b; };
+    return frame(T.OPEN, 0, ch, Buffer.concat([p, str(term), str(cwd), n(argv.length),
+      ...argv.map(str), n(env.length), ...env.map(str)]));
+  },
+  data: (ch, stream, off, bytes) => frame(T.DATA, stream, ch, Buffer.concat([u64(off), bytes])),
+  ack: (ch, stream, ack, limit) => frame(T.ACK, stream, ch, Buffer.concat([u64(ack), u64(limit)])),
+  resize: (ch, cols, rows) => { const p = Buffer.alloc(4); p.writeUInt16BE(cols, 0); p.writeUInt16BE(rows, 2); return frame(T.RESIZE, 0, ch, p); },
+  signal: (ch, signo, scope = 0) => frame(T.SIGNAL, 0, ch, Buffer.from([signo, scope])),
+  eof: (ch, stream, off) => frame(T.EOF, stream, ch, u64(off)),
+  close: (ch) => frame(T.CLOSE, 0, ch),
+  attach: (ch, outNext, outLimit, errNext, errLimit, cols = 0, rows = 0) => {
+    const p = Buffer.alloc(4); p.writeUInt16BE(cols, 0); p.writeUInt16BE(rows, 2);
+    return frame(T.ATTACH, 0, ch, Buffer.concat([u64(outNext), u64(outLimit), u64(errNext), u64(errLimit), p]));
+  },
+  snapshotReq: (ch) => frame(T.SNAPSHOT_REQ, 0, ch),
+  token: (tok) => frame(T.TOKEN, 0, 0, Buffer.from(tok)),
+  ping: (ts) => frame(T.PING, 0, 0, u64(ts)),
+  pong: (ts) => frame(T.PONG, 0, 0, u64(ts)),
+  list: () => frame(T.LIST, 0, 0),
+};
+
+export function decode(buf) {
+  if (buf.length < 10) throw new Error('short frame');
+  const f = { type: buf[0], flags: buf[1], channel: buf.readUInt32BE(2) };
+  const plen = buf.readUInt32BE(6);
+  if (plen !== buf.length - 10) throw new Error('length mismatch');
+  const p = buf.subarray(10);
+  switch (f.type) {
+    case T.HELLO: f.vmin = p.readUInt16BE(0); f.vmax = p.readUInt16BE(2); f.role = p[4]; f.maxFrame = p.readUInt32BE(5); break;
+    case T.PING: case T.PONG: f.ts = p.readBigUInt64BE(0); break;
+    case T.ERROR: f.code = p.readUInt16BE(0); f.msg = p.subarray(4, 4 + p.readUInt16BE(2)).toString(); break;
+    case T.OPENED: f.pid = p.readUInt32BE(0); break;
+    case T.DATA: f.offset = Number(p.readBigUInt64BE(0)); f.bytes = p.subarray(8); break;
+    case T.ACK: f.ack = Number(p.readBigUInt64BE(0)); f.limit = Number(p.readBigUInt64BE(8)); break;
+    case T.EOF: f.offset = Number(p.readBigUInt64BE(0)); break;
+    case T.EXIT: f.code = p.readInt32BE(0); f.signo = p[4]; f.core = p[5];
+      f.outEnd = Number(p.readBigUInt64BE(6)); f.errEnd = Number(p.readBigUInt64BE(14)); break;
+    case T.ATTACHED: f.state = p[0]; f.inNext = Number(p.readBigUInt64BE(1)); f.inLimit = Number(p.readBigUInt64BE(9)); break;
+    case T.GAP: f.from = Number(p.readBigUInt64BE(0)); f.to = Number(p.readBigUInt64BE(8)); break;
+    case T.SNAPSHOT: f.offset = Number(p.readBigUInt64BE(0)); f.cols = p.readUInt16BE(8); f.rows = p.readUInt16BE(10); f.bytes = p.subarray(12); break;
+    case T.LIST_REPLY: {
+      const n = p.readUInt16BE(0); f.entries = [];
+      for (let i = 0, o = 2; i < n; i++, o += 35) {
+        f.entries.push({ channel: p.readUInt32BE(o), state: p[o + 4], mode: p[o + 5], exitCode: p.readInt32BE(o + 6),
+          exitSignal: p[o + 10], outEnd: Number(p.readBigUInt64BE(o + 11)), errEnd: Number(p.readBigUInt64BE(o + 19)),
+          inNext: Number(p.readBigUInt64BE(o + 27)) });
+      }
+      break;
+    }
+    default: break;
+  }
+  return f;
+}
+
+const WINDOW = 512 * 1024;
+
+// One channel as the controller sees it.
+class Channel {
+  constructor(ctl, id, argv, opts) {
+    Object.assign(this, { ctl, id, argv, opts });
+    this.out = []; this.err = [];
+    this.next = [0, 0, 0]; this.limitSent = [0, 0, 0];
+    this.inSent = 0; this.inAcked = 0; this.inLimit = 0; this.inBuf = Buffer.alloc(0); this.inBase = 0;
+    this.inEof = false; this.inEofSent = false;
+    this.opened = false; this.exit = null; this.closed = false; this.linked = false;
+    this.waiters = [];
+    this.paused = false; // stop granting credit (a reader that stops)
+  }
+  output() { return Buffer.concat(this.out); }
+  stderr() { return Buffer.concat(this.err); }
+  write(bytes) { this.inBuf = Buffer.concat([this.inBuf, Buffer.from(bytes)]); this.pump(); }
+  endInput() { this.inEof = true; this.pump(); }
+  resize(cols, rows) { this.ctl.send(enc.resize(this.id, cols, rows)); }
+  signal(signo, scope = 0) { this.ctl.send(enc.signal(this.id, signo, scope)); }
+  close() { this.ctl.send(enc.close(this.id)); }
+  // send stdin within the host's credit, from the resend buffer
+  pump() {
+    if (!this.linked || !this.ctl.ready) return;
+    const end = this.inBase + this.inBuf.length;
+    while (this.inSent < end && this.inSent < this.inLimit) {
+      const n = Math.min(end - this.inSent, this.inLimit - this.inSent, 32768);
+      const from = this.inSent - this.inBase;
+      this.ctl.send(enc.data(this.id, STDIN, this.inSent, this.inBuf.subarray(from, from + n)));
+      this.inSent += n;
+    }
+    if (this.inEof && !this.inEofSent && this.inSent === end) {
+      this.ctl.send(enc.eof(this.id, STDIN, end)); this.inEofSent = true;
+    }
+  }
+  grant(stream) {
+    if (this.paused) return;
+    const limit = this.next[stream] + WINDOW;
+    if (limit - this.limitSent[stream] >= WINDOW / 4) {
+      this.limitSent[stream] = limit;
+      this.ctl.send(enc.ack(this.id, stream, this.next[stream], limit));
+    }
+  }
+  resume() { this.paused = false; this.limitSent = [0, 0, 0]; this.grant(STDOUT); if (this.opts.mode === 1) this.grant(STDERR); }
+  wait(pred, what, ms = 20000) {
+    if (pred()) return Promise.resolve();
+    return new Promise((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what} on channel ${this.id}`)), ms);
+      this.waiters.push(() => { if (pred()) { clearTimeout(t); res(); return true; } return false; });
+    });
+  }
+  wake() { this.waiters = this.waiters.filter((w) => !w()); }
+  waitExit(ms) { return this.wait(() => this.exit !== null, 'exit', ms); }
+  waitOutput(re, ms) { return this.wait(() => re.test(this.output().toString('latin1')), `output ${re}`, ms); }
+}
+
+// A controller session: survives reconnects (resume), like the C endpoint.
+export class Controller {
+  constructor({ onError } = {}) {
+    this.channels = new Map(); this.nextId = 1; this.ready = false; this.errors = [];
+    this.onError = onError; this.ws = null; this.closeInfo = null; this.pongs = 0;
+    this.waiters = [];
+  }
+  connect(url, headers = {}, opts = {}) {
+    return new Promise((resolve, reject) => {
+      this.ready = false; this.closeInfo = null;
+      const ws = new WebSocket(url, ['airlock.v1'], { headers, perMessageDeflate: false, ...opts });
+      this.ws = ws;
+      ws.binaryType = 'nodebuffer';
+      ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
+      ws.on('error', (e) => reject(e));
+      ws.on('open', () => { ws.send(enc.hello()); });
+      ws.on('message', (data, isBinary) => {
+        if (!isBinary) throw new Error('text message from host');
+        const f = decode(data);
+        if (f.type === T.HELLO) { this.ready = true; this.onReady(); resolve(this); }
+        this.handle(f);
+      });
+      ws.on('close', (code, reason) => {
+        if (this.ws !== ws) return;
+        this.ready = false; this.closeInfo = { code, reason: reason.toString() };
+        for (const c of this.channels.values()) c.linked = false;
+        this.wake();
+      });
+    });
+  }
+  // Speak on a socket someone else accepted (the host dialed us).
+  adopt(ws) {
+    this.ready = false; this.closeInfo = null; this.ws = ws;
+    ws.binaryType = 'nodebuffer';
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) throw new Error('text message from host');
+      const f = decode(data);
+      if (f.type === T.HELLO) { this.ready = true; this.onReady(); }
+      this.handle(f);
+    });
+    ws.on('close', (code, reason) => {
+      if (this.ws !== ws) return;
+      this.ready = false; this.closeInfo = { code, reason: reason.toString() };
+      for (const c of this.channels.values()) c.linked = false;
+      this.wake();
+    });
+    ws.send(enc.hello());
+  }
+  send(buf) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(buf); }
+  onReady() {
+    for (const c of this.channels.values()) {
+      if (c.closed) continue;
+      if (!c.openSent) { c.openSent = true; this.send(enc.open(c.id, c.argv, c.opts)); continue; }
+      c.limitSent[STDOUT] = c.next[STDOUT] + WINDOW; c.limitSent[STDERR] = c.next[STDERR] + WINDOW;
+      if (c.paused) { c.limitSent[STDOUT] = c.next[STDOUT] + 1; c.limitSent[STDERR] = c.next[STDERR] + 1; }
+      this.send(enc.attach(c.id, c.next[STDOUT], c.limitSent[STDOUT], c.next[STDERR], c.limitSent[STDERR]));
+    }
+  }
+  open(argv, opts = {}) {
+    const c = new Channel(this, this.nextId++, argv, { mode: 0, ...opts });
+    this.channels.set(c.id, c);
+    if (this.ready) { c.openSent = true; this.send(enc.open(c.id, argv, c.opts)); }
+    return c;
+  }
+  handle(f) {
+    const c = this.channels.get(f.channel);
+    switch (f.type) {
+      case T.PING: this.pings = (this.pings || 0) + 1; this.send(enc.pong(f.ts)); break;
+      case T.PONG: this.pongs++; this.lastPongTs = f.ts; break;
+      case T.ERROR:
+        this.errors.push(f);
+        if (c && f.code === 5 && !c.opened) { this.send(enc.open(c.id, c.argv, c.opts)); break; }
+        if (c && f.code === 8) { c.openError = f.msg; c.closed = true; }
+        if (this.onError) this.onError(f);
+        break;
+      case T.OPENED:
+        c.opened = true; c.pid = f.pid; c.linked = true; c.limitSent = [0, 0, 0];
+        c.grant(STDOUT); if (c.opts.mode === 1) c.grant(STDERR); c.pump();
+        break;
+      case T.ATTACHED:
+        c.opened = true; c.linked = true;
+        if (f.inNext < c.inBase) throw new Error('host wants stdin we dropped');
+        c.inSent = f.inNext; c.inLimit = f.inLimit; c.inEofSent = false; c.pump();
+        break;
+      case T.ACK:
+        if (f.flags === STDIN) {
+          if (f.ack > c.inAcked) { // release acknowledged input
+            c.inBuf = c.inBuf.subarray(f.ack - c.inBase); c.inBase = f.ack; c.inAcked = f.ack;
+          }
+          if (f.limit > c.inLimit) c.inLimit = f.limit;
+          c.pump();
+        }
+        break;
+      case T.DATA: {
+        const s = f.flags;
+        if (f.offset > c.next[s]) throw new Error(`hole on channel ${c.id}: got ${f.offset}, want ${c.next[s]}`);
+        const skip = c.next[s] - f.offset;
+        if (skip < f.bytes.length) {
+          const b = Buffer.from(f.bytes.subarray(skip));
+          (s === STDOUT ? c.out : c.err).push(b);
+          c.next[s] = f.offset + f.bytes.length;
+          if (c.onData) c.onData(s, b);
+        }
+        c.grant(s);
+        break;
+      }
+      case T.GAP: c.gaps = (c.gaps || 0) + 1; c.next[f.flags] = f.to; c.grant(f.flags); break;
+      case T.EOF: c.eof = c.eof || {}; c.eof[f.flags] = true; break;
+      case T.EXIT:
+        if (f.outEnd !== c.next[STDOUT] || f.errEnd !== c.next[STDERR]) throw new Error('EXIT before all output');
+        c.exit = { code: f.code, signo: f.signo }; break;
+      case T.CLOSE: if (c) c.closed = true; break;
+      case T.SNAPSHOT:
+        c.snapParts = c.snapParts || [];
+        c.snapParts.push(Buffer.from(f.bytes));
+        if (!(f.flags & 1)) { c.snapshot = { bytes: Buffer.concat(c.snapParts), offset: f.offset, cols: f.cols, rows: f.rows }; c.snapParts = []; }
+        break;
+      case T.LIST_REPLY: this.list = f.entries; break;
+      default: break;
+    }
+    if (c) c.wake();
+    this.wake();
+  }
+  wait(pred, what, ms = 20000) {
+    if (pred()) return Promise.resolve();
+    return new Promise((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what}`)), ms);
+      this.waiters.push(() => { if (pred()) { clearTimeout(t); res(); return true; } return false; });
+    });
+  }
+  wake() { this.waiters = this.waiters.filter((w) => !w()); }
+  drop() { if (this.ws) this.ws.terminate(); this.ready = false; }
+}

@@ -1,0 +1,127 @@
+// Shared set-up for the integration tests: a temporary data dir with a
+// signing key, tokens minted by the real airlockd, a real airlock-runner on
+// a free 127.0.0.1 port, and clean-up of everything started (by PID).
+
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export const BIN = process.env.AL_BIN || path.resolve('build');
+export const SRC = process.env.AL_SRC || path.resolve('.');
+
+const cleanups = [];
+const logs = [];
+let failed = false;
+
+export function check(cond, msg) {
+  if (!cond) throw new Error(`check failed: ${msg}`);
+  console.log(`ok - ${msg}`);
+}
+
+export function tmpdir(tag) {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), `airlock-${tag}-`));
+  cleanups.push(() => fs.rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+export function keygen(dir) {
+  execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', dir], { stdio: 'pipe' });
+}
+
+export function mint(dir, aud, scope = 'runner:connect', ttl = 300, sub = 'test') {
+  return execFileSync(path.join(BIN, 'airlockd'),
+    ['token', '--data', dir, '--aud', aud, '--scope', scope, '--ttl', String(ttl), '--sub', sub],
+    { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim();
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// A raw HTTP exchange: returns { status, headers, body } of the response.
+export function rawHttp(port, request, ms = 5000) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let data = Buffer.alloc(0);
+    const t = setTimeout(() => { sock.destroy(); reject(new Error('raw HTTP timeout')); }, ms);
+    sock.on('connect', () => sock.write(request));
+    sock.on('data', (d) => {
+      data = Buffer.concat([data, d]);
+      const s = data.toString('latin1');
+      const end = s.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const status = Number(s.split(' ')[1]);
+      const m = /content-length:\s*(\d+)/i.exec(s.slice(0, end));
+      const want = m ? Number(m[1]) : 0;
+      if (status === 101 || data.length >= end + 4 + want) {
+        clearTimeout(t); sock.destroy();
+        resolve({ status, head: s.slice(0, end), body: s.slice(end + 4, end + 4 + want) });
+      }
+    });
+    sock.on('error', (e) => { clearTimeout(t); reject(e); });
+    sock.on('close', () => { clearTimeout(t); if (data.length === 0) reject(new Error('closed without answer')); });
+  });
+}
+
+// Start airlock-runner; resolves once /healthz answers.
+export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}, wrap = [], bin } = {}) {
+  port = port || await freePort();
+  const log = path.join(dir, `runner-${port}.log`);
+  const out = fs.openSync(log, 'a');
+  logs.push(log);
+  const argv = [bin || path.join(BIN, 'airlock-runner'),
+    '--listen', `127.0.0.1:${port}`, '--identifier', id, '--jwks', path.join(dir, 'jwks.json'), ...args];
+  const cmd = [...wrap, ...argv];
+  const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
+  fs.closeSync(out);
+  const r = { proc: p, port, id, log, dir, url: `ws://127.0.0.1:${port}/?identifier=${id}&api-version=2024-02-02-preview` };
+  r.exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
+  cleanups.push(async () => {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill('SIGTERM');
+      const t = setTimeout(() => p.kill('SIGKILL'), 3000);
+      await r.exited; clearTimeout(t);
+    }
+  });
+  for (let i = 0; i < 100; i++) {
+    try {
+      const res = await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 1000);
+      if (res.status === 200) return r;
+    } catch { /* not up yet */ }
+    if (p.exitCode !== null) break;
+    await sleep(50);
+  }
+  throw new Error(`runner did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
+}
+
+export function rssKb(pid) {
+  const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(s)[1]);
+}
+
+// Run a test body with clean-up and a hard time limit; exit code says it all.
+export async function run(name, body, limitMs = 240000) {
+  const t = setTimeout(() => { console.error(`${name}: time limit of ${limitMs} ms reached`); process.exit(1); }, limitMs);
+  try {
+    await body();
+    console.log(`${name}: passed`);
+  } catch (e) {
+    failed = true;
+    console.error(`${name}: FAILED: ${e.stack || e}`);
+    for (const l of logs) {
+      try { console.error(`--- ${l}\n${fs.readFileSync(l, 'utf8').slice(-4000)}`); } catch { /* gone */ }
+    }
+  } finally {
+    for (const c of cleanups.reverse()) { try { await c(); } catch (e) { console.error(e); } }
+    clearTimeout(t);
+  }
+  process.exit(failed ? 1 : 0);
+}
