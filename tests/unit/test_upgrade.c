@@ -1,0 +1,140 @@
+/*
+ * Tests of the runner's upgrade decision (src/runner/upgrade.c): every
+ * status of the matrix, in the order of the checks, with real tokens
+ * minted by the control plane's signing code and a real key set.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "al_err.h"
+#include "keys.h"
+#include "tok_sign.h"
+#include "token.h"
+#include "upgrade.h"
+
+#define NOW 1800000000
+
+struct fix {
+    struct keys_signing *key;
+    struct tok_keyset *ks;
+};
+
+static int setup(void **state)
+{
+    static struct fix f;
+    char why[256];
+    uint8_t seed[KEYS_SEED_LEN];
+    memset(seed, 7, sizeof seed);
+    assert_int_equal(keys_from_seed(seed, &f.key, why, sizeof why), 0);
+    char *jwks = NULL;
+    const struct keys_signing *one[] = {f.key};
+    assert_int_equal(keys_jwks_json(one, 1, &jwks, why, sizeof why), 0);
+    assert_int_equal(tok_keyset_from_json(jwks, strlen(jwks), &f.ks, why, sizeof why), 0);
+    free(jwks);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    keys_free(f->key);
+    tok_keyset_free(f->ks);
+    return 0;
+}
+
+static void mint(struct fix *f, const char *aud, const char *scope, int64_t now, char *out,
+                 size_t cap)
+{
+    struct tok_sign_req req;
+    memset(&req, 0, sizeof req);
+    req.iss = "airlockd";
+    req.aud = aud;
+    req.sub = "tester";
+    req.scope = scope;
+    req.now = now;
+    req.ttl = 300;
+    size_t n;
+    char why[256];
+    char tok[TOK_MAX_TOKEN + 1];
+    assert_int_equal(tok_sign_mint(f->key, &req, tok, sizeof tok, &n, why, sizeof why), 0);
+    assert_true(snprintf(out, cap, "Bearer %s", tok) < (int)cap);
+}
+
+static int decide(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
+                  const char *auth, struct upg_result *res)
+{
+    struct upg_config cfg = {"sbx-1", f->ks, NOW, 0};
+    struct upg_request req = {path, upgrade, id, api, auth};
+    upg_decide(&cfg, &req, res);
+    return res->status;
+}
+
+static void test_matrix(void **state)
+{
+    struct fix *f = *state;
+    struct upg_result r;
+    char good[5000], aud2[5000], scope2[5000], old[5000];
+    mint(f, "sbx-1", "runner:connect", NOW, good, sizeof good);
+    mint(f, "sbx-2", "runner:connect", NOW, aud2, sizeof aud2);
+    mint(f, "sbx-1", "terminal:write", NOW, scope2, sizeof scope2);
+    mint(f, "sbx-1", "runner:connect", NOW - 1000, old, sizeof old);
+    const char *api = UPG_API_VERSION;
+
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, good, &r), 101);
+    assert_string_equal(r.claims.sub, "tester");
+    assert_int_equal(r.claims.exp, NOW + 300);
+
+    assert_int_equal(decide(f, "/healthz", 0, NULL, NULL, NULL, &r), 200);
+    assert_int_equal(decide(f, "/", 0, "sbx-1", api, good, &r), 404);
+    assert_int_equal(decide(f, "/x", 1, "sbx-1", api, good, &r), 404);
+    assert_int_equal(decide(f, "/", 1, "sbx-1", NULL, good, &r), 400);
+    assert_int_equal(decide(f, "/", 1, "sbx-1", "2023-01-01", good, &r), 400);
+    assert_int_equal(decide(f, "/", 1, "sbx-2", api, good, &r), 404);
+    assert_int_equal(decide(f, "/", 1, NULL, api, good, &r), 404);
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, NULL, &r), 403);
+    assert_string_equal(r.body, "Unauthenticated\n");
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, "Basic abc", &r), 403);
+    assert_string_equal(r.body, "Unauthenticated\n");
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, "Bearer ", &r), 403);
+
+    /* refused tokens: the client sees "Forbidden", the log the reason */
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, aud2, &r), 403);
+    assert_string_equal(r.body, "Forbidden\n");
+    assert_non_null(strstr(r.log, "wrong audience"));
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, scope2, &r), 403);
+    assert_non_null(strstr(r.log, "scope"));
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, old, &r), 403);
+    assert_non_null(strstr(r.log, "expired"));
+    char *sig = strrchr(good, '.') + 10; /* tamper with the signature */
+    *sig = *sig == 'A' ? 'B' : 'A';
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, good, &r), 403);
+    assert_non_null(strstr(r.log, "signature"));
+}
+
+static void test_bearer(void **state)
+{
+    (void)state;
+    assert_string_equal(upg_bearer("Bearer abc"), "abc");
+    assert_string_equal(upg_bearer("bearer   abc"), "abc");
+    assert_null(upg_bearer("Bearer"));
+    assert_null(upg_bearer("Bearer   "));
+    assert_null(upg_bearer("Token abc"));
+    assert_null(upg_bearer(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_bearer),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
