@@ -16,11 +16,14 @@ cat <<MSG
 Airlock is built ($build/). Data dir: $data (signing key, jwks.json).
 
   $build/airlockd      control plane  (today: keygen, token)
-  $build/airlock-runner sandbox side   (links no signing code)
+  $build/airlock-runner sandbox side   (terminals over one airlock.v1 WebSocket;
+                        links no signing code)
   $build/airlock       command-line client
 
 A runner:connect token for the sandbox "local-sandbox", valid 5 minutes:
   $tok
 
-The runner, the relay and the CLI arrive with the next issues; see README.md.
+Try the runner (it serves terminals to a controller; airlockd's relay and
+the CLI that attach to it come with the next issues):
+  $build/airlock-runner --listen 127.0.0.1:7681 --identifier local-sandbox --jwks $data/jwks.json
 MSG
