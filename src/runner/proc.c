@@ -520,8 +520,11 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
     if (pl->cwd && chdir(pl->cwd) < 0)
         child_fail(errfd, STEP_CHDIR, errno);
 
-    sigset_t none;
-    if (sigemptyset(&none) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+    /* An empty mask, including the realtime signals glibc reserves and its
+     * sigprocmask() refuses to touch (a parent may have left them blocked,
+     * and the mask survives exec). */
+    uint64_t none = 0;
+    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none) < 0)
         child_fail(errfd, STEP_SIGNALS, errno);
 
     int e = ENOENT, eacces = 0;
