@@ -34,6 +34,8 @@ struct buf {
 
 static void buf_add(struct buf *b, const uint8_t *p, size_t n)
 {
+    if (n == 0)
+        return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n)
@@ -178,10 +180,10 @@ static void app_free(struct app *a)
 /* The link: dir 0 carries host -> controller, dir 1 controller -> host. */
 struct sim {
     struct app host, ctl;
-    struct buf wire[2];   /* sent, not yet carried */
-    struct buf inbox[2];  /* carried, frame not yet complete */
-    uint64_t budget;      /* bytes to carry before the cut */
-    uint64_t carried;     /* bytes carried in all */
+    struct buf wire[2];  /* sent, not yet carried */
+    struct buf inbox[2]; /* carried, frame not yet complete */
+    uint64_t budget;     /* bytes to carry before the cut */
+    uint64_t carried;    /* bytes carried in all */
     int cuts;
     uint64_t now;
     uint8_t *frame;
@@ -266,19 +268,21 @@ static void sim_pump(struct sim *s)
             if (flen < 0 || (size_t)flen > in->len - off)
                 break;
             if (getenv("TRACE")) {
-            struct fr_frame tf;
-            int trc = fr_decode(in->p + off, (size_t)flen, &tf);
-            fprintf(stderr, "%s %s ch=%u fl=%u rc=%d off=%llu\n", d ? "C->H" : "H->C",
-                    fr_type_name(in->p[off]), (unsigned)tf.channel, tf.flags, trc,
-                    tf.type == FR_DATA ? (unsigned long long)tf.u.data.offset : 0ull);
-        }
-        int rc = ep_input(eps[1 - d], in->p + off, (size_t)flen, s->now);
+                struct fr_frame tf;
+                int trc = fr_decode(in->p + off, (size_t)flen, &tf);
+                fprintf(stderr, "%s %s ch=%u fl=%u rc=%d off=%llu\n", d ? "C->H" : "H->C",
+                        fr_type_name(in->p[off]), (unsigned)tf.channel, tf.flags, trc,
+                        tf.type == FR_DATA ? (unsigned long long)tf.u.data.offset : 0ull);
+            }
+            int rc = ep_input(eps[1 - d], in->p + off, (size_t)flen, s->now);
             if (rc != 0)
                 fail_msg("ep_input: %s", al_strerror(rc));
             off += (size_t)flen;
         }
-        memmove(in->p, in->p + off, in->len - off);
-        in->len -= off;
+        if (off > 0) {
+            memmove(in->p, in->p + off, in->len - off);
+            in->len -= off;
+        }
         if (cut) {
             s->budget = UINT64_MAX;
             sim_cut(s);
@@ -409,8 +413,8 @@ static uint64_t run_exchange(struct script *sc_in, uint64_t cut_at, uint64_t see
             if (out->p[i] != pattern(i, ch))
                 fail_msg("cut at %llu: stdout byte %zu wrong", (unsigned long long)cut_at, i);
         if (in->len != sc.in_len)
-            fail_msg("cut at %llu: stdin %zu bytes, want %zu", (unsigned long long)cut_at,
-                     in->len, sc.in_len);
+            fail_msg("cut at %llu: stdin %zu bytes, want %zu", (unsigned long long)cut_at, in->len,
+                     sc.in_len);
         for (size_t i = 0; i < in->len; i++)
             if (in->p[i] != pattern(i, 100 + ch))
                 fail_msg("cut at %llu: stdin byte %zu wrong", (unsigned long long)cut_at, i);
@@ -445,8 +449,7 @@ static uint64_t run_exchange(struct script *sc_in, uint64_t cut_at, uint64_t see
 static void test_resume_at_every_byte(void **state)
 {
     (void)state;
-    struct script sc = {.out_len = 3000, .in_len = 400, .out_chunk = 700, .in_chunk = 90,
-                        .nch = 1};
+    struct script sc = {.out_len = 3000, .in_len = 400, .out_chunk = 700, .in_chunk = 90, .nch = 1};
     uint64_t total = run_exchange(&sc, UINT64_MAX, 0, 0, 1024, 2048);
     assert_true(total > sc.out_len + sc.in_len);
     const char *only = getenv("ONLY_CUT"); /* to debug one case */
@@ -461,8 +464,12 @@ static void test_resume_at_every_byte(void **state)
 static void test_resume_random_cuts(void **state)
 {
     (void)state;
-    struct script sc = {.out_len = 60000, .in_len = 9000, .err_len = 7000, .out_chunk = 3000,
-                        .in_chunk = 500, .nch = 2};
+    struct script sc = {.out_len = 60000,
+                        .in_len = 9000,
+                        .err_len = 7000,
+                        .out_chunk = 3000,
+                        .in_chunk = 500,
+                        .nch = 2};
     for (uint64_t seed = 1; seed <= 60; seed++)
         run_exchange(&sc, UINT64_MAX, seed * 7919, 5, 4096, 16384);
 }
