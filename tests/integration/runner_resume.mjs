@@ -57,8 +57,10 @@ await run('runner_resume', async () => {
   };
   while (!(out.exit && inp.exit)) {
     // type a little, whether connected or not
-    if (typedSent < INPUT) {
-      const n = Math.min(600, INPUT - typedSent);
+    // typing keeps pace with the output, so it spans every cut
+    const due = Math.min(INPUT, Math.floor(INPUT * (out.next[1] / SIZE)) + 2000);
+    if (typedSent < due) {
+      const n = Math.min(600, due - typedSent);
       inp.write(typed.subarray(typedSent, typedSent + n));
       typedSent += n;
     }

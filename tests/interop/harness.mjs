@@ -13,6 +13,7 @@ export const SRC = process.env.AL_SRC || path.resolve('.');
 
 const cleanups = [];
 const logs = [];
+const dirs = [];
 let failed = false;
 
 export function check(cond, msg) {
@@ -22,7 +23,7 @@ export function check(cond, msg) {
 
 export function tmpdir(tag) {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), `airlock-${tag}-`));
-  cleanups.push(() => fs.rmSync(d, { recursive: true, force: true }));
+  dirs.push(d);
   return d;
 }
 
@@ -85,10 +86,17 @@ export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}
   const r = { proc: p, port, id, log, dir, url: `ws://127.0.0.1:${port}/?identifier=${id}&api-version=2024-02-02-preview` };
   r.exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
   cleanups.push(async () => {
+    let st;
     if (p.exitCode === null && p.signalCode === null) {
       p.kill('SIGTERM');
-      const t = setTimeout(() => p.kill('SIGKILL'), 3000);
-      await r.exited; clearTimeout(t);
+      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+      st = await r.exited; clearTimeout(t);
+    } else {
+      st = await r.exited;
+    }
+    // a clean stop, which under ASan also means no leak and no error
+    if (!wrap.length && (st.code !== 0 || st.sig)) {
+      throw new Error(`runner on port ${port} stopped badly: ${JSON.stringify(st)} (see ${log})`);
     }
   });
   for (let i = 0; i < 100; i++) {
@@ -116,12 +124,17 @@ export async function run(name, body, limitMs = 240000) {
   } catch (e) {
     failed = true;
     console.error(`${name}: FAILED: ${e.stack || e}`);
+  } finally {
+    for (const c of cleanups.reverse()) {
+      try { await c(); } catch (e) { failed = true; console.error(`clean-up: ${e.message || e}`); }
+    }
+    clearTimeout(t);
+  }
+  if (failed) {
     for (const l of logs) {
       try { console.error(`--- ${l}\n${fs.readFileSync(l, 'utf8').slice(-4000)}`); } catch { /* gone */ }
     }
-  } finally {
-    for (const c of cleanups.reverse()) { try { await c(); } catch (e) { console.error(e); } }
-    clearTimeout(t);
   }
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   process.exit(failed ? 1 : 0);
 }

@@ -25,10 +25,10 @@
 
 /* One example of every frame type (and each stream / flag variant). */
 static const char *const vector_names[] = {
-    "HELLO",        "PING",     "PONG",        "TOKEN",       "ERROR",    "LIST",
-    "LIST_REPLY",   "OPEN",     "OPENED",      "DATA_STDIN",  "DATA_STDOUT", "ACK",
-    "RESIZE",       "SIGNAL",   "EOF",         "EXIT",        "EXIT_SIGNAL", "CLOSE",
-    "ATTACH",       "ATTACHED", "GAP",         "SNAPSHOT_REQ", "SNAPSHOT",
+    "HELLO",      "PING",     "PONG",   "TOKEN",        "ERROR",       "LIST",
+    "LIST_REPLY", "OPEN",     "OPENED", "DATA_STDIN",   "DATA_STDOUT", "ACK",
+    "RESIZE",     "SIGNAL",   "EOF",    "EXIT",         "EXIT_SIGNAL", "CLOSE",
+    "ATTACH",     "ATTACHED", "GAP",    "SNAPSHOT_REQ", "SNAPSHOT",
 };
 #define NVEC (sizeof vector_names / sizeof vector_names[0])
 
@@ -264,9 +264,9 @@ static void test_vectors_round_trip(void **state)
     }
     /* every frame type has a vector */
     static const uint8_t types[] = {
-        FR_HELLO, FR_PING,  FR_PONG,   FR_TOKEN, FR_ERROR,  FR_LIST,     FR_LIST_REPLY,
-        FR_OPEN,  FR_OPENED, FR_DATA,  FR_ACK,   FR_RESIZE, FR_SIGNAL,   FR_EOF,
-        FR_EXIT,  FR_CLOSE, FR_ATTACH, FR_ATTACHED, FR_GAP, FR_SNAPSHOT_REQ, FR_SNAPSHOT};
+        FR_HELLO, FR_PING,   FR_PONG,   FR_TOKEN,    FR_ERROR,  FR_LIST,         FR_LIST_REPLY,
+        FR_OPEN,  FR_OPENED, FR_DATA,   FR_ACK,      FR_RESIZE, FR_SIGNAL,       FR_EOF,
+        FR_EXIT,  FR_CLOSE,  FR_ATTACH, FR_ATTACHED, FR_GAP,    FR_SNAPSHOT_REQ, FR_SNAPSHOT};
     for (size_t t = 0; t < sizeof types; t++) {
         int seen = 0;
         for (int i = 0; i < n; i++)
