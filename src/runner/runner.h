@@ -36,7 +36,7 @@ struct runner_config {
     int log_level; /* 0 errors, 1 info, 2 debug */
 };
 
-#define RUNNER_DEFAULT_GRACE_MS (3600u * 1000u)
+#define RUNNER_DEFAULT_GRACE_MS (3600ull * 1000u)
 #define RUNNER_DEFAULT_RING (4u << 20)
 
 /* The link glue's side: asked to call runner_output() soon. */

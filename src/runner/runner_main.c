@@ -150,7 +150,7 @@ static int close_now(struct lws *wsi, struct conn *c)
     size_t n = strlen(c->close_why);
     buf[LWS_PRE] = (uint8_t)(c->close_code >> 8);
     buf[LWS_PRE + 1] = (uint8_t)c->close_code;
-    memcpy(buf + LWS_PRE + 2, c->close_why, n);
+    memcpy(buf + LWS_PRE + 2, c->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
     c->close_sent = 1;
     if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
         return -1;
@@ -178,15 +178,15 @@ static int http_reply(struct lws *wsi, unsigned status, const char *body)
     uint8_t buf[LWS_PRE + 1024];
     uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
     size_t len = strlen(body);
+    if (len > 255)
+        len = 255; /* bodies are one word; never more than body_buf holds */
     if (lws_add_http_common_headers(wsi, status, "text/plain", len, &p, end) ||
         lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5,
                                      &p, end) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     uint8_t body_buf[LWS_PRE + 256];
-    if (len > 255)
-        len = 255;
-    memcpy(body_buf + LWS_PRE, body, len);
+    memcpy(body_buf + LWS_PRE, body, len); // NOLINT(bugprone-not-null-terminated-result)
     if (lws_write(wsi, body_buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) != (int)len)
         return -1;
     return lws_http_transaction_completed(wsi) ? -1 : 0;
@@ -613,8 +613,8 @@ static int parse_args(struct app *a, int argc, char **argv)
             a->token_file = v;
         } else if (!strcmp(o, "--token-header")) {
             a->token_header = v;
-        } else if (!strcmp(o, "--grace") && !parse_u64(v, 30u * 86400u, &n)) {
-            a->rcfg.grace_ms = n * 1000u;
+        } else if (!strcmp(o, "--grace") && !parse_u64(v, 30ull * 86400u, &n)) {
+            a->rcfg.grace_ms = n * 1000ull;
         } else if (!strcmp(o, "--ring") && !parse_u64(v, 1u << 30, &n) && n >= 65536) {
             a->rcfg.ring = (size_t)n;
         } else if (!strcmp(o, "--window") && !parse_u64(v, 1u << 30, &n) && n >= 1024) {
@@ -623,8 +623,8 @@ static int parse_args(struct app *a, int argc, char **argv)
             a->rcfg.ping_interval_ms = n;
         } else if (!strcmp(o, "--idle-timeout") && !parse_u64(v, 3600000, &n)) {
             a->rcfg.idle_timeout_ms = n;
-        } else if (!strcmp(o, "--max-age") && !parse_u64(v, 30u * 86400u, &n)) {
-            a->max_age_ms = n * 1000u;
+        } else if (!strcmp(o, "--max-age") && !parse_u64(v, 30ull * 86400u, &n)) {
+            a->max_age_ms = n * 1000ull;
         } else if (!strcmp(o, "--leeway") && !parse_u64(v, TOK_LEEWAY_MAX, &n)) {
             a->leeway = (int64_t)n;
         } else if (!strcmp(o, "--env-allow")) {
