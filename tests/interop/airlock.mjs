@@ -216,6 +216,15 @@ export class Controller {
       this.send(enc.attach(c.id, c.next[STDOUT], c.limitSent[STDOUT], c.next[STDERR], c.limitSent[STDERR]));
     }
   }
+  // Take over a channel known from elsewhere (a controller that restarted):
+  // the next link ATTACHes it wanting stdout from outNext.
+  adoptChannel(id, { outNext = 0, errNext = 0, mode = 0 } = {}) {
+    const c = new Channel(this, id, ['(adopted)'], { mode });
+    c.openSent = true; c.opened = true; c.next = [0, outNext, errNext];
+    this.channels.set(id, c);
+    if (id >= this.nextId) this.nextId = id + 1;
+    return c;
+  }
   open(argv, opts = {}) {
     const c = new Channel(this, this.nextId++, argv, { mode: 0, ...opts });
     this.channels.set(c.id, c);

@@ -451,7 +451,12 @@ static void test_round_trip_modes(void **state)
         feed(vt, each[i]);
         char label[64];
         snprintf(label, sizeof label, "mode #%zu", i);
-        check_round_trip(vt, "ab\tq\r\n\033[10Bxy\0338Z\033[?1049h\033[?1049lW", label);
+        /* (Leaving the alternate screen would show the primary screen's
+         * text, which a snapshot taken in the alternate screen loses.) */
+        check_round_trip(vt,
+                         strstr(each[i], "1047") ? "ab\tq\r\n\033[10Bxy\0338Z"
+                                                 : "ab\tq\r\n\033[10Bxy\0338Z\033[?1049h\033[?1049lW",
+                         label);
         vt_free(vt);
     }
     /* The modes are really there (not merely equal on both sides). */
@@ -521,6 +526,7 @@ static void test_resize(void **state)
     struct vt_cell c;
     cell_at(vt, 1, 8, &c);
     assert_int_equal(c.chars[0], 0x4e16); /* cut in half by the shrink */
+    feed(vt, "\033[3;1H"); /* (a pending wrap after a cut wide glyph is a gap) */
     check_round_trip(vt, "\r\nZ", "cut wide");
     assert_int_equal(vt_resize(vt, 1, 3), AL_OK);
     feed(vt, "\033[2J\033[H");           /* (a cut wide glyph on one column is a gap) */
@@ -786,7 +792,11 @@ static void test_split_every_byte(void **state)
     (void)state;
     const char *inputs[] = {rich_input,
                             "\033[?1049h\033P$qm\033\\\033]2;a\033\\\033[38:2::1:2:3mx\033_apc\033\\y"
-                            "\xf0\x9f\x98\x80\xe4\xb8\x96\xcc\x81\033[3b\033[5;10r\033[?6h\033[2;2Hz"};
+                            "\xf0\x9f\x98\x80\xe4\xb8\x96\xcc\x81\033[3b\033[5;10r\033[?6h\033[2;2Hz",
+                            /* a mark after a glyph in the last column (libvterm joins
+                             * them only within one write) */
+                            "\033[1;80Ha\xcc\x81x\033[?7l\033[2;80Hb\xcc\x81\xcc\x82\033[3;79H"
+                            "\xe4\xb8\x96\xcc\x81\033[31m\xcc\x82"};
     for (size_t k = 0; k < sizeof inputs / sizeof inputs[0]; k++) {
         const uint8_t *p = (const uint8_t *)inputs[k];
         size_t n = strlen(inputs[k]);
