@@ -3,33 +3,60 @@
 const char *al_strerror(int err)
 {
     switch (err) {
-    case AL_OK: return "success";
-    case AL_E_NOMEM: return "out of memory";
-    case AL_E_INVAL: return "invalid argument";
-    case AL_E_AGAIN: return "try again";
-    case AL_E_TOOBIG: return "size limit exceeded";
-    case AL_E_PROTO: return "protocol violation";
-    case AL_E_VERSION: return "no common protocol version";
-    case AL_E_TYPE: return "unknown frame type";
-    case AL_E_STATE: return "not valid in this state";
-    case AL_E_NOCHAN: return "unknown channel";
-    case AL_E_EXISTS: return "already exists";
-    case AL_E_LIMIT: return "count limit reached";
-    case AL_E_FORMAT: return "malformed encoding";
-    case AL_E_ALG: return "algorithm not accepted";
-    case AL_E_KID: return "unknown key id";
-    case AL_E_SIG: return "bad signature";
-    case AL_E_EXPIRED: return "token expired";
-    case AL_E_NOTYET: return "token not yet valid";
-    case AL_E_AUD: return "wrong audience";
-    case AL_E_SCOPE: return "scope does not cover the action";
-    case AL_E_CLAIM: return "missing or malformed claim";
-    case AL_E_IO: return "I/O error";
-    case AL_E_CRYPTO: return "crypto failure";
-    case AL_E_PERM: return "permission denied or unsafe permissions";
-    case AL_E_NOENT: return "not found";
-    case AL_E_TIMEOUT: return "timed out";
-    case AL_E_CLOSED: return "closed";
+    case AL_OK:
+        return "success";
+    case AL_E_NOMEM:
+        return "out of memory";
+    case AL_E_INVAL:
+        return "invalid argument";
+    case AL_E_AGAIN:
+        return "try again";
+    case AL_E_TOOBIG:
+        return "size limit exceeded";
+    case AL_E_PROTO:
+        return "protocol violation";
+    case AL_E_VERSION:
+        return "no common protocol version";
+    case AL_E_TYPE:
+        return "unknown frame type";
+    case AL_E_STATE:
+        return "not valid in this state";
+    case AL_E_NOCHAN:
+        return "unknown channel";
+    case AL_E_EXISTS:
+        return "already exists";
+    case AL_E_LIMIT:
+        return "count limit reached";
+    case AL_E_FORMAT:
+        return "malformed encoding";
+    case AL_E_ALG:
+        return "algorithm not accepted";
+    case AL_E_KID:
+        return "unknown key id";
+    case AL_E_SIG:
+        return "bad signature";
+    case AL_E_EXPIRED:
+        return "token expired";
+    case AL_E_NOTYET:
+        return "token not yet valid";
+    case AL_E_AUD:
+        return "wrong audience";
+    case AL_E_SCOPE:
+        return "scope does not cover the action";
+    case AL_E_CLAIM:
+        return "missing or malformed claim";
+    case AL_E_IO:
+        return "I/O error";
+    case AL_E_CRYPTO:
+        return "crypto failure";
+    case AL_E_PERM:
+        return "permission denied or unsafe permissions";
+    case AL_E_NOENT:
+        return "not found";
+    case AL_E_TIMEOUT:
+        return "timed out";
+    case AL_E_CLOSED:
+        return "closed";
     }
     return "unknown error";
 }

@@ -5,25 +5,25 @@
 #ifndef AL_LIMITS_H
 #define AL_LIMITS_H
 
-#define AL_PROTO_VERSION 1        /* the version this code speaks */
+#define AL_PROTO_VERSION 1 /* the version this code speaks */
 #define AL_SUBPROTOCOL "airlock.v1"
 
-#define AL_FRAME_HEADER 10        /* type u8, flags u8, channel u32, length u32 */
-#define AL_MAX_PAYLOAD 65536      /* largest payload of one frame */
+#define AL_FRAME_HEADER 10   /* type u8, flags u8, channel u32, length u32 */
+#define AL_MAX_PAYLOAD 65536 /* largest payload of one frame */
 #define AL_MAX_FRAME (AL_FRAME_HEADER + AL_MAX_PAYLOAD)
 #define AL_MAX_DATA (AL_MAX_PAYLOAD - 8) /* data bytes in one DATA frame */
-#define AL_MAX_CHANNELS 256       /* channels open at once per endpoint */
-#define AL_MAX_ARGV 256           /* argv entries in OPEN */
-#define AL_MAX_ENV 256            /* env entries in OPEN */
-#define AL_MAX_STR 4096           /* bytes in one argv/env/cwd string */
-#define AL_MAX_TERM 64            /* bytes in TERM */
-#define AL_MAX_NAME 255           /* bytes in a HELLO peer name */
-#define AL_MAX_ERRMSG 1024        /* bytes in an ERROR message */
-#define AL_MAX_TOKEN 4096         /* bytes in an in-band TOKEN */
-#define AL_MAX_SNAPSHOT (4u << 20) /* bytes in one whole snapshot */
-#define AL_MAX_COLS 4096          /* terminal size bounds, inclusive */
+#define AL_MAX_CHANNELS 256              /* channels open at once per endpoint */
+#define AL_MAX_ARGV 256                  /* argv entries in OPEN */
+#define AL_MAX_ENV 256                   /* env entries in OPEN */
+#define AL_MAX_STR 4096                  /* bytes in one argv/env/cwd string */
+#define AL_MAX_TERM 64                   /* bytes in TERM */
+#define AL_MAX_NAME 255                  /* bytes in a HELLO peer name */
+#define AL_MAX_ERRMSG 1024               /* bytes in an ERROR message */
+#define AL_MAX_TOKEN 4096                /* bytes in an in-band TOKEN */
+#define AL_MAX_SNAPSHOT (4u << 20)       /* bytes in one whole snapshot */
+#define AL_MAX_COLS 4096                 /* terminal size bounds, inclusive */
 #define AL_MAX_ROWS 4096
-#define AL_MAX_PENDING_SIGNALS 8  /* signals queued per channel */
-#define AL_MAX_PENDING_ERRORS 16  /* error frames queued per endpoint */
+#define AL_MAX_PENDING_SIGNALS 8 /* signals queued per channel */
+#define AL_MAX_PENDING_ERRORS 16 /* error frames queued per endpoint */
 
 #endif

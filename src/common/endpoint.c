@@ -67,10 +67,10 @@ struct chan {
     uint32_t id;
     enum chstate state;
     uint8_t mode;
-    int linked;     /* resumed/opened on the current link: data may flow */
-    int open_sent;  /* controller: OPEN went out at least once */
-    int adopted;    /* controller: stdin offsets come from the host */
-    int dead;       /* released at the next safe point */
+    int linked;    /* resumed/opened on the current link: data may flow */
+    int open_sent; /* controller: OPEN went out at least once */
+    int adopted;   /* controller: stdin offsets come from the host */
+    int dead;      /* released at the next safe point */
     uint32_t pending;
     uint32_t pid;
     uint16_t cols, rows;
@@ -216,7 +216,7 @@ static void queue_error(struct ep *ep, uint32_t channel, uint16_t code, const ch
     struct errq *e = &ep->errs[ep->nerrs++];
     e->channel = channel;
     e->code = code;
-    snprintf(e->msg, sizeof e->msg, "%s", msg);
+    (void)snprintf(e->msg, sizeof e->msg, "%s", msg);
 }
 
 /* A fatal protocol violation: say why, then close. */
@@ -229,7 +229,7 @@ static int fail(struct ep *ep, int err, uint16_t code, int close_code, const cha
         return err;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ep->close_reason, sizeof ep->close_reason, fmt, ap);
+    (void)vsnprintf(ep->close_reason, sizeof ep->close_reason, fmt, ap);
     va_end(ap);
     queue_error(ep, 0, code, ep->close_reason);
     ep->closing = 1;
@@ -239,8 +239,8 @@ static int fail(struct ep *ep, int err, uint16_t code, int close_code, const cha
 
 static int fail_proto(struct ep *ep, const char *what, const struct fr_frame *f)
 {
-    return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "%s (%s on channel %u)",
-                what, fr_type_name(f->type), (unsigned)f->channel);
+    return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "%s (%s on channel %u)", what,
+                fr_type_name(f->type), (unsigned)f->channel);
 }
 
 static void rx_grant(struct ep *ep, struct rxs *r)
@@ -297,7 +297,7 @@ int ep_new(const struct ep_config *c, struct ep **out)
     if (!ep)
         return AL_E_NOMEM;
     ep->cfg = *c;
-    snprintf(ep->name, sizeof ep->name, "%s", c->name ? c->name : "");
+    (void)snprintf(ep->name, sizeof ep->name, "%s", c->name ? c->name : "");
     ep->cfg.name = ep->name;
     ep->next_id = 1;
     ep->scratch = malloc(sizeof *ep->scratch);
@@ -389,12 +389,10 @@ static int on_hello(struct ep *ep, const struct fr_frame *f)
     uint16_t lo = f->u.hello.version_min, hi = f->u.hello.version_max;
     if (lo > AL_PROTO_VERSION || hi < AL_PROTO_VERSION)
         return fail(ep, AL_E_VERSION, FR_ERR_VERSION, EP_CLOSE_VERSION,
-                    "no common version: peer speaks %u..%u, we speak %u", lo, hi,
-                    AL_PROTO_VERSION);
+                    "no common version: peer speaks %u..%u, we speak %u", lo, hi, AL_PROTO_VERSION);
     if (f->u.hello.role == ep->cfg.role)
         return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL,
-                    "both sides claim the %s role",
-                    is_host(ep) ? "host" : "controller");
+                    "both sides claim the %s role", is_host(ep) ? "host" : "controller");
     ep->peer_hello = 1;
     ep->version = AL_PROTO_VERSION;
     ep->peer_max_frame = f->u.hello.max_frame;
@@ -448,8 +446,8 @@ static int on_attach(struct ep *ep, struct chan *c, const struct fr_frame *f)
     if (f->u.attach.cols && (f->u.attach.cols != c->cols || f->u.attach.rows != c->rows)) {
         c->cols = f->u.attach.cols;
         c->rows = f->u.attach.rows;
-        struct ep_event ev = {.type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols,
-                              .rows = c->rows};
+        struct ep_event ev = {
+            .type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols, .rows = c->rows};
         emit(ep, &ev);
     }
     return AL_OK;
@@ -464,8 +462,7 @@ static int on_attached(struct ep *ep, struct chan *c, const struct fr_frame *f)
     c->adopted = 0;
     c->linked = 1;
     c->state = CH_OPEN;
-    struct ep_event ev = {.type = EP_EV_ATTACHED, .channel = c->id,
-                          .state = f->u.attached.state};
+    struct ep_event ev = {.type = EP_EV_ATTACHED, .channel = c->id, .state = f->u.attached.state};
     emit(ep, &ev);
     return AL_OK;
 }
@@ -487,8 +484,11 @@ static int on_data(struct ep *ep, struct chan *c, const struct fr_frame *f)
         return AL_OK; /* already have it all */
     uint64_t skip = r->next - off;
     r->next = off + n;
-    struct ep_event ev = {.type = EP_EV_DATA, .channel = c->id, .stream = s,
-                          .offset = off + skip, .data = f->u.data.bytes.p + skip,
+    struct ep_event ev = {.type = EP_EV_DATA,
+                          .channel = c->id,
+                          .stream = s,
+                          .offset = off + skip,
+                          .data = f->u.data.bytes.p + skip,
                           .len = (size_t)(n - skip)};
     emit(ep, &ev);
     return AL_OK;
@@ -540,8 +540,11 @@ static int on_gap(struct ep *ep, struct chan *c, const struct fr_frame *f)
         return fail_proto(ep, "GAP does not start at the next byte", f);
     r->next = f->u.gap.to;
     r->consumed = r->next; /* nothing to deliver */
-    struct ep_event ev = {.type = EP_EV_GAP, .channel = c->id, .stream = s,
-                          .offset = f->u.gap.from, .to = f->u.gap.to};
+    struct ep_event ev = {.type = EP_EV_GAP,
+                          .channel = c->id,
+                          .stream = s,
+                          .offset = f->u.gap.from,
+                          .to = f->u.gap.to};
     emit(ep, &ev);
     return AL_OK;
 }
@@ -558,8 +561,11 @@ static int on_exit_frame(struct ep *ep, struct chan *c, const struct fr_frame *f
     c->exit_code = f->u.exit.code;
     c->exit_sig = f->u.exit.signo;
     c->exit_core = f->u.exit.core;
-    struct ep_event ev = {.type = EP_EV_EXIT, .channel = c->id, .exit_code = f->u.exit.code,
-                          .signo = f->u.exit.signo, .core = f->u.exit.core};
+    struct ep_event ev = {.type = EP_EV_EXIT,
+                          .channel = c->id,
+                          .exit_code = f->u.exit.code,
+                          .signo = f->u.exit.signo,
+                          .core = f->u.exit.core};
     emit(ep, &ev);
     return AL_OK;
 }
@@ -592,8 +598,12 @@ static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
     if (f->flags & FR_SNAPSHOT_MORE)
         return AL_OK;
     c->pending &= ~(uint32_t)P_SNAPREQ;
-    struct ep_event ev = {.type = EP_EV_SNAPSHOT, .channel = c->id, .data = c->snap,
-                          .len = c->snap_len, .offset = c->snap_off, .cols = c->snap_cols,
+    struct ep_event ev = {.type = EP_EV_SNAPSHOT,
+                          .channel = c->id,
+                          .data = c->snap,
+                          .len = c->snap_len,
+                          .offset = c->snap_off,
+                          .cols = c->snap_cols,
                           .rows = c->snap_rows};
     emit(ep, &ev);
     free(c->snap);
@@ -620,7 +630,9 @@ static int on_error(struct ep *ep, const struct fr_frame *f)
     if (c && !is_host(ep) && c->state == CH_OPENING &&
         (f->u.error.code == FR_ERR_OPEN_FAILED || f->u.error.code == FR_ERR_LIMIT ||
          f->u.error.code == FR_ERR_CHANNEL_EXISTS)) {
-        struct ep_event ev = {.type = EP_EV_ERROR, .channel = c->id, .code = f->u.error.code,
+        struct ep_event ev = {.type = EP_EV_ERROR,
+                              .channel = c->id,
+                              .code = f->u.error.code,
                               .data = (const uint8_t *)f->u.error.msg.p,
                               .len = f->u.error.msg.len};
         emit(ep, &ev);
@@ -629,8 +641,11 @@ static int on_error(struct ep *ep, const struct fr_frame *f)
         kill_chan(ep, c);
         return AL_OK;
     }
-    struct ep_event ev = {.type = EP_EV_ERROR, .channel = f->channel, .code = f->u.error.code,
-                          .data = (const uint8_t *)f->u.error.msg.p, .len = f->u.error.msg.len};
+    struct ep_event ev = {.type = EP_EV_ERROR,
+                          .channel = f->channel,
+                          .code = f->u.error.code,
+                          .data = (const uint8_t *)f->u.error.msg.p,
+                          .len = f->u.error.msg.len};
     emit(ep, &ev);
     return AL_OK;
 }
@@ -704,8 +719,8 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
         c->cols = f->u.resize.cols;
         c->rows = f->u.resize.rows;
         {
-            struct ep_event ev = {.type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols,
-                                  .rows = c->rows};
+            struct ep_event ev = {
+                .type = EP_EV_RESIZE, .channel = c->id, .cols = c->cols, .rows = c->rows};
             emit(ep, &ev);
         }
         return AL_OK;
@@ -713,8 +728,10 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
         if (!c->linked)
             return fail_proto(ep, "SIGNAL before OPEN/ATTACH", f);
         {
-            struct ep_event ev = {.type = EP_EV_SIGNAL, .channel = c->id,
-                                  .signo = f->u.signal.signo, .scope = f->u.signal.scope};
+            struct ep_event ev = {.type = EP_EV_SIGNAL,
+                                  .channel = c->id,
+                                  .signo = f->u.signal.signo,
+                                  .scope = f->u.signal.scope};
             emit(ep, &ev);
         }
         return AL_OK;
@@ -764,9 +781,8 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
     } else if (!ep->peer_hello && f->type != FR_HELLO) {
         rc = fail_proto(ep, "frame before HELLO", f);
     } else if (!allowed(ep, f->type)) {
-        rc = fail_proto(ep, is_host(ep) ? "frame only a host may send"
-                                        : "frame only a controller may send",
-                        f);
+        rc = fail_proto(
+            ep, is_host(ep) ? "frame only a host may send" : "frame only a controller may send", f);
     } else {
         switch (f->type) {
         case FR_HELLO:
@@ -778,14 +794,13 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
             break;
         case FR_PONG: {
             struct ep_event ev = {.type = EP_EV_PONG,
-                                  .rtt_us = now_us >= f->u.ping.ts_us ? now_us - f->u.ping.ts_us
-                                                                       : 0};
+                                  .rtt_us =
+                                      now_us >= f->u.ping.ts_us ? now_us - f->u.ping.ts_us : 0};
             emit(ep, &ev);
             break;
         }
         case FR_TOKEN: {
-            struct ep_event ev = {.type = EP_EV_TOKEN, .data = f->u.token.p,
-                                  .len = f->u.token.len};
+            struct ep_event ev = {.type = EP_EV_TOKEN, .data = f->u.token.p, .len = f->u.token.len};
             emit(ep, &ev);
             break;
         }
@@ -806,9 +821,9 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
         default: {
             struct chan *c = find(ep, f->channel);
             if (!c) {
-                if (is_host(ep) && (f->type == FR_ATTACH || f->type == FR_RESIZE ||
-                                    f->type == FR_SIGNAL || f->type == FR_SNAPSHOT_REQ ||
-                                    f->type == FR_CLOSE))
+                if (is_host(ep) &&
+                    (f->type == FR_ATTACH || f->type == FR_RESIZE || f->type == FR_SIGNAL ||
+                     f->type == FR_SNAPSHOT_REQ || f->type == FR_CLOSE))
                     queue_error(ep, f->channel, FR_ERR_NO_CHANNEL, "no such channel");
                 else if (f->type != FR_CLOSE && f->type != FR_ACK && f->type != FR_DATA &&
                          f->type != FR_EOF)

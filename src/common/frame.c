@@ -250,11 +250,10 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.hello.role = rd_u8(r);
         f->u.hello.max_frame = rd_u32(r);
         f->u.hello.name = rd_str(r, AL_MAX_NAME);
-        rd_check(r, f->u.hello.version_min >= 1 &&
-                        f->u.hello.version_min <= f->u.hello.version_max &&
-                        (f->u.hello.role == FR_ROLE_HOST ||
-                         f->u.hello.role == FR_ROLE_CONTROLLER) &&
-                        f->u.hello.max_frame >= 1024);
+        rd_check(r,
+                 f->u.hello.version_min >= 1 && f->u.hello.version_min <= f->u.hello.version_max &&
+                     (f->u.hello.role == FR_ROLE_HOST || f->u.hello.role == FR_ROLE_CONTROLLER) &&
+                     f->u.hello.max_frame >= 1024);
         break;
     case FR_PING:
     case FR_PONG:
@@ -367,8 +366,7 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.attached.state = rd_u8(r);
         f->u.attached.in_next = rd_u64(r);
         f->u.attached.in_limit = rd_u64(r);
-        rd_check(r, (f->u.attached.state == FR_CH_RUNNING ||
-                     f->u.attached.state == FR_CH_EXITED) &&
+        rd_check(r, (f->u.attached.state == FR_CH_RUNNING || f->u.attached.state == FR_CH_EXITED) &&
                         f->u.attached.in_limit >= f->u.attached.in_next);
         break;
     case FR_GAP:
@@ -393,11 +391,10 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
 {
     switch (f->type) {
     case FR_HELLO:
-        wr_check(w, f->u.hello.version_min >= 1 &&
-                        f->u.hello.version_min <= f->u.hello.version_max &&
-                        (f->u.hello.role == FR_ROLE_HOST ||
-                         f->u.hello.role == FR_ROLE_CONTROLLER) &&
-                        f->u.hello.max_frame >= 1024);
+        wr_check(w,
+                 f->u.hello.version_min >= 1 && f->u.hello.version_min <= f->u.hello.version_max &&
+                     (f->u.hello.role == FR_ROLE_HOST || f->u.hello.role == FR_ROLE_CONTROLLER) &&
+                     f->u.hello.max_frame >= 1024);
         wr_u16(w, f->u.hello.version_min);
         wr_u16(w, f->u.hello.version_max);
         wr_u8(w, f->u.hello.role);
@@ -509,8 +506,7 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u16(w, f->u.attach.rows);
         break;
     case FR_ATTACHED:
-        wr_check(w, (f->u.attached.state == FR_CH_RUNNING ||
-                     f->u.attached.state == FR_CH_EXITED) &&
+        wr_check(w, (f->u.attached.state == FR_CH_RUNNING || f->u.attached.state == FR_CH_EXITED) &&
                         f->u.attached.in_limit >= f->u.attached.in_next);
         wr_u8(w, f->u.attached.state);
         wr_u64(w, f->u.attached.in_next);
@@ -559,7 +555,8 @@ long fr_frame_len(const uint8_t *buf, size_t len)
 {
     if (len < AL_FRAME_HEADER)
         return AL_E_AGAIN;
-    uint32_t plen = (uint32_t)buf[6] << 24 | (uint32_t)buf[7] << 16 | (uint32_t)buf[8] << 8 | buf[9];
+    uint32_t plen =
+        (uint32_t)buf[6] << 24 | (uint32_t)buf[7] << 16 | (uint32_t)buf[8] << 8 | buf[9];
     if (plen > AL_MAX_PAYLOAD)
         return AL_E_TOOBIG;
     return (long)(AL_FRAME_HEADER + plen);

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 struct ring {
-    uint8_t *buf; /* owned; NULL until the first append */
-    size_t cap;   /* bytes */
+    uint8_t *buf;  /* owned; NULL until the first append */
+    size_t cap;    /* bytes */
     uint64_t base; /* offset of the oldest byte held */
     uint64_t end;  /* offset one past the newest byte */
 };
