@@ -1,5 +1,8 @@
 #include "al_err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *al_strerror(int err)
 {
     switch (err) {
@@ -59,4 +62,15 @@ const char *al_strerror(int err)
         return "closed";
     }
     return "unknown error";
+}
+
+void al_errf(char *buf, size_t cap, const char *fmt, ...)
+{
+    if (!buf || cap == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    if (vsnprintf(buf, cap, fmt, ap) < 0)
+        buf[0] = '\0';
+    va_end(ap);
 }

@@ -41,4 +41,9 @@ enum al_err {
 /* Short, static, never NULL. Unknown codes give "unknown error". */
 const char *al_strerror(int err);
 
+#include <stddef.h>
+
+/* Write a human reason into a caller buffer (NULL or cap 0: nothing). */
+void al_errf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

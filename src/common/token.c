@@ -56,19 +56,6 @@ struct tok_keyset {
     struct tok_key keys[TOK_MAX_KEYS];
 };
 
-__attribute__((format(printf, 3, 4))) static void tok_reason(char *buf, size_t cap, const char *fmt,
-                                                             ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    /* clang-tidy 14 reports ap uninitialized only when it analyses several
-     * files in one run (a false positive); alone it is quiet. */
-    // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-    if (buf && cap > 0 && vsnprintf(buf, cap, fmt, ap) < 0)
-        buf[0] = '\0';
-    va_end(ap);
-}
-
 /* Copy an untrusted string for display: printable ASCII only, '?' for the
  * rest, at most TOK_QUOTE_MAX characters, "..." when cut. */
 static void tok_quote(const char *s, char *dst, size_t cap)
@@ -208,40 +195,40 @@ static int tok_keyset_add(struct tok_keyset *ks, size_t idx, json_t *jwk, char *
 {
     char q[TOK_QUOTE_MAX + 4];
     if (!json_is_object(jwk)) {
-        tok_reason(reason, cap, "jwks: key %zu is not an object", idx);
+        al_errf(reason, cap, "jwks: key %zu is not an object", idx);
         return AL_E_FORMAT;
     }
     json_t *kty = json_object_get(jwk, "kty");
     if (!json_is_string(kty) || strcmp(json_string_value(kty), "OKP") != 0) {
         tok_quote(json_is_string(kty) ? json_string_value(kty) : "(none)", q, sizeof q);
-        tok_reason(reason, cap, "jwks: key %zu has kty \"%s\"; only OKP is accepted", idx, q);
+        al_errf(reason, cap, "jwks: key %zu has kty \"%s\"; only OKP is accepted", idx, q);
         return AL_E_FORMAT;
     }
     json_t *crv = json_object_get(jwk, "crv");
     if (!json_is_string(crv) || strcmp(json_string_value(crv), "Ed25519") != 0) {
         tok_quote(json_is_string(crv) ? json_string_value(crv) : "(none)", q, sizeof q);
-        tok_reason(reason, cap, "jwks: key %zu has crv \"%s\"; only Ed25519 is accepted", idx, q);
+        al_errf(reason, cap, "jwks: key %zu has crv \"%s\"; only Ed25519 is accepted", idx, q);
         return AL_E_FORMAT;
     }
     if (json_object_get(jwk, "d")) {
-        tok_reason(reason, cap,
-                   "jwks: key %zu holds a private part (\"d\"); a JWKS must hold public "
-                   "keys only",
-                   idx);
+        al_errf(reason, cap,
+                "jwks: key %zu holds a private part (\"d\"); a JWKS must hold public "
+                "keys only",
+                idx);
         return AL_E_FORMAT;
     }
     if (!tok_member_absent_or(jwk, "use", "sig")) {
-        tok_reason(reason, cap, "jwks: key %zu has \"use\" other than \"sig\"", idx);
+        al_errf(reason, cap, "jwks: key %zu has \"use\" other than \"sig\"", idx);
         return AL_E_FORMAT;
     }
     if (!tok_member_absent_or(jwk, "alg", "EdDSA")) {
-        tok_reason(reason, cap, "jwks: key %zu has \"alg\" other than \"EdDSA\"", idx);
+        al_errf(reason, cap, "jwks: key %zu has \"alg\" other than \"EdDSA\"", idx);
         return AL_E_FORMAT;
     }
     json_t *kid = json_object_get(jwk, "kid");
     if (!json_is_string(kid) || !tok_kid_valid(json_string_value(kid), json_string_length(kid))) {
-        tok_reason(reason, cap, "jwks: key %zu needs a kid of 1 to %d printable ASCII characters",
-                   idx, TOK_MAX_KID);
+        al_errf(reason, cap, "jwks: key %zu needs a kid of 1 to %d printable ASCII characters", idx,
+                TOK_MAX_KID);
         return AL_E_FORMAT;
     }
     const char *kids = json_string_value(kid);
@@ -249,7 +236,7 @@ static int tok_keyset_add(struct tok_keyset *ks, size_t idx, json_t *jwk, char *
     for (size_t i = 0; i < ks->n; i++) {
         if (strcmp(ks->keys[i].kid, kids) == 0) {
             tok_quote(kids, q, sizeof q);
-            tok_reason(reason, cap, "jwks: duplicate kid \"%s\"", q);
+            al_errf(reason, cap, "jwks: duplicate kid \"%s\"", q);
             return AL_E_EXISTS;
         }
     }
@@ -260,14 +247,14 @@ static int tok_keyset_add(struct tok_keyset *ks, size_t idx, json_t *jwk, char *
         b64u_decode(json_string_value(x), json_string_length(x), raw, sizeof raw, &rawlen) !=
             AL_OK ||
         rawlen != TOK_KEY_LEN) {
-        tok_reason(reason, cap, "jwks: key %zu: \"x\" must be the strict base64url of %d bytes",
-                   idx, TOK_KEY_LEN);
+        al_errf(reason, cap, "jwks: key %zu: \"x\" must be the strict base64url of %d bytes", idx,
+                TOK_KEY_LEN);
         return AL_E_FORMAT;
     }
     EVP_PKEY *pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, sizeof raw);
     if (!pkey) {
         ERR_clear_error();
-        tok_reason(reason, cap, "jwks: key %zu: OpenSSL refused the public key", idx);
+        al_errf(reason, cap, "jwks: key %zu: OpenSSL refused the public key", idx);
         return AL_E_CRYPTO;
     }
     struct tok_key *k = &ks->keys[ks->n];
@@ -289,34 +276,33 @@ int tok_keyset_from_json(const char *json, size_t len, struct tok_keyset **out, 
     if (!json)
         return AL_E_INVAL;
     if (len > TOK_MAX_JWKS_BYTES) {
-        tok_reason(reason, reason_cap, "jwks: %zu bytes, more than the limit of %d", len,
-                   TOK_MAX_JWKS_BYTES);
+        al_errf(reason, reason_cap, "jwks: %zu bytes, more than the limit of %d", len,
+                TOK_MAX_JWKS_BYTES);
         return AL_E_TOOBIG;
     }
     json_error_t jerr;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        tok_reason(reason, reason_cap, "jwks: invalid JSON at line %d column %d: %s", jerr.line,
-                   jerr.column, jerr.text);
+        al_errf(reason, reason_cap, "jwks: invalid JSON at line %d column %d: %s", jerr.line,
+                jerr.column, jerr.text);
         return AL_E_FORMAT;
     }
     int rc = AL_OK;
     struct tok_keyset *ks = NULL;
     json_t *keys = json_is_object(root) ? json_object_get(root, "keys") : NULL;
     if (!json_is_array(keys)) {
-        tok_reason(reason, reason_cap, "jwks: no \"keys\" array");
+        al_errf(reason, reason_cap, "jwks: no \"keys\" array");
         rc = AL_E_FORMAT;
         goto done;
     }
     size_t n = json_array_size(keys);
     if (n == 0) {
-        tok_reason(reason, reason_cap, "jwks: \"keys\" is empty");
+        al_errf(reason, reason_cap, "jwks: \"keys\" is empty");
         rc = AL_E_FORMAT;
         goto done;
     }
     if (n > TOK_MAX_KEYS) {
-        tok_reason(reason, reason_cap, "jwks: %zu keys, more than the limit of %d", n,
-                   TOK_MAX_KEYS);
+        al_errf(reason, reason_cap, "jwks: %zu keys, more than the limit of %d", n, TOK_MAX_KEYS);
         rc = AL_E_TOOBIG;
         goto done;
     }
@@ -350,20 +336,20 @@ int tok_keyset_from_file(const char *path, struct tok_keyset **out, char *reason
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        tok_reason(reason, reason_cap, "jwks: cannot open %s: %s", path, strerror(e));
+        al_errf(reason, reason_cap, "jwks: cannot open %s: %s", path, strerror(e));
         return e == ENOENT ? AL_E_NOENT : (e == EACCES || e == EPERM) ? AL_E_PERM : AL_E_IO;
     }
     int rc = AL_OK;
     char *buf = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tok_reason(reason, reason_cap, "jwks: %s is not a regular file", path);
+        al_errf(reason, reason_cap, "jwks: %s is not a regular file", path);
         rc = AL_E_IO;
         goto done;
     }
     if (st.st_size > TOK_MAX_JWKS_BYTES) {
-        tok_reason(reason, reason_cap, "jwks: %s is %lld bytes, more than the limit of %d", path,
-                   (long long)st.st_size, TOK_MAX_JWKS_BYTES);
+        al_errf(reason, reason_cap, "jwks: %s is %lld bytes, more than the limit of %d", path,
+                (long long)st.st_size, TOK_MAX_JWKS_BYTES);
         rc = AL_E_TOOBIG;
         goto done;
     }
@@ -379,7 +365,7 @@ int tok_keyset_from_file(const char *path, struct tok_keyset **out, char *reason
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            tok_reason(reason, reason_cap, "jwks: cannot read %s: %s", path, strerror(errno));
+            al_errf(reason, reason_cap, "jwks: cannot read %s: %s", path, strerror(errno));
             rc = AL_E_IO;
             goto done;
         }
@@ -388,15 +374,15 @@ int tok_keyset_from_file(const char *path, struct tok_keyset **out, char *reason
         len += (size_t)r;
     }
     if (len > TOK_MAX_JWKS_BYTES) {
-        tok_reason(reason, reason_cap, "jwks: %s is more than the limit of %d bytes", path,
-                   TOK_MAX_JWKS_BYTES);
+        al_errf(reason, reason_cap, "jwks: %s is more than the limit of %d bytes", path,
+                TOK_MAX_JWKS_BYTES);
         rc = AL_E_TOOBIG;
         goto done;
     }
     char inner[TOK_REASON_MAX];
     rc = tok_keyset_from_json(buf, len, out, inner, sizeof inner);
     if (rc != AL_OK)
-        tok_reason(reason, reason_cap, "%s: %s", path, inner);
+        al_errf(reason, reason_cap, "%s: %s", path, inner);
 done:
     free(buf);
     close(fd);
@@ -447,7 +433,7 @@ static int tok_decode_segment(const char *what, const char *s, size_t len, uint8
                               size_t *n, char *reason, size_t rcap)
 {
     if (b64u_decode(s, len, buf, cap, n) != AL_OK) {
-        tok_reason(reason, rcap, "%s is not strict base64url", what);
+        al_errf(reason, rcap, "%s is not strict base64url", what);
         return AL_E_FORMAT;
     }
     return AL_OK;
@@ -461,12 +447,12 @@ static int tok_parse_json(const char *what, const uint8_t *buf, size_t n, json_t
     json_error_t jerr;
     json_t *j = json_loadb((const char *)buf, n, JSON_REJECT_DUPLICATES, &jerr);
     if (!j) {
-        tok_reason(reason, rcap, "%s is not valid JSON: %s", what, jerr.text);
+        al_errf(reason, rcap, "%s is not valid JSON: %s", what, jerr.text);
         return AL_E_FORMAT;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        tok_reason(reason, rcap, "%s is not a JSON object", what);
+        al_errf(reason, rcap, "%s is not a JSON object", what);
         return AL_E_FORMAT;
     }
     *out = j;
@@ -479,26 +465,26 @@ static int tok_check_header(const struct tok_keyset *ks, json_t *hdr, const stru
     char q[TOK_QUOTE_MAX + 4];
     json_t *alg = json_object_get(hdr, "alg");
     if (!json_is_string(alg)) {
-        tok_reason(reason, cap, "header has no alg string");
+        al_errf(reason, cap, "header has no alg string");
         return AL_E_ALG;
     }
     if (strcmp(json_string_value(alg), "EdDSA") != 0) {
         tok_quote(json_string_value(alg), q, sizeof q);
-        tok_reason(reason, cap, "alg \"%s\" is not accepted; only EdDSA is", q);
+        al_errf(reason, cap, "alg \"%s\" is not accepted; only EdDSA is", q);
         return AL_E_ALG;
     }
     if (json_object_get(hdr, "crit")) {
-        tok_reason(reason, cap, "header has crit; no extension is understood");
+        al_errf(reason, cap, "header has crit; no extension is understood");
         return AL_E_FORMAT;
     }
     json_t *typ = json_object_get(hdr, "typ");
     if (typ && (!json_is_string(typ) || strcasecmp(json_string_value(typ), "JWT") != 0)) {
-        tok_reason(reason, cap, "header typ is not \"JWT\"");
+        al_errf(reason, cap, "header typ is not \"JWT\"");
         return AL_E_FORMAT;
     }
     json_t *kid = json_object_get(hdr, "kid");
     if (!json_is_string(kid)) {
-        tok_reason(reason, cap, "header has no kid string");
+        al_errf(reason, cap, "header has no kid string");
         return AL_E_KID;
     }
     /* Strings from jansson hold no NUL (JSON_ALLOW_NUL is not set). */
@@ -507,7 +493,7 @@ static int tok_check_header(const struct tok_keyset *ks, json_t *hdr, const stru
         k = tok_find_key(ks, json_string_value(kid));
     if (!k) {
         tok_quote(json_string_value(kid), q, sizeof q);
-        tok_reason(reason, cap, "kid \"%s\" is not in the key set", q);
+        al_errf(reason, cap, "kid \"%s\" is not in the key set", q);
         return AL_E_KID;
     }
     *key = k;
@@ -523,18 +509,18 @@ static int tok_time_claim(json_t *cl, const char *name, bool required, int64_t *
     *val = 0;
     if (!v) {
         if (required) {
-            tok_reason(reason, cap, "claim %s is missing", name);
+            al_errf(reason, cap, "claim %s is missing", name);
             return AL_E_CLAIM;
         }
         return AL_OK;
     }
     if (!json_is_integer(v)) {
-        tok_reason(reason, cap, "claim %s is not an integer NumericDate", name);
+        al_errf(reason, cap, "claim %s is not an integer NumericDate", name);
         return AL_E_CLAIM;
     }
     json_int_t t = json_integer_value(v);
     if (t < 0 || t > TOK_TIME_MAX) {
-        tok_reason(reason, cap, "claim %s is out of range", name);
+        al_errf(reason, cap, "claim %s is out of range", name);
         return AL_E_CLAIM;
     }
     *val = (int64_t)t;
@@ -549,18 +535,18 @@ static int tok_string_claim(json_t *cl, const char *name, bool required, char *d
     dst[0] = '\0';
     if (!v) {
         if (required) {
-            tok_reason(reason, cap, "claim %s is missing", name);
+            al_errf(reason, cap, "claim %s is missing", name);
             return AL_E_CLAIM;
         }
         return AL_OK;
     }
     if (!json_is_string(v) || json_string_length(v) == 0) {
-        tok_reason(reason, cap, "claim %s is not a non-empty string", name);
+        al_errf(reason, cap, "claim %s is not a non-empty string", name);
         return AL_E_CLAIM;
     }
     size_t len = json_string_length(v);
     if (len > TOK_MAX_CLAIM_STR) {
-        tok_reason(reason, cap, "claim %s is longer than %d bytes", name, TOK_MAX_CLAIM_STR);
+        al_errf(reason, cap, "claim %s is longer than %d bytes", name, TOK_MAX_CLAIM_STR);
         return AL_E_TOOBIG;
     }
     memcpy(dst, json_string_value(v), len);
@@ -574,37 +560,37 @@ static int tok_check_aud(json_t *cl, const char *audience, char *reason, size_t 
     json_t *aud = json_object_get(cl, "aud");
     tok_quote(audience, w, sizeof w);
     if (!aud) {
-        tok_reason(reason, cap, "claim aud is missing");
+        al_errf(reason, cap, "claim aud is missing");
         return AL_E_CLAIM;
     }
     if (json_is_string(aud)) {
         if (strcmp(json_string_value(aud), audience) == 0)
             return AL_OK;
         tok_quote(json_string_value(aud), q, sizeof q);
-        tok_reason(reason, cap, "aud \"%s\" is not this verifier (\"%s\")", q, w);
+        al_errf(reason, cap, "aud \"%s\" is not this verifier (\"%s\")", q, w);
         return AL_E_AUD;
     }
     if (!json_is_array(aud)) {
-        tok_reason(reason, cap, "claim aud is neither a string nor an array");
+        al_errf(reason, cap, "claim aud is neither a string nor an array");
         return AL_E_CLAIM;
     }
     size_t n = json_array_size(aud);
     if (n == 0 || n > TOK_MAX_AUD_ITEMS) {
-        tok_reason(reason, cap, "claim aud array must have 1 to %d entries", TOK_MAX_AUD_ITEMS);
+        al_errf(reason, cap, "claim aud array must have 1 to %d entries", TOK_MAX_AUD_ITEMS);
         return AL_E_CLAIM;
     }
     bool found = false;
     for (size_t i = 0; i < n; i++) {
         json_t *a = json_array_get(aud, i);
         if (!json_is_string(a)) {
-            tok_reason(reason, cap, "claim aud array holds a non-string");
+            al_errf(reason, cap, "claim aud array holds a non-string");
             return AL_E_CLAIM;
         }
         if (strcmp(json_string_value(a), audience) == 0)
             found = true;
     }
     if (!found) {
-        tok_reason(reason, cap, "aud array does not name this verifier (\"%s\")", w);
+        al_errf(reason, cap, "aud array does not name this verifier (\"%s\")", w);
         return AL_E_AUD;
     }
     return AL_OK;
@@ -623,18 +609,18 @@ static int tok_check_claims(json_t *cl, const struct tok_verify_params *p, struc
      * Same edges as RFC 7519 and npm jose: expired when exp <= now - leeway,
      * not yet valid when nbf > now + leeway. */
     if (c->exp <= p->now - p->leeway) {
-        tok_reason(reason, cap, "expired at %lld, now %lld (leeway %llds)", (long long)c->exp,
-                   (long long)p->now, (long long)p->leeway);
+        al_errf(reason, cap, "expired at %lld, now %lld (leeway %llds)", (long long)c->exp,
+                (long long)p->now, (long long)p->leeway);
         return AL_E_EXPIRED;
     }
     if (c->has_nbf && c->nbf > p->now + p->leeway) {
-        tok_reason(reason, cap, "not valid before %lld, now %lld (leeway %llds)", (long long)c->nbf,
-                   (long long)p->now, (long long)p->leeway);
+        al_errf(reason, cap, "not valid before %lld, now %lld (leeway %llds)", (long long)c->nbf,
+                (long long)p->now, (long long)p->leeway);
         return AL_E_NOTYET;
     }
     if (c->has_iat && c->iat > p->now + p->leeway) {
-        tok_reason(reason, cap, "issued in the future (%lld), now %lld (leeway %llds)",
-                   (long long)c->iat, (long long)p->now, (long long)p->leeway);
+        al_errf(reason, cap, "issued in the future (%lld), now %lld (leeway %llds)",
+                (long long)c->iat, (long long)p->now, (long long)p->leeway);
         return AL_E_NOTYET;
     }
     if ((rc = tok_check_aud(cl, p->audience, reason, cap)) != AL_OK)
@@ -642,23 +628,23 @@ static int tok_check_claims(json_t *cl, const struct tok_verify_params *p, struc
 
     json_t *scope = json_object_get(cl, "scope");
     if (!json_is_string(scope)) {
-        tok_reason(reason, cap, "claim scope is missing or not a string");
+        al_errf(reason, cap, "claim scope is missing or not a string");
         return AL_E_CLAIM;
     }
     size_t slen = json_string_length(scope);
     if (slen > TOK_MAX_SCOPE) {
-        tok_reason(reason, cap, "claim scope is longer than %d bytes", TOK_MAX_SCOPE);
+        al_errf(reason, cap, "claim scope is longer than %d bytes", TOK_MAX_SCOPE);
         return AL_E_TOOBIG;
     }
     if (!tok_scope_list_valid(json_string_value(scope))) {
-        tok_reason(reason, cap, "claim scope is not a space-separated list of scope tokens");
+        al_errf(reason, cap, "claim scope is not a space-separated list of scope tokens");
         return AL_E_CLAIM;
     }
     if (!tok_scope_covers(json_string_value(scope), p->scope)) {
         char q[TOK_QUOTE_MAX + 4], w[TOK_QUOTE_MAX + 4];
         tok_quote(json_string_value(scope), q, sizeof q);
         tok_quote(p->scope, w, sizeof w);
-        tok_reason(reason, cap, "scope \"%s\" does not include \"%s\"", q, w);
+        al_errf(reason, cap, "scope \"%s\" does not include \"%s\"", q, w);
         return AL_E_SCOPE;
     }
     memcpy(c->scope, json_string_value(scope), slen);
@@ -682,16 +668,16 @@ int tok_verify(const struct tok_keyset *ks, const char *token, size_t token_len,
     if (!ks || !token || !p || !p->audience || p->audience[0] == '\0' ||
         !tok_scope_valid(p->scope) || p->leeway < 0 || p->leeway > TOK_LEEWAY_MAX || p->now < 0 ||
         p->now > TOK_TIME_MAX) {
-        tok_reason(reason, reason_cap, "invalid verification parameters");
+        al_errf(reason, reason_cap, "invalid verification parameters");
         return AL_E_INVAL;
     }
     if (token_len == 0) {
-        tok_reason(reason, reason_cap, "empty token");
+        al_errf(reason, reason_cap, "empty token");
         return AL_E_FORMAT;
     }
     if (token_len > TOK_MAX_TOKEN) {
-        tok_reason(reason, reason_cap, "token is %zu bytes, more than the limit of %d", token_len,
-                   TOK_MAX_TOKEN);
+        al_errf(reason, reason_cap, "token is %zu bytes, more than the limit of %d", token_len,
+                TOK_MAX_TOKEN);
         return AL_E_TOOBIG;
     }
 
@@ -705,19 +691,19 @@ int tok_verify(const struct tok_keyset *ks, const char *token, size_t token_len,
         }
     }
     if (ndots != 2) {
-        tok_reason(reason, reason_cap, "token has %zu segments; a JWS has 3", ndots + 1);
+        al_errf(reason, reason_cap, "token has %zu segments; a JWS has 3", ndots + 1);
         return AL_E_FORMAT;
     }
     const char *h64 = token, *c64 = token + dots[0] + 1, *s64 = token + dots[1] + 1;
     size_t hlen = dots[0], clen = dots[1] - dots[0] - 1, slen = token_len - dots[1] - 1;
     if (hlen > TOK_MAX_HEADER_B64 || clen > TOK_MAX_CLAIMS_B64 || slen > TOK_SIG_B64_LEN) {
-        tok_reason(reason, reason_cap,
-                   "segment too long (header %zu/%d, claims %zu/%d, signature %zu/%d)", hlen,
-                   TOK_MAX_HEADER_B64, clen, TOK_MAX_CLAIMS_B64, slen, TOK_SIG_B64_LEN);
+        al_errf(reason, reason_cap,
+                "segment too long (header %zu/%d, claims %zu/%d, signature %zu/%d)", hlen,
+                TOK_MAX_HEADER_B64, clen, TOK_MAX_CLAIMS_B64, slen, TOK_SIG_B64_LEN);
         return AL_E_TOOBIG;
     }
     if (hlen == 0 || clen == 0) {
-        tok_reason(reason, reason_cap, "empty header or claims segment");
+        al_errf(reason, reason_cap, "empty header or claims segment");
         return AL_E_FORMAT;
     }
 
@@ -742,8 +728,7 @@ int tok_verify(const struct tok_keyset *ks, const char *token, size_t token_len,
      * reported as the algorithm refusal it is. */
     if (slen != TOK_SIG_B64_LEN || b64u_decode(s64, slen, sig, sizeof sig, &siglen) != AL_OK ||
         siglen != TOK_SIG_LEN) {
-        tok_reason(reason, reason_cap, "signature is not strict base64url of %d bytes",
-                   TOK_SIG_LEN);
+        al_errf(reason, reason_cap, "signature is not strict base64url of %d bytes", TOK_SIG_LEN);
         rc = AL_E_FORMAT;
         goto done;
     }
@@ -755,10 +740,10 @@ int tok_verify(const struct tok_keyset *ks, const char *token, size_t token_len,
     /* The signature covers the ASCII text "header.claims" as sent. */
     rc = tok_check_sig(key->pkey, (const uint8_t *)token, hlen + 1 + clen, sig);
     if (rc != AL_OK) {
-        tok_reason(reason, reason_cap,
-                   rc == AL_E_SIG ? "signature does not verify with key \"%s\""
-                                  : "crypto failure verifying with key \"%s\"",
-                   key->kid);
+        al_errf(reason, reason_cap,
+                rc == AL_E_SIG ? "signature does not verify with key \"%s\""
+                               : "crypto failure verifying with key \"%s\"",
+                key->kid);
         goto done;
     }
     /* Only now are the claims worth reading. */

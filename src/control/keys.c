@@ -43,19 +43,6 @@ struct keys_pub {
     uint8_t x[TOK_KEY_LEN];
 };
 
-__attribute__((format(printf, 3, 4))) static void keys_reason(char *buf, size_t cap,
-                                                              const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    /* clang-tidy 14 reports ap uninitialized only when it analyses several
-     * files in one run (a false positive); alone it is quiet. */
-    // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-    if (buf && cap > 0 && vsnprintf(buf, cap, fmt, ap) < 0)
-        buf[0] = '\0';
-    va_end(ap);
-}
-
 static int keys_errno_code(int e)
 {
     switch (e) {
@@ -139,7 +126,7 @@ static int keys_wrap(EVP_PKEY *pkey, struct keys_signing **out, char *reason, si
 {
     if (EVP_PKEY_is_a(pkey, "ED25519") != 1) {
         EVP_PKEY_free(pkey);
-        keys_reason(reason, cap, "not an Ed25519 key");
+        al_errf(reason, cap, "not an Ed25519 key");
         return AL_E_FORMAT;
     }
     struct keys_signing *k = calloc(1, sizeof *k);
@@ -154,7 +141,7 @@ static int keys_wrap(EVP_PKEY *pkey, struct keys_signing **out, char *reason, si
         rc = keys_thumbprint(x, k->kid, sizeof k->kid);
     if (rc != AL_OK) {
         keys_free(k);
-        keys_reason(reason, cap, "cannot compute the key id");
+        al_errf(reason, cap, "cannot compute the key id");
         return rc;
     }
     *out = k;
@@ -169,7 +156,7 @@ int keys_generate(struct keys_signing **out, char *reason, size_t cap)
     EVP_PKEY *pkey = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
     if (!pkey) {
         ERR_clear_error();
-        keys_reason(reason, cap, "OpenSSL could not generate an Ed25519 key");
+        al_errf(reason, cap, "OpenSSL could not generate an Ed25519 key");
         return AL_E_CRYPTO;
     }
     return keys_wrap(pkey, out, reason, cap);
@@ -184,7 +171,7 @@ int keys_from_seed(const uint8_t seed[KEYS_SEED_LEN], struct keys_signing **out,
     EVP_PKEY *pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, KEYS_SEED_LEN);
     if (!pkey) {
         ERR_clear_error();
-        keys_reason(reason, cap, "OpenSSL refused the Ed25519 seed");
+        al_errf(reason, cap, "OpenSSL refused the Ed25519 seed");
         return AL_E_CRYPTO;
     }
     return keys_wrap(pkey, out, reason, cap);
@@ -230,7 +217,7 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        keys_reason(reason, cap, "cannot open signing key %s: %s", path, strerror(e));
+        al_errf(reason, cap, "cannot open signing key %s: %s", path, strerror(e));
         return keys_errno_code(e);
     }
     int rc = AL_OK;
@@ -239,22 +226,21 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
     BIO *bio = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        keys_reason(reason, cap, "signing key %s is not a regular file", path);
+        al_errf(reason, cap, "signing key %s is not a regular file", path);
         rc = AL_E_IO;
         goto done;
     }
     if ((st.st_mode & 077) != 0) {
-        keys_reason(reason, cap,
-                    "signing key %s has mode %04o: group or others may access it; "
-                    "refusing to use it (chmod 600 it; if it may have leaked, delete it and "
-                    "jwks.json and run airlockd keygen)",
-                    path, (unsigned)(st.st_mode & 07777));
+        al_errf(reason, cap,
+                "signing key %s has mode %04o: group or others may access it; "
+                "refusing to use it (chmod 600 it; if it may have leaked, delete it and "
+                "jwks.json and run airlockd keygen)",
+                path, (unsigned)(st.st_mode & 07777));
         rc = AL_E_PERM;
         goto done;
     }
     if (st.st_size > KEYS_MAX_PEM_BYTES) {
-        keys_reason(reason, cap, "signing key %s is larger than %d bytes", path,
-                    KEYS_MAX_PEM_BYTES);
+        al_errf(reason, cap, "signing key %s is larger than %d bytes", path, KEYS_MAX_PEM_BYTES);
         rc = AL_E_TOOBIG;
         goto done;
     }
@@ -268,7 +254,7 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            keys_reason(reason, cap, "cannot read signing key %s: %s", path, strerror(errno));
+            al_errf(reason, cap, "cannot read signing key %s: %s", path, strerror(errno));
             rc = AL_E_IO;
             goto done;
         }
@@ -277,8 +263,7 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
         len += (size_t)r;
     }
     if (len > KEYS_MAX_PEM_BYTES) {
-        keys_reason(reason, cap, "signing key %s is larger than %d bytes", path,
-                    KEYS_MAX_PEM_BYTES);
+        al_errf(reason, cap, "signing key %s is larger than %d bytes", path, KEYS_MAX_PEM_BYTES);
         rc = AL_E_TOOBIG;
         goto done;
     }
@@ -290,14 +275,14 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
     EVP_PKEY *pkey = PEM_read_bio_PrivateKey(bio, NULL, keys_no_passphrase, NULL);
     ERR_clear_error();
     if (!pkey) {
-        keys_reason(reason, cap, "signing key %s is not an unencrypted PEM private key", path);
+        al_errf(reason, cap, "signing key %s is not an unencrypted PEM private key", path);
         rc = AL_E_FORMAT;
         goto done;
     }
     char inner[TOK_REASON_MAX];
     rc = keys_wrap(pkey, out, inner, sizeof inner);
     if (rc != AL_OK)
-        keys_reason(reason, cap, "signing key %s: %s", path, inner);
+        al_errf(reason, cap, "signing key %s: %s", path, inner);
 done:
     BIO_free(bio);
     if (buf) {
@@ -331,14 +316,14 @@ static int keys_create_file(const char *path, mode_t mode, const char *data, siz
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
     if (fd < 0) {
         int e = errno;
-        keys_reason(reason, cap, "cannot create %s: %s", path, strerror(e));
+        al_errf(reason, cap, "cannot create %s: %s", path, strerror(e));
         return keys_errno_code(e);
     }
     int werr = keys_write_all(fd, data, len) != 0 ? errno : 0;
     if (close(fd) != 0 && werr == 0)
         werr = errno;
     if (werr != 0) {
-        keys_reason(reason, cap, "cannot write %s: %s", path, strerror(werr));
+        al_errf(reason, cap, "cannot write %s: %s", path, strerror(werr));
         (void)unlink(path);
         return AL_E_IO;
     }
@@ -358,7 +343,7 @@ int keys_write_private(const struct keys_signing *k, const char *path, char *rea
     int rc;
     if (PEM_write_bio_PrivateKey(bio, k->pkey, NULL, NULL, 0, NULL, NULL) != 1) {
         ERR_clear_error();
-        keys_reason(reason, cap, "OpenSSL could not encode the private key");
+        al_errf(reason, cap, "OpenSSL could not encode the private key");
         rc = AL_E_CRYPTO;
     } else {
         char *pem = NULL;
@@ -368,7 +353,7 @@ int keys_write_private(const struct keys_signing *k, const char *path, char *rea
         } else {
             rc = keys_create_file(path, KEYS_PRIVATE_MODE, pem, (size_t)plen, reason, cap);
             if (rc == AL_E_EXISTS)
-                keys_reason(reason, cap, "%s already exists; not overwriting it", path);
+                al_errf(reason, cap, "%s already exists; not overwriting it", path);
         }
     }
     BIO_free(bio);
@@ -424,7 +409,7 @@ static int keys_pubs_json(const struct keys_pub *pubs, size_t n, char **out, cha
         }
     }
     if (rc != AL_OK)
-        keys_reason(reason, cap, "cannot build the JWKS");
+        al_errf(reason, cap, "cannot build the JWKS");
     json_decref(root);
     return rc;
 }
@@ -467,10 +452,10 @@ static int keys_ensure_dir(const char *dir, char *reason, size_t cap)
     if (e == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
         return AL_OK;
     if (e == EEXIST) {
-        keys_reason(reason, cap, "%s exists and is not a directory", dir);
+        al_errf(reason, cap, "%s exists and is not a directory", dir);
         return AL_E_IO;
     }
-    keys_reason(reason, cap, "cannot create data directory %s: %s", dir, strerror(e));
+    al_errf(reason, cap, "cannot create data directory %s: %s", dir, strerror(e));
     return keys_errno_code(e);
 }
 
@@ -506,7 +491,7 @@ static int keys_gather_old(const char *key_path, const char *jwks_path, struct k
     if (rc == AL_E_NOENT)
         return AL_OK;
     if (rc != AL_OK) {
-        keys_reason(reason, cap, "cannot keep the published keys: %s (fix or remove it)", inner);
+        al_errf(reason, cap, "cannot keep the published keys: %s (fix or remove it)", inner);
         return rc;
     }
     for (size_t i = 0; i < tok_keyset_count(ks) && rc == AL_OK; i++) {
@@ -529,7 +514,7 @@ static int keys_publish_jwks(const char *dir, const struct keys_pub *pubs, size_
     char path[KEYS_PATH_MAX], tmp[KEYS_PATH_MAX];
     if (keys_path(dir, KEYS_JWKS_FILE, path, sizeof path) != AL_OK ||
         keys_path(dir, KEYS_JWKS_FILE ".new", tmp, sizeof tmp) != AL_OK) {
-        keys_reason(reason, cap, "data directory path too long");
+        al_errf(reason, cap, "data directory path too long");
         return AL_E_TOOBIG;
     }
     char *text = NULL;
@@ -543,7 +528,7 @@ static int keys_publish_jwks(const char *dir, const struct keys_pub *pubs, size_
         return rc;
     if (rename(tmp, path) != 0) {
         int e = errno;
-        keys_reason(reason, cap, "cannot rename %s to %s: %s", tmp, path, strerror(e));
+        al_errf(reason, cap, "cannot rename %s to %s: %s", tmp, path, strerror(e));
         (void)unlink(tmp);
         return keys_errno_code(e);
     }
@@ -562,9 +547,9 @@ static int keys_install(const char *tmp, const char *path, bool replace, char *r
     }
     int e = errno;
     if (e == EEXIST)
-        keys_reason(reason, cap, "%s already exists; not overwriting it", path);
+        al_errf(reason, cap, "%s already exists; not overwriting it", path);
     else
-        keys_reason(reason, cap, "cannot install %s: %s", path, strerror(e));
+        al_errf(reason, cap, "cannot install %s: %s", path, strerror(e));
     return keys_errno_code(e);
 }
 
@@ -581,7 +566,7 @@ int keys_init_dir(const char *dir, bool rotate, struct keys_init_result *res, ch
     if (keys_path(dir, KEYS_PRIVATE_FILE, key_path, sizeof key_path) != AL_OK ||
         keys_path(dir, KEYS_PRIVATE_FILE ".new", key_tmp, sizeof key_tmp) != AL_OK ||
         keys_path(dir, KEYS_JWKS_FILE, jwks_path, sizeof jwks_path) != AL_OK) {
-        keys_reason(reason, cap, "data directory path too long");
+        al_errf(reason, cap, "data directory path too long");
         return AL_E_TOOBIG;
     }
     int rc = keys_ensure_dir(dir, reason, cap);
@@ -591,10 +576,10 @@ int keys_init_dir(const char *dir, bool rotate, struct keys_init_result *res, ch
     struct stat st;
     bool have_key = lstat(key_path, &st) == 0;
     if (have_key && !rotate) {
-        keys_reason(reason, cap,
-                    "%s already exists; refusing to overwrite the signing key "
-                    "(use --rotate to replace it and keep its public key in %s)",
-                    key_path, KEYS_JWKS_FILE);
+        al_errf(reason, cap,
+                "%s already exists; refusing to overwrite the signing key "
+                "(use --rotate to replace it and keep its public key in %s)",
+                key_path, KEYS_JWKS_FILE);
         return AL_E_EXISTS;
     }
 

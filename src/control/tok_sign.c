@@ -20,19 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4))) static void sign_reason(char *buf, size_t cap,
-                                                              const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    /* clang-tidy 14 reports ap uninitialized only when it analyses several
-     * files in one run (a false positive); alone it is quiet. */
-    // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized)
-    if (buf && cap > 0 && vsnprintf(buf, cap, fmt, ap) < 0)
-        buf[0] = '\0';
-    va_end(ap);
-}
-
 int tok_sign_jws(const struct keys_signing *k, const char *header, size_t header_len,
                  const char *claims, size_t claims_len, char *out, size_t out_cap, size_t *out_len)
 {
@@ -87,7 +74,7 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
     if (reason && reason_cap > 0)
         reason[0] = '\0';
     if (!k || !req || !out || !out_len) {
-        sign_reason(reason, reason_cap, "invalid arguments");
+        al_errf(reason, reason_cap, "invalid arguments");
         return AL_E_INVAL;
     }
     *out_len = 0;
@@ -96,23 +83,23 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
     const char *iss = req->iss ? req->iss : TOK_SIGN_ISS_DEFAULT;
     if (!sign_str_ok(req->aud) || !sign_str_ok(req->sub) || !sign_str_ok(iss) ||
         (req->jti && !sign_str_ok(req->jti))) {
-        sign_reason(reason, reason_cap, "aud, sub, iss and jti must be 1 to %d bytes",
-                    TOK_MAX_CLAIM_STR);
+        al_errf(reason, reason_cap, "aud, sub, iss and jti must be 1 to %d bytes",
+                TOK_MAX_CLAIM_STR);
         return AL_E_INVAL;
     }
     if (!tok_scope_list_valid(req->scope)) {
-        sign_reason(reason, reason_cap,
-                    "scope must be space-separated scope tokens (printable ASCII, no "
-                    "quote or backslash), at most %d bytes",
-                    TOK_MAX_SCOPE);
+        al_errf(reason, reason_cap,
+                "scope must be space-separated scope tokens (printable ASCII, no "
+                "quote or backslash), at most %d bytes",
+                TOK_MAX_SCOPE);
         return AL_E_INVAL;
     }
     if (req->ttl < 1 || req->ttl > TOK_SIGN_TTL_MAX) {
-        sign_reason(reason, reason_cap, "ttl must be 1 to %d seconds", TOK_SIGN_TTL_MAX);
+        al_errf(reason, reason_cap, "ttl must be 1 to %d seconds", TOK_SIGN_TTL_MAX);
         return AL_E_INVAL;
     }
     if (req->now < 0 || req->now > TOK_TIME_MAX - req->ttl) {
-        sign_reason(reason, reason_cap, "time out of range");
+        al_errf(reason, reason_cap, "time out of range");
         return AL_E_INVAL;
     }
 
@@ -120,7 +107,7 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
     if (req->jti) {
         size_t jl = strlen(req->jti);
         if (jl >= sizeof jti) {
-            sign_reason(reason, reason_cap, "jti longer than %zu bytes", sizeof jti - 1);
+            al_errf(reason, reason_cap, "jti longer than %zu bytes", sizeof jti - 1);
             return AL_E_INVAL;
         }
         memcpy(jti, req->jti, jl + 1);
@@ -128,7 +115,7 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
         uint8_t rnd[TOK_SIGN_JTI_BYTES];
         if (RAND_bytes(rnd, sizeof rnd) != 1) {
             ERR_clear_error();
-            sign_reason(reason, reason_cap, "no randomness for jti");
+            al_errf(reason, reason_cap, "no randomness for jti");
             return AL_E_CRYPTO;
         }
         int rc = b64u_encode(rnd, sizeof rnd, jti, sizeof jti, NULL);
@@ -145,7 +132,7 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
                            "jti", jti);
     if (!hdr || !cl) {
         /* json_pack also fails on strings that are not UTF-8. */
-        sign_reason(reason, reason_cap, "claims are not valid UTF-8 (or out of memory)");
+        al_errf(reason, reason_cap, "claims are not valid UTF-8 (or out of memory)");
         rc = AL_E_INVAL;
         goto done;
     }
@@ -158,20 +145,20 @@ int tok_sign_mint(const struct keys_signing *k, const struct tok_sign_req *req, 
     size_t hlen = strlen(htext), clen = strlen(ctext);
     /* Escaping can grow the JSON: keep within what verifiers accept. */
     if (B64U_ENC_LEN(hlen) > TOK_MAX_HEADER_B64 || B64U_ENC_LEN(clen) > TOK_MAX_CLAIMS_B64) {
-        sign_reason(reason, reason_cap, "claims too large for a token (limit %d characters)",
-                    TOK_MAX_CLAIMS_B64);
+        al_errf(reason, reason_cap, "claims too large for a token (limit %d characters)",
+                TOK_MAX_CLAIMS_B64);
         rc = AL_E_TOOBIG;
         goto done;
     }
     rc = tok_sign_jws(k, htext, hlen, ctext, clen, out, out_cap, out_len);
     if (rc == AL_OK && *out_len > TOK_MAX_TOKEN) {
-        sign_reason(reason, reason_cap, "token would be %zu bytes, more than %d", *out_len,
-                    TOK_MAX_TOKEN);
+        al_errf(reason, reason_cap, "token would be %zu bytes, more than %d", *out_len,
+                TOK_MAX_TOKEN);
         rc = AL_E_TOOBIG;
     } else if (rc == AL_E_TOOBIG) {
-        sign_reason(reason, reason_cap, "output buffer too small");
+        al_errf(reason, reason_cap, "output buffer too small");
     } else if (rc != AL_OK) {
-        sign_reason(reason, reason_cap, "signing failed");
+        al_errf(reason, reason_cap, "signing failed");
     }
     if (rc != AL_OK) {
         *out_len = 0;

@@ -64,19 +64,6 @@
 
 /* ---- errors -------------------------------------------------------------- */
 
-static void seterr(char *err, size_t errcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errcap, const char *fmt, ...)
-{
-    if (!err || errcap == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errcap, fmt, ap);
-    va_end(ap);
-}
-
 static int errno_to_al(int e)
 {
     switch (e) {
@@ -146,48 +133,48 @@ static int env_same_name(const char *a, const char *b)
 static int validate(const struct proc_spec *s, char *err, size_t errcap)
 {
     if (s->mode != PROC_PTY && s->mode != PROC_PIPES) {
-        seterr(err, errcap, "unknown process mode %d", (int)s->mode);
+        al_errf(err, errcap, "unknown process mode %d", (int)s->mode);
         return AL_E_INVAL;
     }
     size_t argc = count_upto(s->argv, AL_MAX_ARGV);
     if (argc == 0) {
-        seterr(err, errcap, "no command given (argv is empty)");
+        al_errf(err, errcap, "no command given (argv is empty)");
         return AL_E_INVAL;
     }
     if (argc > AL_MAX_ARGV) {
-        seterr(err, errcap, "argv has more than %d entries", AL_MAX_ARGV);
+        al_errf(err, errcap, "argv has more than %d entries", AL_MAX_ARGV);
         return AL_E_INVAL;
     }
     if (s->argv[0][0] == 0) {
-        seterr(err, errcap, "argv[0] is empty");
+        al_errf(err, errcap, "argv[0] is empty");
         return AL_E_INVAL;
     }
     for (size_t i = 0; i < argc; i++) {
         if (strnlen(s->argv[i], AL_MAX_STR + 1) > AL_MAX_STR) {
-            seterr(err, errcap, "argv[%zu] is longer than %d bytes", i, AL_MAX_STR);
+            al_errf(err, errcap, "argv[%zu] is longer than %d bytes", i, AL_MAX_STR);
             return AL_E_INVAL;
         }
     }
     size_t nenv = count_upto(s->env, AL_MAX_ENV);
     if (nenv > AL_MAX_ENV) {
-        seterr(err, errcap, "env has more than %d entries", AL_MAX_ENV);
+        al_errf(err, errcap, "env has more than %d entries", AL_MAX_ENV);
         return AL_E_INVAL;
     }
     for (size_t i = 0; i < nenv; i++) {
         if (strnlen(s->env[i], AL_MAX_STR + 1) > AL_MAX_STR) {
-            seterr(err, errcap, "env[%zu] is longer than %d bytes", i, AL_MAX_STR);
+            al_errf(err, errcap, "env[%zu] is longer than %d bytes", i, AL_MAX_STR);
             return AL_E_INVAL;
         }
         if (env_name_len(s->env[i]) == 0) {
             char name[PROC_SHOWN_MAX];
             shown(name, sizeof name, s->env[i]);
-            seterr(err, errcap, "env[%zu] '%s' is not of the form NAME=value", i, name);
+            al_errf(err, errcap, "env[%zu] '%s' is not of the form NAME=value", i, name);
             return AL_E_INVAL;
         }
     }
     size_t nallow = count_upto(s->env_allow, PROC_MAX_ENV_ALLOW);
     if (nallow > PROC_MAX_ENV_ALLOW) {
-        seterr(err, errcap, "env_allow has more than %d names", PROC_MAX_ENV_ALLOW);
+        al_errf(err, errcap, "env_allow has more than %d names", PROC_MAX_ENV_ALLOW);
         return AL_E_INVAL;
     }
     for (size_t i = 0; i < nallow; i++) {
@@ -196,32 +183,32 @@ static int validate(const struct proc_spec *s, char *err, size_t errcap)
         const char *star = strchr(a, '*');
         /* a bare "*" would inherit everything: refused */
         if (n == 0 || n > AL_MAX_STR || strchr(a, '=') || (star && (star != a + n - 1 || n == 1))) {
-            seterr(err, errcap, "env_allow[%zu] is not a variable name or NAME* prefix", i);
+            al_errf(err, errcap, "env_allow[%zu] is not a variable name or NAME* prefix", i);
             return AL_E_INVAL;
         }
     }
     if (s->cwd && strnlen(s->cwd, AL_MAX_STR + 1) > AL_MAX_STR) {
-        seterr(err, errcap, "cwd is longer than %d bytes", AL_MAX_STR);
+        al_errf(err, errcap, "cwd is longer than %d bytes", AL_MAX_STR);
         return AL_E_INVAL;
     }
     if (s->term && s->term[0]) {
         size_t n = strnlen(s->term, AL_MAX_TERM + 1);
         if (n > AL_MAX_TERM) {
-            seterr(err, errcap, "TERM is longer than %d bytes", AL_MAX_TERM);
+            al_errf(err, errcap, "TERM is longer than %d bytes", AL_MAX_TERM);
             return AL_E_INVAL;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)s->term[i];
             if (c <= 0x20 || c >= 0x7f) {
-                seterr(err, errcap, "TERM holds a byte that is not printable ASCII");
+                al_errf(err, errcap, "TERM holds a byte that is not printable ASCII");
                 return AL_E_INVAL;
             }
         }
     }
     if (s->mode == PROC_PTY &&
         (s->cols < 1 || s->cols > AL_MAX_COLS || s->rows < 1 || s->rows > AL_MAX_ROWS)) {
-        seterr(err, errcap, "terminal size %ux%u is out of bounds (1..%d x 1..%d)",
-               (unsigned)s->cols, (unsigned)s->rows, AL_MAX_COLS, AL_MAX_ROWS);
+        al_errf(err, errcap, "terminal size %ux%u is out of bounds (1..%d x 1..%d)",
+                (unsigned)s->cols, (unsigned)s->rows, AL_MAX_COLS, AL_MAX_ROWS);
         return AL_E_INVAL;
     }
     return AL_OK;
@@ -303,9 +290,9 @@ static int build_env(const struct proc_spec *s, struct plan *pl, char *err, size
         if (has_name(senv, nenv, e) || has_name(envp, k, e))
             continue; /* the spec wins; the first of duplicates wins (getenv) */
         if (k == PROC_MAX_INHERIT) {
-            seterr(err, errcap,
-                   "more than %d variables of the runner's environment match env_allow",
-                   PROC_MAX_INHERIT);
+            al_errf(err, errcap,
+                    "more than %d variables of the runner's environment match env_allow",
+                    PROC_MAX_INHERIT);
             return AL_E_LIMIT;
         }
         envp[k++] = e;
@@ -343,13 +330,13 @@ static int build_cands(struct plan *pl, char *err, size_t errcap)
         if (*c == ':')
             ndirs++;
     if (ndirs > PROC_MAX_PATH_DIRS) {
-        seterr(err, errcap, "PATH has more than %d entries", PROC_MAX_PATH_DIRS);
+        al_errf(err, errcap, "PATH has more than %d entries", PROC_MAX_PATH_DIRS);
         return AL_E_LIMIT;
     }
     size_t bytes = strlen(path) + ndirs * (nlen + 2);
     pl->cmem = malloc(bytes);
     if (!pl->cmem) {
-        seterr(err, errcap, "out of memory");
+        al_errf(err, errcap, "out of memory");
         return AL_E_NOMEM;
     }
     size_t used = 0, k = 0;
@@ -382,7 +369,7 @@ static int plan_build(const struct proc_spec *s, struct plan *pl, char *err, siz
     size_t n_cands = PROC_MAX_PATH_DIRS + 1;
     pl->ptrs = calloc(n_argv + n_sh + n_envp + n_cands, sizeof(char *));
     if (!pl->ptrs) {
-        seterr(err, errcap, "out of memory");
+        al_errf(err, errcap, "out of memory");
         return AL_E_NOMEM;
     }
     char **p = pl->ptrs;
@@ -584,7 +571,7 @@ static int pty_open(uint16_t cols, uint16_t rows, int *master, int *slave, char 
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (m < 0) {
         e = errno;
-        seterr(err, errcap, "cannot open a PTY: %s", strerror(e));
+        al_errf(err, errcap, "cannot open a PTY: %s", strerror(e));
         return errno_to_al(e);
     }
     if (grantpt(m) < 0 || unlockpt(m) < 0)
@@ -614,7 +601,7 @@ static int pty_open(uint16_t cols, uint16_t rows, int *master, int *slave, char 
     return AL_OK;
 fail:
     e = errno;
-    seterr(err, errcap, "cannot set up a PTY: %s", strerror(e));
+    al_errf(err, errcap, "cannot set up a PTY: %s", strerror(e));
     close_fd(&s);
     close_fd(&m);
     return errno_to_al(e);
@@ -677,27 +664,27 @@ static int report_error(const struct plan *pl, const struct child_report *rep, c
     switch (rep->step) {
     case STEP_EXEC:
         shown(what, sizeof what, pl->argv[0]);
-        seterr(err, errcap, "cannot run '%s': %s", what, msg);
+        al_errf(err, errcap, "cannot run '%s': %s", what, msg);
         break;
     case STEP_CHDIR:
         shown(what, sizeof what, pl->cwd ? pl->cwd : "");
-        seterr(err, errcap, "cannot change directory to '%s': %s", what, msg);
+        al_errf(err, errcap, "cannot change directory to '%s': %s", what, msg);
         break;
     case STEP_USER:
-        seterr(err, errcap, "cannot switch to uid %lu gid %lu: %s", (unsigned long)pl->uid,
-               (unsigned long)pl->gid, msg);
+        al_errf(err, errcap, "cannot switch to uid %lu gid %lu: %s", (unsigned long)pl->uid,
+                (unsigned long)pl->gid, msg);
         break;
     case STEP_SETSID:
-        seterr(err, errcap, "cannot start a session: %s", msg);
+        al_errf(err, errcap, "cannot start a session: %s", msg);
         break;
     case STEP_CTTY:
-        seterr(err, errcap, "cannot make the PTY the controlling terminal: %s", msg);
+        al_errf(err, errcap, "cannot make the PTY the controlling terminal: %s", msg);
         break;
     case STEP_STDIO:
-        seterr(err, errcap, "cannot set up stdin/stdout/stderr: %s", msg);
+        al_errf(err, errcap, "cannot set up stdin/stdout/stderr: %s", msg);
         break;
     default:
-        seterr(err, errcap, "cannot set up the child's signals: %s", msg);
+        al_errf(err, errcap, "cannot set up the child's signals: %s", msg);
         break;
     }
     return errno_to_al(rep->err);
@@ -713,11 +700,11 @@ static void proc_init(struct proc *p, enum proc_mode mode)
 
 int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t errcap)
 {
-    seterr(err, errcap, "%s", "");
+    al_errf(err, errcap, "%s", "");
     if (out)
         proc_init(out, spec ? spec->mode : PROC_PTY);
     if (!out || !spec) {
-        seterr(err, errcap, "no process spec or result given");
+        al_errf(err, errcap, "no process spec or result given");
         return AL_E_INVAL;
     }
     int rc = validate(spec, err, errcap);
@@ -765,14 +752,14 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         rc = above_stdio(&ep[1]);
     if (rc != AL_OK) {
         if (!err || !err[0])
-            seterr(err, errcap, "cannot create the process's descriptors: %s", strerror(errno));
+            al_errf(err, errcap, "cannot create the process's descriptors: %s", strerror(errno));
         goto out;
     }
 
     /* No handler of ours may run in the child before it resets them. */
     sigset_t all, old;
     if (sigfillset(&all) < 0 || pthread_sigmask(SIG_SETMASK, &all, &old) != 0) {
-        seterr(err, errcap, "cannot block signals: %s", strerror(errno));
+        al_errf(err, errcap, "cannot block signals: %s", strerror(errno));
         rc = AL_E_IO;
         goto out;
     }
@@ -782,7 +769,7 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
     int fork_errno = errno;
     int mrc = pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        seterr(err, errcap, "cannot fork: %s", strerror(fork_errno));
+        al_errf(err, errcap, "cannot fork: %s", strerror(fork_errno));
         rc = errno_to_al(fork_errno);
         goto out;
     }
@@ -799,15 +786,15 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         } else {
             char what[PROC_SHOWN_MAX];
             shown(what, sizeof what, pl.argv[0]);
-            seterr(err, errcap, "cannot run '%s': %s", what,
-                   w == AL_E_TIMEOUT ? "the child did not start in time" : al_strerror(w));
+            al_errf(err, errcap, "cannot run '%s': %s", what,
+                    w == AL_E_TIMEOUT ? "the child did not start in time" : al_strerror(w));
             rc = w;
         }
         goto out;
     }
     if (mrc != 0) { /* the child runs, but our own signal mask is wrong */
         kill_and_reap(pid);
-        seterr(err, errcap, "cannot restore the signal mask: %s", strerror(mrc));
+        al_errf(err, errcap, "cannot restore the signal mask: %s", strerror(mrc));
         rc = AL_E_IO;
         goto out;
     }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
+#include "al_log.h"
 #include "endpoint.h"
 #include "frame.h"
 #include "proc.h"
@@ -77,19 +78,10 @@ void runner_log(const struct runner *r, int level, const char *fmt, ...)
 {
     if (level > r->cfg.log_level)
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    al_vlog("airlock-runner", r->identifier, level, fmt, ap);
     va_end(ap);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "%lld.%03ld airlock-runner[%s] %s %s\n", (long long)ts.tv_sec,
-            ts.tv_nsec / 1000000, r->identifier,
-            level == 0   ? "error"
-            : level == 1 ? "info"
-                         : "debug",
-            line);
 }
 
 static uint64_t now_us(const struct runner *r)

@@ -31,6 +31,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "al_log.h"
 #include "runner.h"
 #include "token.h"
 #include "upgrade.h"
@@ -100,19 +101,10 @@ static void log_line(struct app *a, int level, const char *fmt, ...)
 {
     if (level > a->rcfg.log_level)
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    al_vlog("airlock-runner", a->identifier, level, fmt, ap);
     va_end(ap);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "%lld.%03ld airlock-runner[%s] %s %s\n", (long long)ts.tv_sec,
-            ts.tv_nsec / 1000000, a->identifier ? a->identifier : "-",
-            level == 0   ? "error"
-            : level == 1 ? "info"
-                         : "debug",
-            line);
 }
 
 static void want_write(void *link)

@@ -165,37 +165,14 @@ export class Controller {
     this.onError = onError; this.ws = null; this.closeInfo = null; this.pongs = 0;
     this.waiters = [];
   }
-  connect(url, headers = {}, opts = {}) {
-    return new Promise((resolve, reject) => {
-      this.ready = false; this.closeInfo = null;
-      const ws = new WebSocket(url, ['airlock.v1'], { headers, perMessageDeflate: false, ...opts });
-      this.ws = ws;
-      ws.binaryType = 'nodebuffer';
-      ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
-      ws.on('error', (e) => reject(e));
-      ws.on('open', () => { ws.send(enc.hello()); });
-      ws.on('message', (data, isBinary) => {
-        if (!isBinary) throw new Error('text message from host');
-        const f = decode(data);
-        if (f.type === T.HELLO) { this.ready = true; this.onReady(); resolve(this); }
-        this.handle(f);
-      });
-      ws.on('close', (code, reason) => {
-        if (this.ws !== ws) return;
-        this.ready = false; this.closeInfo = { code, reason: reason.toString() };
-        for (const c of this.channels.values()) c.linked = false;
-        this.wake();
-      });
-    });
-  }
-  // Speak on a socket someone else accepted (the host dialed us).
-  adopt(ws) {
+  // Listen on a WebSocket for frames; onHello runs when the host's HELLO arrives.
+  wire(ws, onHello = () => {}) {
     this.ready = false; this.closeInfo = null; this.ws = ws;
     ws.binaryType = 'nodebuffer';
     ws.on('message', (data, isBinary) => {
       if (!isBinary) throw new Error('text message from host');
       const f = decode(data);
-      if (f.type === T.HELLO) { this.ready = true; this.onReady(); }
+      if (f.type === T.HELLO) { this.ready = true; this.onReady(); onHello(); }
       this.handle(f);
     });
     ws.on('close', (code, reason) => {
@@ -204,6 +181,19 @@ export class Controller {
       for (const c of this.channels.values()) c.linked = false;
       this.wake();
     });
+  }
+  connect(url, headers = {}, opts = {}) {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, ['airlock.v1'], { headers, perMessageDeflate: false, ...opts });
+      ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
+      ws.on('error', (e) => reject(e));
+      ws.on('open', () => { ws.send(enc.hello()); });
+      this.wire(ws, () => resolve(this));
+    });
+  }
+  // Speak on a socket someone else accepted (the host dialed us).
+  adopt(ws) {
+    this.wire(ws);
     ws.send(enc.hello());
   }
   send(buf) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(buf); }
