@@ -46,6 +46,7 @@ BENCH_MB   ?= 200
 BENCH_RUNS ?= 5
 bench: build
 	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
+	$(BUILD)/bench_runner $(BENCH_MB) $(BENCH_RUNS) $(BUILD)/airlock-runner
 
 check: deps
 	@tools/check-format.sh && tools/check-banned.sh
