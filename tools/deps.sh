@@ -12,9 +12,9 @@ DEB_PKGS=(
   clang-format clang-tidy cppcheck
   # libraries (see STYLE.md: chosen dependencies)
   libssl-dev libjansson-dev libcmocka-dev
-  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev
+  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libsqlite3-dev
   # tests
-  nodejs openssl procps
+  nodejs openssl procps util-linux tmux
 )
 
 missing=()
