@@ -1,35 +1,48 @@
 /*
  * airlockd: the control plane. A table of subcommands (later issues add
- * serve, user, ...); each parses its own flags with one small option table.
+ * serve, ...); each parses its own flags with one small option table.
  *
- * Data model: struct cmd names a subcommand, its synopsis and its handler;
- * struct opt binds a flag to where its value goes (a string pointer, or a
- * bool for a flag without value). Exit codes: 0 success, 1 runtime failure,
- * 2 usage error; every failure is one line on stderr.
+ * Data model: struct cmd names a subcommand, its synopsis and its handler
+ * ("user" has a table of its own: user add, ls, rm); struct opt binds a
+ * flag to where its value goes (a string pointer, or a bool for a flag
+ * without value; a NULL name is the one positional argument). Exit codes:
+ * 0 success, 1 runtime failure, 2 usage error; every failure is one line
+ * on stderr.
  *
  *   airlockd keygen [--data DIR] [--rotate]
  *   airlockd token  [--data DIR] --aud AUD --scope SCOPE [--sub SUB]
  *                   [--iss ISS] [--ttl SECONDS]
+ *   airlockd user add NAME --role admin|operator|viewer [--data DIR]
+ *   airlockd user ls [--data DIR]
+ *   airlockd user rm NAME [--data DIR]
+ *
+ * The database is DIR/airlock.db (db.h); user add creates DIR (0700) and
+ * the database when missing and prints the new API key, once, on stdout.
  *
  * --data defaults to $AIRLOCK_DATA, else ./airlock-data.
  */
 #include "al_err.h"
+#include "db.h"
 #include "keys.h"
 #include "tok_sign.h"
 #include "token.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 enum {
     RC_FAIL = 1,
     RC_USAGE = 2,
-    OPT_MAX = 8, /* flags per subcommand */
+    OPT_MAX = 8,          /* flags per subcommand */
+    DATA_DIR_MODE = 0700, /* a data directory user add creates */
+    TIME_TEXT_MAX = 32,   /* "2025-01-31T23:59:59Z" */
 };
 
 #define DATA_DEFAULT "./airlock-data"
@@ -37,7 +50,7 @@ enum {
 #define SUB_DEFAULT "operator"
 
 struct opt {
-    const char *name;   /* "--aud" */
+    const char *name;   /* "--aud"; NULL: the positional argument */
     const char **value; /* receives the argument; NULL for a bool flag */
     bool *flag;         /* set for a bool flag */
 };
@@ -51,6 +64,7 @@ struct cmd {
 
 static int cmd_keygen(const struct cmd *self, int argc, char **argv);
 static int cmd_token(const struct cmd *self, int argc, char **argv);
+static int cmd_user(const struct cmd *self, int argc, char **argv);
 static int cmd_help(const struct cmd *self, int argc, char **argv);
 
 static const struct cmd cmds[] = {
@@ -60,6 +74,10 @@ static const struct cmd cmds[] = {
      cmd_keygen},
     {"token", "[--data DIR] --aud AUD --scope SCOPE [--sub SUB] [--iss ISS] [--ttl SECONDS]",
      "mint a signed token and print it on stdout", cmd_token},
+    {"user", "add NAME --role ROLE | ls | rm NAME  [--data DIR]",
+     "manage the people who may use airlockd (roles: admin, operator, viewer); add prints the "
+     "new API key once, DIR/" DB_FILE_NAME " keeps only its hash",
+     cmd_user},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
@@ -109,12 +127,26 @@ static int parse_opts(const struct cmd *c, int argc, char **argv, const struct o
             usage_cmd(c, stdout);
             return 1;
         }
-        const char *eq = strchr(a, '=');
-        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         const struct opt *o = NULL;
         size_t oi = 0;
-        for (; oi < nopts; oi++) {
-            if (strlen(opts[oi].name) == nlen && strncmp(opts[oi].name, a, nlen) == 0) {
+        if (a[0] != '-') { /* the positional argument, if the command has one */
+            for (; oi < nopts; oi++) {
+                if (!opts[oi].name && !seen[oi]) {
+                    o = &opts[oi];
+                    break;
+                }
+            }
+            if (o) {
+                seen[oi] = true;
+                *o->value = a;
+                continue;
+            }
+        }
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        for (oi = 0; a[0] == '-' && oi < nopts; oi++) {
+            if (opts[oi].name && strlen(opts[oi].name) == nlen &&
+                strncmp(opts[oi].name, a, nlen) == 0) {
                 o = &opts[oi];
                 break;
             }
@@ -307,6 +339,211 @@ static int cmd_token(const struct cmd *self, int argc, char **argv)
         return RC_FAIL;
     }
     return 0;
+}
+
+/* ---- user add / ls / rm ------------------------------------------------- */
+
+static int user_add(const struct cmd *self, int argc, char **argv);
+static int user_ls(const struct cmd *self, int argc, char **argv);
+static int user_rm(const struct cmd *self, int argc, char **argv);
+
+static const struct cmd user_cmds[] = {
+    {"user add", "NAME --role admin|operator|viewer [--data DIR]",
+     "add a user and print their API key on stdout (shown once; only its hash is kept)", user_add},
+    {"user ls", "[--data DIR]", "list the users: name, role, creation time (UTC)", user_ls},
+    {"user rm", "NAME [--data DIR]", "remove a user; their API key stops working", user_rm},
+};
+enum { NUSER_CMDS = sizeof user_cmds / sizeof user_cmds[0] };
+
+/* Open DIR/airlock.db. With create, DIR (0700) and the database are made
+ * when missing; without, a missing database is an error (a read or a
+ * removal never leaves an empty database behind). */
+static int user_open_db(const char *cmd, const char *data, bool create, struct db **out)
+{
+    char path[DB_PATH_MAX + 1];
+    int n = snprintf(path, sizeof path, "%s/%s", data, DB_FILE_NAME);
+    if (n < 0 || (size_t)n >= sizeof path) {
+        errline(cmd, "--data path too long");
+        return RC_USAGE;
+    }
+    if (create && mkdir(data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
+        errline(cmd, "cannot create data directory %s: %s", data, strerror(errno));
+        return RC_FAIL;
+    }
+    struct stat st;
+    if (!create && stat(path, &st) != 0) {
+        int e = errno;
+        errline(cmd, "%s: %s%s", path, strerror(e),
+                e == ENOENT ? " (airlockd user add creates it)" : "");
+        return RC_FAIL;
+    }
+    char url[DB_URL_MAX + 1], err[DB_MSG_MAX];
+    (void)snprintf(url, sizeof url, "%s%s", DB_SQLITE_PREFIX, path); /* fits: see DB_URL_MAX */
+    int rc = db_open(url, out, err, sizeof err);
+    if (rc != AL_OK) {
+        errline(cmd, "%s", err[0] ? err : al_strerror(rc));
+        return RC_FAIL;
+    }
+    return 0;
+}
+
+/* Close db; a failure is one error line and RC_FAIL. */
+static int user_close_db(const char *cmd, struct db *db)
+{
+    int rc = db_close(db);
+    if (rc != AL_OK) {
+        errline(cmd, "closing the database: %s", al_strerror(rc));
+        return RC_FAIL;
+    }
+    return 0;
+}
+
+/* NAME checks shared by add and rm: present and well-formed. */
+static int user_check_name(const struct cmd *c, const char *name)
+{
+    if (!name) {
+        errline(c->name, "NAME is required (see airlockd %s --help)", c->name);
+        return RC_USAGE;
+    }
+    if (!db_name_valid(name)) {
+        errline(c->name,
+                "NAME must be 1 to %d of a-z 0-9 . _ - starting with a letter or digit, not '%s'",
+                DB_NAME_MAX, name);
+        return RC_USAGE;
+    }
+    return 0;
+}
+
+static int user_add(const struct cmd *self, int argc, char **argv)
+{
+    const char *name = NULL, *role_s = NULL, *data = NULL;
+    const struct opt opts[] = {
+        {NULL, &name, NULL},
+        {"--role", &role_s, NULL},
+        {"--data", &data, NULL},
+    };
+    int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : prc;
+    if ((prc = user_check_name(self, name)) != 0)
+        return prc;
+    enum db_role role;
+    if (!role_s || db_role_parse(role_s, &role) != AL_OK) {
+        errline(self->name, "--role %s: admin, operator or viewer",
+                role_s ? "must be one of" : "is required");
+        return RC_USAGE;
+    }
+    if (!data)
+        data = default_data_dir();
+
+    struct db *db = NULL;
+    if ((prc = user_open_db(self->name, data, true, &db)) != 0)
+        return prc;
+    char key[DB_KEY_LEN + 1];
+    int rc = db_user_add(db, name, role, key, sizeof key);
+    if (rc != AL_OK) {
+        errline(self->name, "%s", db_errmsg(db));
+        (void)db_close(db); /* the add's error is the one to report */
+        return rc == AL_E_INVAL ? RC_USAGE : RC_FAIL;
+    }
+    /* The user exists now: hand out the key even if closing fails. */
+    int crc = user_close_db(self->name, db);
+    int wrc = printf("%s\n", key);
+    OPENSSL_cleanse(key, sizeof key);
+    if (wrc < 0 || fflush(stdout) != 0) {
+        errline(self->name,
+                "cannot write the API key to stdout (remove the user and add it again)");
+        return RC_FAIL;
+    }
+    return crc;
+}
+
+/* "2025-01-31T23:59:59Z" from Unix milliseconds. */
+static void user_time_text(int64_t ms, char *buf, size_t cap)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        (void)snprintf(buf, cap, "%lld", (long long)ms);
+}
+
+static int user_print(void *ctx, const struct db_user *u)
+{
+    (void)ctx;
+    char when[TIME_TEXT_MAX];
+    user_time_text(u->created_at, when, sizeof when);
+    return printf("%-16s %-8s %s\n", u->name, db_role_name(u->role), when) < 0 ? AL_E_IO : 0;
+}
+
+static int user_ls(const struct cmd *self, int argc, char **argv)
+{
+    const char *data = NULL;
+    const struct opt opts[] = {{"--data", &data, NULL}};
+    int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : prc;
+    if (!data)
+        data = default_data_dir();
+    struct db *db = NULL;
+    if ((prc = user_open_db(self->name, data, false, &db)) != 0)
+        return prc;
+    int rc = db_user_list(db, user_print, NULL);
+    if (rc == AL_E_IO && db_errmsg(db)[0] == '\0') {
+        errline(self->name, "cannot write to stdout");
+    } else if (rc != AL_OK) {
+        errline(self->name, "%s", db_errmsg(db));
+    }
+    int crc = user_close_db(self->name, db);
+    if (rc == AL_OK && fflush(stdout) != 0) {
+        errline(self->name, "cannot write to stdout");
+        rc = AL_E_IO;
+    }
+    return rc != AL_OK ? RC_FAIL : crc;
+}
+
+static int user_rm(const struct cmd *self, int argc, char **argv)
+{
+    const char *name = NULL, *data = NULL;
+    const struct opt opts[] = {{NULL, &name, NULL}, {"--data", &data, NULL}};
+    int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : prc;
+    if ((prc = user_check_name(self, name)) != 0)
+        return prc;
+    if (!data)
+        data = default_data_dir();
+    struct db *db = NULL;
+    if ((prc = user_open_db(self->name, data, false, &db)) != 0)
+        return prc;
+    int rc = db_user_remove(db, name);
+    if (rc != AL_OK)
+        errline(self->name, "%s", db_errmsg(db));
+    int crc = user_close_db(self->name, db);
+    if (rc != AL_OK)
+        return RC_FAIL;
+    if (printf("removed user %s\n", name) < 0 || fflush(stdout) != 0)
+        return RC_FAIL;
+    return crc;
+}
+
+static int cmd_user(const struct cmd *self, int argc, char **argv)
+{
+    if (argc < 2) {
+        errline(self->name, "missing action: add, ls or rm (see airlockd user --help)");
+        return RC_USAGE;
+    }
+    if (is_help(argv[1])) {
+        (void)fputs("usage:\n", stdout);
+        for (size_t i = 0; i < NUSER_CMDS; i++)
+            (void)fprintf(stdout, "  airlockd %s %s\n      %s\n", user_cmds[i].name,
+                          user_cmds[i].synopsis, user_cmds[i].summary);
+        return 0;
+    }
+    for (size_t i = 0; i < NUSER_CMDS; i++)
+        if (strcmp(user_cmds[i].name + sizeof "user", argv[1]) == 0)
+            return user_cmds[i].run(&user_cmds[i], argc - 1, argv + 1);
+    errline(self->name, "unknown action '%s': add, ls or rm", argv[1]);
+    return RC_USAGE;
 }
 
 static int cmd_help(const struct cmd *self, int argc, char **argv)

@@ -1,0 +1,211 @@
+/*
+ * db: the control plane's data layer. One small interface over a storage
+ * backend chosen by a URL-ish string: "sqlite:PATH" now (db_sqlite.c),
+ * "postgres://..." later. Control plane only (al_control).
+ *
+ * Data model (what the database holds; times are Unix milliseconds):
+ *   users      name ([a-z0-9._-], 1..DB_NAME_MAX, first a letter or digit),
+ *              role, hex SHA-256 of the API key (never the key), created_at.
+ *              An API key is "alk_" + base64url of 32 random bytes; it has
+ *              256 bits of entropy, so a plain SHA-256 is enough (no salt,
+ *              no slow hash: nothing to brute-force).
+ *   sandboxes  id (same alphabet as names), kind, url (static only),
+ *              created_at, and the link state airlockd keeps current:
+ *              up or down, since when, last RTT in microseconds (-1 unknown).
+ *   terminals  id ("t-" + 24 hex), sandbox id (must exist; a sandbox with
+ *              terminals cannot be removed), channel on the sandbox's link
+ *              (unique among the sandbox's live terminals: opening, running,
+ *              exited), argv (JSON array of strings), cwd, env (JSON object of
+ *              strings), size, mode, state, exit status, created/ended_at,
+ *              and the stream offsets durably delivered (bytes of stdout and
+ *              stderr) with the recording's size in bytes: airlockd resumes
+ *              every terminal from them after a restart. They only grow.
+ *   audit      id (grows), at, actor (a user name or "system"), action
+ *              ([a-z][a-z0-9_]*), target, detail (a JSON object).
+ *
+ * Ownership: struct db is opaque, one per db_open, freed by db_close, used
+ * by one thread at a time. Inputs are caller-owned strings; outputs are
+ * plain structs with fixed-size buffers the caller provides. List functions
+ * call a callback per row with a struct valid only during the call; the
+ * callback must not use the same db; a non-zero return stops the listing
+ * and is returned as is.
+ *
+ * Errors: AL_OK or a negative AL_E_* code; db_errmsg() then says why in one
+ * line (never containing an API key). Bad input is AL_E_INVAL (AL_E_TOOBIG
+ * for a size over its limit), unknown objects AL_E_NOENT, duplicates
+ * AL_E_EXISTS, a forbidden change of state AL_E_STATE.
+ */
+#ifndef DB_H
+#define DB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DB_FILE_NAME "airlock.db" /* in the data directory */
+#define DB_SQLITE_PREFIX "sqlite:"
+#define DB_KEY_PREFIX "alk_"
+
+enum {
+    DB_SCHEMA_VERSION = 1,     /* the newest schema this code knows */
+    DB_PATH_MAX = 4096,        /* a database path */
+    DB_URL_MAX = 4160,         /* the whole URL given to db_open */
+    DB_MSG_MAX = 512,          /* an error message, with its NUL */
+    DB_NAME_MAX = 64,          /* user names, sandbox and terminal ids */
+    DB_KEY_RAW_LEN = 32,       /* random bytes in an API key */
+    DB_KEY_LEN = 47,           /* "alk_" + 43 base64url characters */
+    DB_SANDBOX_URL_MAX = 2048, /* a static sandbox's ws:// or wss:// URL */
+    DB_ARGV_JSON_MAX = 16384,  /* bytes of argv JSON; argv + env + cwd at */
+    DB_ENV_JSON_MAX = 16384,   /* their limits fit one OPEN frame */
+    DB_CWD_MAX = 4096,         /* AL_MAX_STR */
+    DB_ACTION_MAX = 32,        /* an audit action */
+    DB_TARGET_MAX = 256,       /* an audit target */
+    DB_DETAIL_MAX = 4096,      /* an audit detail (JSON text) */
+    DB_AUDIT_LIMIT_MAX = 1000, /* rows one audit query may return */
+    DB_BUSY_TIMEOUT_MS = 5000, /* wait for a lock held by another process */
+};
+
+/* Ordered by privilege: a role includes what the ones below it may do. */
+enum db_role { DB_ROLE_VIEWER, DB_ROLE_OPERATOR, DB_ROLE_ADMIN };
+enum db_sandbox_kind { DB_SANDBOX_LOCAL, DB_SANDBOX_STATIC, DB_SANDBOX_REVERSE };
+enum db_term_mode { DB_MODE_PTY, DB_MODE_PIPES };
+enum db_term_state {
+    DB_TERM_OPENING, /* created; the runner has not confirmed it yet */
+    DB_TERM_RUNNING,
+    DB_TERM_EXITED, /* exit status known; the channel may still drain */
+    DB_TERM_CLOSED, /* final: the channel is closed */
+    DB_TERM_LOST,   /* final: the runner no longer knows it */
+};
+
+struct db;
+
+struct db_user {
+    char name[DB_NAME_MAX + 1];
+    enum db_role role;
+    int64_t created_at;
+};
+
+struct db_sandbox {
+    char id[DB_NAME_MAX + 1];
+    enum db_sandbox_kind kind;
+    char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless static */
+    int64_t created_at;
+    bool link_up;
+    int64_t link_since; /* when link_up last changed (created_at at first) */
+    int64_t rtt_us;     /* -1: unknown */
+};
+
+/* What db_terminal_add needs; the strings stay the caller's. */
+struct db_terminal_spec {
+    const char *sandbox_id;
+    uint32_t channel;      /* 1..UINT32_MAX */
+    const char *argv_json; /* ["cmd", "arg", ...]: 1..AL_MAX_ARGV strings */
+    const char *cwd;       /* "" or NULL: the runner's default */
+    const char *env_json;  /* {"NAME": "value", ...}; NULL: {} */
+    uint16_t cols, rows;   /* 1..AL_MAX_COLS, 1..AL_MAX_ROWS */
+    enum db_term_mode mode;
+};
+
+struct db_terminal {
+    char id[DB_NAME_MAX + 1];
+    char sandbox_id[DB_NAME_MAX + 1];
+    uint32_t channel;
+    char argv_json[DB_ARGV_JSON_MAX + 1];
+    char cwd[DB_CWD_MAX + 1];
+    char env_json[DB_ENV_JSON_MAX + 1];
+    uint16_t cols, rows;
+    enum db_term_mode mode;
+    enum db_term_state state;
+    int exit_code;   /* 0..255, or -1 (none, or killed by a signal) */
+    int exit_signal; /* 1..127 when killed by a signal, else 0 */
+    int64_t created_at;
+    int64_t ended_at;                /* 0 until exited, closed or lost */
+    uint64_t out_offset, err_offset; /* stream bytes durably delivered */
+    uint64_t rec_bytes;              /* the recording's size with them */
+};
+
+struct db_audit {
+    int64_t id;
+    int64_t at;
+    char actor[DB_NAME_MAX + 1];
+    char action[DB_ACTION_MAX + 1];
+    char target[DB_TARGET_MAX + 1];
+    char detail[DB_DETAIL_MAX + 1];
+};
+
+struct db_audit_filter {
+    int64_t since;      /* at >= since; 0: from the start */
+    const char *actor;  /* NULL: any */
+    const char *action; /* NULL: any */
+    unsigned limit;     /* 1..DB_AUDIT_LIMIT_MAX rows, newest first */
+};
+
+typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
+typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
+typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
+typedef int (*db_audit_cb)(void *ctx, const struct db_audit *a);
+
+/* Open (creating and migrating as needed) the database at url. Refuses a
+ * database whose schema is newer than DB_SCHEMA_VERSION (AL_E_VERSION). */
+int db_open(const char *url, struct db **out, char *err, size_t cap);
+/* Close and free (NULL is fine); the error, if any, of closing. */
+int db_close(struct db *db);
+/* Why the last call on db failed ("" after a success). */
+const char *db_errmsg(const struct db *db);
+
+/* Names: user names, sandbox and terminal ids. */
+bool db_name_valid(const char *s);
+const char *db_role_name(enum db_role r);
+int db_role_parse(const char *s, enum db_role *out);
+const char *db_sandbox_kind_name(enum db_sandbox_kind k);
+int db_sandbox_kind_parse(const char *s, enum db_sandbox_kind *out);
+const char *db_term_mode_name(enum db_term_mode m);
+int db_term_mode_parse(const char *s, enum db_term_mode *out);
+const char *db_term_state_name(enum db_term_state s);
+int db_term_state_parse(const char *s, enum db_term_state *out);
+
+/* Users. db_user_add writes the new API key (NUL-terminated, shown once)
+ * to key_out (cap > DB_KEY_LEN); AL_E_EXISTS if the name is taken. */
+int db_user_add(struct db *db, const char *name, enum db_role role, char *key_out, size_t cap);
+/* The user holding this API key: AL_E_INVAL if it is malformed, AL_E_NOENT
+ * if no user holds it. */
+int db_user_by_key(struct db *db, const char *key, struct db_user *out);
+int db_user_list(struct db *db, db_user_cb cb, void *ctx); /* by name */
+int db_user_remove(struct db *db, const char *name);
+
+/* Sandboxes. url is required for static ones and refused for the others. */
+int db_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url);
+int db_sandbox_get(struct db *db, const char *id, struct db_sandbox *out);
+int db_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx); /* by id */
+/* since: when the link went up or down; rtt_us: -1 if unknown. */
+int db_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
+/* AL_E_STATE while terminals refer to it. */
+int db_sandbox_remove(struct db *db, const char *id);
+
+/* Terminals. A new terminal is "opening"; its id goes to id_out
+ * (cap > DB_NAME_MAX). */
+int db_terminal_add(struct db *db, const struct db_terminal_spec *spec, char *id_out, size_t cap);
+int db_terminal_get(struct db *db, const char *id, struct db_terminal *out);
+/* In creation order; sandbox_id NULL: every sandbox. */
+int db_terminal_list(struct db *db, const char *sandbox_id, db_terminal_cb cb, void *ctx);
+/* To running, closed or lost. opening -> running -> exited -> closed, and
+ * any live state -> lost; the same state again is a no-op; anything else is
+ * AL_E_STATE. Entering exited, closed or lost sets ended_at. */
+int db_terminal_set_state(struct db *db, const char *id, enum db_term_state state);
+/* To exited with the EXIT frame's status: signo 0 and code 0..255, or signo
+ * 1..127 and code -1. Repeating the same status is a no-op. */
+int db_terminal_set_exit(struct db *db, const char *id, int code, int signo);
+/* Both offsets and the recording size in one atomic, durable (fsync'ed)
+ * update; AL_E_STATE if any of them would go backwards. */
+int db_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset, uint64_t err_offset,
+                            uint64_t rec_bytes);
+/* Only a closed or lost terminal (AL_E_STATE otherwise). */
+int db_terminal_remove(struct db *db, const char *id);
+
+/* Audit. at: Unix ms (0: now); actor: a user name or "system"; target may
+ * be NULL or ""; detail_json a JSON object (NULL: {}). */
+int db_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
+                 const char *target, const char *detail_json);
+int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * db_backend: what a storage backend of db.h implements. Internal to the
+ * data layer: only db.c and the backends (db_sqlite.c; db_pg.c later)
+ * include it.
+ *
+ * Data model: struct db is the handle db.h hands out. db.c owns it,
+ * validates every input (names, enums, JSON, sizes, state transitions),
+ * generates keys and ids and reads the clock; a backend only stores and
+ * fetches, through db->impl (its own state, created by open and freed by
+ * close), and reports failures with db_fail(). Every backend function
+ * returns AL_OK or a negative AL_E_* code; "cas" variants change a row only
+ * if it is still in the state db.c read (compare-and-set), and return
+ * AL_E_STATE when it no longer is.
+ */
+#ifndef DB_BACKEND_H
+#define DB_BACKEND_H
+
+#include "db.h"
+
+struct db_backend {
+    const char *scheme; /* "sqlite" */
+    int (*open)(struct db *db, const char *where);
+    int (*close)(struct db *db);
+
+    int (*user_add)(struct db *db, const char *name, enum db_role role, const char *key_sha256,
+                    int64_t now);
+    int (*user_by_hash)(struct db *db, const char *key_sha256, struct db_user *out);
+    int (*user_list)(struct db *db, db_user_cb cb, void *ctx);
+    int (*user_remove)(struct db *db, const char *name);
+
+    int (*sandbox_add)(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url,
+                       int64_t now);
+    int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
+    int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
+    int (*sandbox_set_link)(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
+    int (*sandbox_remove)(struct db *db, const char *id);
+
+    int (*terminal_add)(struct db *db, const char *id, const struct db_terminal_spec *spec,
+                        int64_t now);
+    int (*terminal_get)(struct db *db, const char *id, struct db_terminal *out);
+    int (*terminal_list)(struct db *db, const char *sandbox_id, db_terminal_cb cb, void *ctx);
+    /* state from -> to; ended_at = now if entering a final state and unset. */
+    int (*terminal_cas_state)(struct db *db, const char *id, enum db_term_state from,
+                              enum db_term_state to, int64_t now);
+    int (*terminal_cas_exit)(struct db *db, const char *id, enum db_term_state from, int code,
+                             int signo, int64_t now);
+    /* AL_E_STATE if a stored value is larger than the new one. */
+    int (*terminal_set_offsets)(struct db *db, const char *id, uint64_t out_offset,
+                                uint64_t err_offset, uint64_t rec_bytes);
+    int (*terminal_cas_remove)(struct db *db, const char *id, enum db_term_state from);
+
+    int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
+                     const char *target, const char *detail_json);
+    int (*audit_query)(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
+};
+
+struct db {
+    const struct db_backend *be;
+    void *impl; /* the backend's, from open until close */
+    char msg[DB_MSG_MAX];
+};
+
+/* Set db->msg from the format and return code (a negative AL_E_*). */
+__attribute__((format(printf, 3, 4))) int db_fail(struct db *db, int code, const char *fmt, ...);
+
+/* The wall clock in Unix milliseconds. */
+int db_now(int64_t *out);
+
+extern const struct db_backend db_sqlite_backend;
+
+#endif

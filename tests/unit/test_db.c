@@ -1,0 +1,1371 @@
+/*
+ * Unit tests for db (the data layer) on its SQLite backend, against a real
+ * database file in a fresh mkdtemp directory (umask 022), removed after
+ * each test: the file's mode, WAL, migrations and their idempotence, a
+ * schema from the future, files that are not ours; users and API keys (the
+ * key never stored in clear); sandboxes, terminals with their foreign key,
+ * channel and state rules; offsets that survive a reopen; the audit log
+ * with its filters and limit; and a clear error for every bad input.
+ * Every db_close must return AL_OK: SQLite refuses to close a connection
+ * with a statement left unfinalized.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "al_err.h"
+#include "al_limits.h"
+#include "b64url.h"
+#include "db.h"
+#include "testutil.h"
+
+enum { FX_PATH_MAX = 256, MSG_CAP = DB_MSG_MAX, BIG = 70000 };
+
+struct fx {
+    char dir[64];
+    char path[FX_PATH_MAX];
+    char url[FX_PATH_MAX + 16];
+    struct db *db;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Remove dir and what is in it (files, and empty subdirectories). */
+static void rm_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        const struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char p[FX_PATH_MAX + 256];
+            (void)snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0)
+                (void)rmdir(p);
+        }
+        (void)closedir(d);
+    }
+    (void)rmdir(dir);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    (void)snprintf(f->dir, sizeof f->dir, "/tmp/al-db.XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    (void)umask(022);
+    (void)snprintf(f->path, sizeof f->path, "%s/%s", f->dir, DB_FILE_NAME);
+    (void)snprintf(f->url, sizeof f->url, "%s%s", DB_SQLITE_PREFIX, f->path);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK) {
+        (void)fprintf(stderr, "db_open: %s\n", err);
+        rm_tree(f->dir);
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    int rc = db_close(f->db);
+    rm_tree(f->dir);
+    free(f);
+    return rc == AL_OK ? 0 : -1;
+}
+
+static void reopen(struct fx *f)
+{
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    char err[MSG_CAP];
+    int rc = db_open(f->url, &f->db, err, sizeof err);
+    if (rc != AL_OK)
+        fail_msg("reopen: %s", err);
+}
+
+/* ---- raw SQLite access, to look behind the interface ---------------------- */
+
+static int64_t raw_int(const char *path, const char *sql)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
+    assert_int_equal(sqlite3_close(h), SQLITE_OK);
+    return v;
+}
+
+static void raw_text(const char *path, const char *sql, char *out, size_t cap)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    (void)snprintf(out, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    assert_int_equal(sqlite3_finalize(st), SQLITE_OK);
+    assert_int_equal(sqlite3_close(h), SQLITE_OK);
+}
+
+static void raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+                     SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg ? msg : "?");
+    sqlite3_free(msg);
+    assert_int_equal(sqlite3_close(h), SQLITE_OK);
+}
+
+/* Whole file into a malloc'd buffer (NULL, 0 if missing). */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    assert_non_null(buf);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            uint8_t *nb = realloc(buf, cap);
+            assert_non_null(nb);
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n, fp);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    assert_int_equal(fclose(fp), 0);
+    *len = n;
+    return buf;
+}
+
+static bool file_has(const char *path, const void *needle, size_t nlen)
+{
+    size_t len = 0;
+    uint8_t *buf = slurp(path, &len);
+    bool has = buf && memmem(buf, len, needle, nlen) != NULL;
+    free(buf);
+    return has;
+}
+
+static mode_t file_mode(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+/* ---- open, schema, files ------------------------------------------------------ */
+
+static void test_open_creates_0600_wal_schema(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(file_mode(f->path), 0600);
+    char mode[16];
+    raw_text(f->path, "PRAGMA journal_mode", mode, sizeof mode);
+    assert_string_equal(mode, "wal");
+    assert_int_equal(raw_int(f->path, "PRAGMA user_version"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT max(version) FROM schema_migrations"),
+                     DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                                      " AND name IN ('users', 'sandboxes', 'terminals', 'audit')"),
+                     4);
+    /* A write makes the WAL; it gets the database file's mode. */
+    char key[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    char wal[FX_PATH_MAX + 8];
+    (void)snprintf(wal, sizeof wal, "%s-wal", f->path);
+    assert_int_equal(file_mode(wal), 0600);
+    assert_string_equal(db_errmsg(f->db), "");
+}
+
+static void test_reopen_is_idempotent(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_OPERATOR, key, sizeof key), AL_OK);
+    int64_t applied =
+        raw_int(f->path, "SELECT applied_at FROM schema_migrations WHERE version = 1");
+    for (int i = 0; i < 3; i++)
+        reopen(f);
+    assert_int_equal(raw_int(f->path, "PRAGMA user_version"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT applied_at FROM schema_migrations WHERE version = 1"),
+                     applied);
+    struct db_user u;
+    assert_int_equal(db_user_by_key(f->db, key, &u), AL_OK);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(u.role, DB_ROLE_OPERATOR);
+    assert_int_equal(file_mode(f->path), 0600);
+}
+
+static void test_future_schema_refused(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    char sql[64];
+    (void)snprintf(sql, sizeof sql, "PRAGMA user_version = %d", DB_SCHEMA_VERSION + 1);
+    raw_exec(f->path, sql);
+    char err[MSG_CAP];
+    struct db *db = (struct db *)&err; /* must be reset to NULL */
+    assert_int_equal(db_open(f->url, &db, err, sizeof err), AL_E_VERSION);
+    assert_null(db);
+    assert_non_null(strstr(err, "newer than this airlockd knows"));
+    assert_non_null(strstr(err, f->path));
+    /* Nothing was changed: back to the known version, it opens again. */
+    (void)snprintf(sql, sizeof sql, "PRAGMA user_version = %d", DB_SCHEMA_VERSION);
+    raw_exec(f->path, sql);
+    reopen(f);
+}
+
+static void test_files_not_ours_refused(void **state)
+{
+    struct fx *f = *state;
+    char p[FX_PATH_MAX + 32], url[FX_PATH_MAX + 64], err[MSG_CAP];
+    struct db *db = NULL;
+
+    /* Not SQLite at all. */
+    (void)snprintf(p, sizeof p, "%s/text.db", f->dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    static const char junk[] = "this is not a database, just some text that is long enough....."
+                               "................................................................";
+    assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    assert_int_equal(close(fd), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s", p);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "not an SQLite database"));
+    assert_null(db);
+
+    /* Another application's SQLite database. */
+    (void)snprintf(p, sizeof p, "%s/other.db", f->dir);
+    raw_exec(p, "CREATE TABLE t (x)");
+    assert_int_equal(chmod(p, 0600), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s", p);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "another application"));
+
+    /* Ours, but readable by the group. */
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    assert_int_equal(chmod(f->path, 0640), 0);
+    assert_int_equal(db_open(f->url, &db, err, sizeof err), AL_E_PERM);
+    assert_non_null(strstr(err, "mode 0640"));
+    assert_int_equal(chmod(f->path, 0600), 0);
+    /* Or whose WAL is. */
+    (void)snprintf(p, sizeof p, "%s-wal", f->path);
+    fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(db_open(f->url, &db, err, sizeof err), AL_E_PERM);
+    assert_non_null(strstr(err, "-wal has mode 0644"));
+    assert_int_equal(unlink(p), 0);
+    reopen(f);
+
+    /* A symbolic link to it. */
+    (void)snprintf(p, sizeof p, "%s/link.db", f->dir);
+    assert_int_equal(symlink(f->path, p), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s", p);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_PERM);
+    assert_non_null(strstr(err, "symbolic link"));
+
+    /* A symbolic link to the directory is fine. */
+    (void)snprintf(p, sizeof p, "%s/linkdir", f->dir);
+    assert_int_equal(symlink(f->dir, p), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s/linkdir/%s", f->dir, DB_FILE_NAME);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_OK);
+    assert_int_equal(db_close(db), AL_OK);
+    db = NULL;
+
+    /* A directory; a missing parent directory. */
+    (void)snprintf(p, sizeof p, "%s/adir", f->dir);
+    assert_int_equal(mkdir(p, 0700), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s", p);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_IO);
+    assert_non_null(strstr(err, "not a regular file"));
+    (void)snprintf(url, sizeof url, "sqlite:%s/no/such/airlock.db", f->dir);
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_NOENT);
+    assert_non_null(strstr(err, "No such file or directory"));
+    assert_null(db);
+}
+
+/* A migration that fails leaves nothing of itself behind: it ran in one
+ * transaction, rolled back. Here an Airlock-marked file at version 0 already
+ * has a "users" table, so migration 1 fails half-way. */
+static void test_failed_migration_rolls_back(void **state)
+{
+    struct fx *f = *state;
+    char p[FX_PATH_MAX + 32], url[FX_PATH_MAX + 64], err[MSG_CAP];
+    (void)snprintf(p, sizeof p, "%s/half.db", f->dir);
+    raw_exec(p, "PRAGMA application_id = 1098009707; CREATE TABLE users (x)");
+    assert_int_equal(chmod(p, 0600), 0);
+    (void)snprintf(url, sizeof url, "sqlite:%s", p);
+    struct db *db = NULL;
+    assert_int_equal(db_open(url, &db, err, sizeof err), AL_E_IO);
+    assert_non_null(strstr(err, "table users already exists"));
+    assert_null(db);
+    assert_int_equal(raw_int(p, "PRAGMA user_version"), 0);
+    assert_int_equal(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name IN"
+                                " ('schema_migrations', 'sandboxes', 'terminals', 'audit')"),
+                     0);
+    assert_int_equal(raw_int(p, "SELECT count(*) FROM sqlite_master WHERE name = 'users'"), 1);
+}
+
+static void test_open_bad_urls(void **state)
+{
+    struct fx *f = *state;
+    char err[MSG_CAP];
+    struct db *db = NULL;
+    assert_int_equal(db_open(NULL, &db, err, sizeof err), AL_E_INVAL);
+    assert_non_null(strstr(err, "missing"));
+    assert_int_equal(db_open("", &db, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(db_open(f->url, NULL, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(db_open("sqlite:", &db, err, sizeof err), AL_E_INVAL);
+    assert_non_null(strstr(err, "needs a path"));
+    assert_int_equal(db_open("sqlite://host/x.db", &db, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(db_open("mysql://x", &db, err, sizeof err), AL_E_INVAL);
+    assert_non_null(strstr(err, "unknown database URL scheme"));
+    assert_int_equal(db_open("postgres://u:s3cret@h/db", &db, err, sizeof err), AL_E_INVAL);
+    assert_non_null(strstr(err, "PostgreSQL"));
+    assert_null(strstr(err, "s3cret")); /* never echo a URL */
+    assert_int_equal(db_open("/plain/path.db", &db, err, sizeof err), AL_E_INVAL);
+    char *big = malloc(DB_URL_MAX + 2);
+    assert_non_null(big);
+    memcpy(big, "sqlite:/", 8);
+    memset(big + 8, 'a', DB_URL_MAX - 6);
+    big[DB_URL_MAX + 1] = '\0';
+    assert_int_equal(db_open(big, &db, err, sizeof err), AL_E_TOOBIG);
+    big[DB_PATH_MAX + 8] = '\0'; /* a path of DB_PATH_MAX + 1 */
+    assert_int_equal(db_open(big, &db, err, sizeof err), AL_E_TOOBIG);
+    free(big);
+    assert_null(db);
+    /* A tiny or absent error buffer is fine. */
+    assert_int_equal(db_open("", &db, NULL, 0), AL_E_INVAL);
+    char one[1];
+    assert_int_equal(db_open("", &db, one, sizeof one), AL_E_INVAL);
+    assert_int_equal(one[0], '\0');
+}
+
+static void test_relative_path(void **state)
+{
+    struct fx *f = *state;
+    char cwd[FX_PATH_MAX * 4];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(f->dir), 0);
+    char err[MSG_CAP];
+    struct db *db = NULL;
+    int rc = db_open("sqlite:rel.db", &db, err, sizeof err);
+    int crc = db_close(db);
+    assert_int_equal(chdir(cwd), 0);
+    assert_int_equal(rc, AL_OK);
+    assert_int_equal(crc, AL_OK);
+    char p[FX_PATH_MAX + 16];
+    (void)snprintf(p, sizeof p, "%s/rel.db", f->dir);
+    assert_int_equal(file_mode(p), 0600);
+}
+
+static void test_two_connections(void **state)
+{
+    struct fx *f = *state;
+    char err[MSG_CAP], key[DB_KEY_LEN + 1];
+    struct db *other = NULL;
+    assert_int_equal(db_open(f->url, &other, err, sizeof err), AL_OK);
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_VIEWER, key, sizeof key), AL_OK);
+    struct db_user u;
+    assert_int_equal(db_user_by_key(other, key, &u), AL_OK);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(db_close(other), AL_OK);
+}
+
+/* ---- users and API keys ---------------------------------------------------------- */
+
+static void test_user_add_and_lookup(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], key2[DB_KEY_LEN + 1];
+    int64_t before = now_ms();
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    int64_t after = now_ms();
+    assert_int_equal(strlen(key), DB_KEY_LEN);
+    assert_memory_equal(key, DB_KEY_PREFIX, 4);
+    uint8_t raw[DB_KEY_RAW_LEN];
+    size_t n = 0;
+    assert_int_equal(b64u_decode(key + 4, DB_KEY_LEN - 4, raw, sizeof raw, &n), AL_OK);
+    assert_int_equal(n, DB_KEY_RAW_LEN);
+    assert_int_equal(db_user_add(f->db, "bob.b-2_x", DB_ROLE_VIEWER, key2, sizeof key2), AL_OK);
+    assert_string_not_equal(key, key2);
+
+    struct db_user u;
+    assert_int_equal(db_user_by_key(f->db, key, &u), AL_OK);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(u.role, DB_ROLE_ADMIN);
+    assert_true(u.created_at >= before && u.created_at <= after);
+    assert_int_equal(db_user_by_key(f->db, key2, &u), AL_OK);
+    assert_string_equal(u.name, "bob.b-2_x");
+    assert_int_equal(u.role, DB_ROLE_VIEWER);
+
+    /* A well-formed key nobody holds. */
+    char wrong[DB_KEY_LEN + 1];
+    memcpy(wrong, key, sizeof wrong);
+    wrong[10] = wrong[10] == 'A' ? 'B' : 'A';
+    assert_int_equal(db_user_by_key(f->db, wrong, &u), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "no user"));
+    assert_null(strstr(db_errmsg(f->db), wrong + 4));
+}
+
+static void test_user_malformed_keys(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    struct db_user u;
+    char bad[DB_KEY_LEN + 8];
+
+    const char *fixed[] = {"", "alk_", "alk", "Bearer x", DB_KEY_PREFIX "AAAA"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        assert_int_equal(db_user_by_key(f->db, fixed[i], &u), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "malformed API key"));
+    }
+    assert_int_equal(db_user_by_key(f->db, NULL, &u), AL_E_INVAL);
+    assert_int_equal(db_user_by_key(f->db, key, NULL), AL_E_INVAL);
+
+    /* One character more, one less. */
+    (void)snprintf(bad, sizeof bad, "%sA", key);
+    assert_int_equal(db_user_by_key(f->db, bad, &u), AL_E_INVAL);
+    (void)snprintf(bad, sizeof bad, "%.*s", DB_KEY_LEN - 1, key);
+    assert_int_equal(db_user_by_key(f->db, bad, &u), AL_E_INVAL);
+    /* Wrong prefix, same length. */
+    (void)snprintf(bad, sizeof bad, "ALK_%s", key + 4);
+    assert_int_equal(db_user_by_key(f->db, bad, &u), AL_E_INVAL);
+    /* Characters outside base64url: '+', '/', '=', space. */
+    const char subst[] = {'+', '/', '=', ' ', '.'};
+    for (size_t i = 0; i < sizeof subst; i++) {
+        (void)snprintf(bad, sizeof bad, "%s", key);
+        bad[20] = subst[i];
+        assert_int_equal(db_user_by_key(f->db, bad, &u), AL_E_INVAL);
+    }
+    /* Non-zero unused bits in the last character: a second spelling of the
+     * same bytes is refused (43 characters carry 258 bits for 256). */
+    (void)snprintf(bad, sizeof bad, "%s", key);
+    static const char alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    const char *pos = strchr(alpha, bad[DB_KEY_LEN - 1]);
+    assert_non_null(pos);
+    bad[DB_KEY_LEN - 1] = alpha[(pos - alpha) ^ 1];
+    assert_int_equal(db_user_by_key(f->db, bad, &u), AL_E_INVAL);
+    /* The message never holds the key. */
+    assert_null(strstr(db_errmsg(f->db), bad + 4));
+}
+
+static void test_user_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+
+    /* Duplicate name: nothing written, no key handed out. */
+    memset(key, 'x', sizeof key);
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_VIEWER, key, sizeof key), AL_E_EXISTS);
+    assert_string_equal(key, "");
+    assert_non_null(strstr(db_errmsg(f->db), "user alice already exists"));
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM users"), 1);
+
+    /* Roles. */
+    assert_int_equal(db_user_add(f->db, "bob", (enum db_role)7, key, sizeof key), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "role must be"));
+    assert_int_equal(db_user_add(f->db, "bob", (enum db_role) - 1, key, sizeof key), AL_E_INVAL);
+
+    /* Names. */
+    char n64[DB_NAME_MAX + 1], n65[DB_NAME_MAX + 2];
+    memset(n64, 'a', DB_NAME_MAX);
+    n64[DB_NAME_MAX] = '\0';
+    memset(n65, 'a', DB_NAME_MAX + 1);
+    n65[DB_NAME_MAX + 1] = '\0';
+    const char *bad[] = {"",   "Alice", "a b",         "-rf",  ".hidden", "..",
+                         "_x", "a/b",   "caf\xc3\xa9", "a\nb", "a;drop",  n65};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(db_user_add(f->db, bad[i], DB_ROLE_VIEWER, key, sizeof key), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "user name"));
+    }
+    assert_int_equal(db_user_add(f->db, NULL, DB_ROLE_VIEWER, key, sizeof key), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "missing"));
+    assert_int_equal(db_user_add(f->db, n64, DB_ROLE_VIEWER, key, sizeof key), AL_OK);
+    assert_int_equal(db_user_add(f->db, "0", DB_ROLE_VIEWER, key, sizeof key), AL_OK);
+
+    /* Key buffer. */
+    assert_int_equal(db_user_add(f->db, "carol", DB_ROLE_VIEWER, key, DB_KEY_LEN), AL_E_INVAL);
+    assert_int_equal(db_user_add(f->db, "carol", DB_ROLE_VIEWER, NULL, 0), AL_E_INVAL);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM users"), 3);
+}
+
+struct names {
+    char v[8][DB_NAME_MAX + 1];
+    int roles[8];
+    size_t n;
+    size_t stop_after; /* 0: never */
+};
+
+static int collect_user(void *ctx, const struct db_user *u)
+{
+    struct names *c = ctx;
+    if (c->n < 8) {
+        (void)snprintf(c->v[c->n], sizeof c->v[c->n], "%s", u->name);
+        c->roles[c->n] = (int)u->role;
+    }
+    c->n++;
+    return c->stop_after && c->n >= c->stop_after ? 42 : 0;
+}
+
+static void test_user_list_and_remove(void **state)
+{
+    struct fx *f = *state;
+    char kc[DB_KEY_LEN + 1], kb[DB_KEY_LEN + 1], ka[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "carol", DB_ROLE_OPERATOR, kc, sizeof kc), AL_OK);
+    assert_int_equal(db_user_add(f->db, "bob", DB_ROLE_VIEWER, kb, sizeof kb), AL_OK);
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, ka, sizeof ka), AL_OK);
+
+    struct names c = {0};
+    assert_int_equal(db_user_list(f->db, collect_user, &c), AL_OK);
+    assert_int_equal(c.n, 3);
+    assert_string_equal(c.v[0], "alice");
+    assert_int_equal(c.roles[0], DB_ROLE_ADMIN);
+    assert_string_equal(c.v[1], "bob");
+    assert_string_equal(c.v[2], "carol");
+    assert_int_equal(c.roles[2], DB_ROLE_OPERATOR);
+
+    struct names stop = {.stop_after = 2};
+    assert_int_equal(db_user_list(f->db, collect_user, &stop), 42);
+    assert_int_equal(stop.n, 2);
+    assert_int_equal(db_user_list(f->db, NULL, NULL), AL_E_INVAL);
+
+    assert_int_equal(db_user_remove(f->db, "bob"), AL_OK);
+    struct db_user u;
+    assert_int_equal(db_user_by_key(f->db, kb, &u), AL_E_NOENT);
+    assert_int_equal(db_user_remove(f->db, "bob"), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "no user named bob"));
+    assert_int_equal(db_user_remove(f->db, "Bob"), AL_E_INVAL);
+    assert_int_equal(db_user_remove(f->db, NULL), AL_E_INVAL);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(db_user_list(f->db, collect_user, &c), AL_OK);
+    assert_int_equal(c.n, 2);
+    /* The name is free again, with a new key. */
+    assert_int_equal(db_user_add(f->db, "bob", DB_ROLE_ADMIN, kb, sizeof kb), AL_OK);
+    assert_int_equal(db_user_by_key(f->db, kb, &u), AL_OK);
+    assert_int_equal(u.role, DB_ROLE_ADMIN);
+}
+
+static void hex_sha256(const char *s, char hex[65])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    assert_int_equal(EVP_Digest(s, strlen(s), md, &len, EVP_sha256(), NULL), 1);
+    for (size_t i = 0; i < 32; i++)
+        (void)snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static void test_key_not_stored_in_clear(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], hex[65];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    uint8_t raw[DB_KEY_RAW_LEN];
+    size_t n = 0;
+    assert_int_equal(b64u_decode(key + 4, DB_KEY_LEN - 4, raw, sizeof raw, &n), AL_OK);
+    hex_sha256(key, hex);
+
+    char wal[FX_PATH_MAX + 8];
+    (void)snprintf(wal, sizeof wal, "%s-wal", f->path);
+    /* While open the row is in the WAL; after close, in the main file. */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *files[] = {f->path, wal};
+        bool hash_seen = false;
+        for (size_t i = 0; i < 2; i++) {
+            assert_false(file_has(files[i], key, DB_KEY_LEN));
+            assert_false(file_has(files[i], key + 4, DB_KEY_LEN - 4));
+            assert_false(file_has(files[i], key + 4, 20)); /* not even a part */
+            assert_false(file_has(files[i], raw, sizeof raw));
+            hash_seen = hash_seen || file_has(files[i], hex, 64);
+        }
+        assert_true(hash_seen); /* what is stored instead */
+        if (pass == 0) {
+            assert_int_equal(db_close(f->db), AL_OK);
+            f->db = NULL;
+            assert_int_equal(access(wal, F_OK), -1); /* checkpointed and removed */
+            reopen(f);
+        }
+    }
+}
+
+/* ---- sandboxes ---------------------------------------------------------------- */
+
+static int collect_sandbox(void *ctx, const struct db_sandbox *sb)
+{
+    struct names *c = ctx;
+    if (c->n < 8)
+        (void)snprintf(c->v[c->n], sizeof c->v[c->n], "%s", sb->id);
+    c->n++;
+    return 0;
+}
+
+static void test_sandboxes(void **state)
+{
+    struct fx *f = *state;
+    int64_t before = now_ms();
+    assert_int_equal(db_sandbox_add(f->db, "sb-local", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(
+        db_sandbox_add(f->db, "sb-static", DB_SANDBOX_STATIC,
+                       "wss://aca.example/?identifier=sb&api-version=2024-02-02-preview"),
+        AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "sb-rev", DB_SANDBOX_REVERSE, ""), AL_OK);
+
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "sb-static", &sb), AL_OK);
+    assert_string_equal(sb.id, "sb-static");
+    assert_int_equal(sb.kind, DB_SANDBOX_STATIC);
+    assert_string_equal(sb.url, "wss://aca.example/?identifier=sb&api-version=2024-02-02-preview");
+    assert_true(sb.created_at >= before);
+    assert_false(sb.link_up);
+    assert_int_equal(sb.link_since, sb.created_at);
+    assert_int_equal(sb.rtt_us, -1);
+    assert_int_equal(db_sandbox_get(f->db, "sb-local", &sb), AL_OK);
+    assert_int_equal(sb.kind, DB_SANDBOX_LOCAL);
+    assert_string_equal(sb.url, "");
+
+    /* Link state. */
+    assert_int_equal(db_sandbox_set_link(f->db, "sb-local", true, 1234567, 850), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "sb-local", &sb), AL_OK);
+    assert_true(sb.link_up);
+    assert_int_equal(sb.link_since, 1234567);
+    assert_int_equal(sb.rtt_us, 850);
+    assert_int_equal(db_sandbox_set_link(f->db, "sb-local", false, 1234999, -1), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "sb-local", &sb), AL_OK);
+    assert_false(sb.link_up);
+    assert_int_equal(sb.rtt_us, -1);
+    assert_int_equal(db_sandbox_set_link(f->db, "nope", true, 1, 1), AL_E_NOENT);
+    assert_int_equal(db_sandbox_set_link(f->db, "sb-local", true, -1, 1), AL_E_INVAL);
+    assert_int_equal(db_sandbox_set_link(f->db, "sb-local", true, 1, -2), AL_E_INVAL);
+
+    /* Bad input. */
+    assert_int_equal(db_sandbox_add(f->db, "sb-local", DB_SANDBOX_LOCAL, NULL), AL_E_EXISTS);
+    assert_non_null(strstr(db_errmsg(f->db), "already exists"));
+    assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, NULL), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "needs a url"));
+    assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_LOCAL, "wss://h/"), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "only a static sandbox"));
+    const char *urls[] = {"http://h/", "wss://", "wss://h /x", "wss://h/\x7f", "ws:/h", "WSS://h"};
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
+        assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, urls[i]), AL_E_INVAL);
+    char *big = malloc(DB_SANDBOX_URL_MAX + 2);
+    assert_non_null(big);
+    memcpy(big, "wss://", 6);
+    memset(big + 6, 'a', DB_SANDBOX_URL_MAX - 5);
+    big[DB_SANDBOX_URL_MAX + 1] = '\0';
+    assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, big), AL_E_TOOBIG);
+    big[DB_SANDBOX_URL_MAX] = '\0'; /* exactly the limit */
+    assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, big), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "x", &sb), AL_OK);
+    assert_string_equal(sb.url, big);
+    free(big);
+    assert_int_equal(db_sandbox_add(f->db, "y", (enum db_sandbox_kind)3, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_add(f->db, "Y", DB_SANDBOX_LOCAL, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_add(f->db, NULL, DB_SANDBOX_LOCAL, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_get(f->db, "nope", &sb), AL_E_NOENT);
+    assert_int_equal(db_sandbox_get(f->db, "sb-local", NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_get(f->db, "../x", &sb), AL_E_INVAL);
+
+    struct names c = {0};
+    assert_int_equal(db_sandbox_list(f->db, collect_sandbox, &c), AL_OK);
+    assert_int_equal(c.n, 4);
+    assert_string_equal(c.v[0], "sb-local");
+    assert_string_equal(c.v[1], "sb-rev");
+    assert_string_equal(c.v[2], "sb-static");
+    assert_string_equal(c.v[3], "x");
+    assert_int_equal(db_sandbox_list(f->db, NULL, NULL), AL_E_INVAL);
+
+    assert_int_equal(db_sandbox_remove(f->db, "sb-rev"), AL_OK);
+    assert_int_equal(db_sandbox_remove(f->db, "sb-rev"), AL_E_NOENT);
+    assert_int_equal(db_sandbox_remove(f->db, ""), AL_E_INVAL);
+}
+
+/* ---- terminals ---------------------------------------------------------------- */
+
+static struct db_terminal_spec spec_on(const char *sandbox, uint32_t channel)
+{
+    struct db_terminal_spec s = {
+        .sandbox_id = sandbox,
+        .channel = channel,
+        .argv_json = "[\"bash\", \"-lc\", \"echo hi\"]",
+        .cwd = "/work/repo",
+        .env_json = "{\"TERM\": \"xterm-256color\", \"LANG\": \"C.UTF-8\"}",
+        .cols = 120,
+        .rows = 40,
+        .mode = DB_MODE_PTY,
+    };
+    return s;
+}
+
+static void add_term(struct fx *f, const char *sandbox, uint32_t channel, char *id)
+{
+    struct db_terminal_spec s = spec_on(sandbox, channel);
+    assert_int_equal(db_terminal_add(f->db, &s, id, DB_NAME_MAX + 1), AL_OK);
+}
+
+static void test_terminal_add_get(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    char id[DB_NAME_MAX + 1];
+    int64_t before = now_ms();
+    add_term(f, "sb1", 7, id);
+    assert_int_equal(strlen(id), 26);
+    assert_memory_equal(id, "t-", 2);
+    assert_true(db_name_valid(id));
+
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_string_equal(t->id, id);
+    assert_string_equal(t->sandbox_id, "sb1");
+    assert_int_equal(t->channel, 7);
+    assert_string_equal(t->argv_json, "[\"bash\", \"-lc\", \"echo hi\"]");
+    assert_string_equal(t->cwd, "/work/repo");
+    assert_string_equal(t->env_json, "{\"TERM\": \"xterm-256color\", \"LANG\": \"C.UTF-8\"}");
+    assert_int_equal(t->cols, 120);
+    assert_int_equal(t->rows, 40);
+    assert_int_equal(t->mode, DB_MODE_PTY);
+    assert_int_equal(t->state, DB_TERM_OPENING);
+    assert_int_equal(t->exit_code, -1);
+    assert_int_equal(t->exit_signal, 0);
+    assert_true(t->created_at >= before);
+    assert_int_equal(t->ended_at, 0);
+    assert_int_equal(t->out_offset, 0);
+    assert_int_equal(t->err_offset, 0);
+    assert_int_equal(t->rec_bytes, 0);
+
+    /* Defaults: no cwd, no env; pipes; the largest channel and size. */
+    struct db_terminal_spec s = spec_on("sb1", UINT32_MAX);
+    s.cwd = NULL;
+    s.env_json = NULL;
+    s.mode = DB_MODE_PIPES;
+    s.cols = AL_MAX_COLS;
+    s.rows = AL_MAX_ROWS;
+    char id2[DB_NAME_MAX + 1];
+    assert_int_equal(db_terminal_add(f->db, &s, id2, sizeof id2), AL_OK);
+    assert_string_not_equal(id, id2);
+    assert_int_equal(db_terminal_get(f->db, id2, t), AL_OK);
+    assert_string_equal(t->cwd, "");
+    assert_string_equal(t->env_json, "{}");
+    assert_int_equal(t->mode, DB_MODE_PIPES);
+    assert_int_equal(t->channel, UINT32_MAX);
+    assert_int_equal(t->cols, AL_MAX_COLS);
+
+    assert_int_equal(db_terminal_get(f->db, "t-000000000000000000000000", t), AL_E_NOENT);
+    assert_int_equal(db_terminal_get(f->db, "T-1", t), AL_E_INVAL);
+    assert_int_equal(db_terminal_get(f->db, id, NULL), AL_E_INVAL);
+    free(t);
+}
+
+static void test_terminal_foreign_key_and_channels(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1], id2[DB_NAME_MAX + 1], id3[DB_NAME_MAX + 1];
+    struct db_terminal_spec s = spec_on("ghost", 1);
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "no sandbox ghost"));
+    assert_string_equal(id, "");
+
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "sb2", DB_SANDBOX_REVERSE, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+    /* The channel is taken on sb1, free on sb2. */
+    s = spec_on("sb1", 1);
+    assert_int_equal(db_terminal_add(f->db, &s, id2, sizeof id2), AL_E_EXISTS);
+    assert_non_null(strstr(db_errmsg(f->db), "channel 1 is in use on sandbox sb1"));
+    add_term(f, "sb2", 1, id2);
+
+    /* A sandbox with terminals stays. */
+    assert_int_equal(db_sandbox_remove(f->db, "sb1"), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "still has terminals"));
+
+    /* Once closed, the channel number is free again. */
+    assert_int_equal(db_terminal_set_exit(f->db, id, 0, 0), AL_OK);
+    s = spec_on("sb1", 1);
+    assert_int_equal(db_terminal_add(f->db, &s, id3, sizeof id3), AL_E_EXISTS); /* exited: live */
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_CLOSED), AL_OK);
+    add_term(f, "sb1", 1, id3);
+
+    /* Remove terminals, then the sandbox. */
+    assert_int_equal(db_terminal_remove(f->db, id3), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "close it before removing"));
+    assert_int_equal(db_terminal_set_state(f->db, id3, DB_TERM_LOST), AL_OK);
+    assert_int_equal(db_terminal_remove(f->db, id3), AL_OK);
+    assert_int_equal(db_terminal_remove(f->db, id3), AL_E_NOENT);
+    assert_int_equal(db_terminal_remove(f->db, id), AL_OK);
+    assert_int_equal(db_sandbox_remove(f->db, "sb1"), AL_OK);
+    assert_int_equal(db_sandbox_remove(f->db, "sb2"), AL_E_STATE);
+}
+
+static void test_terminal_states(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1], id2[DB_NAME_MAX + 1];
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_OPENING), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_EXITED), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_state(f->db, id, (enum db_term_state)9), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_RUNNING), AL_OK);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_RUNNING), AL_OK); /* no-op */
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->state, DB_TERM_RUNNING);
+    assert_int_equal(t->ended_at, 0);
+
+    /* Exit statuses as the EXIT frame allows them. */
+    const int bad[][2] = {{256, 0}, {-1, 0}, {-2, 0}, {3, 9}, {0, 9}, {-1, 128}, {-1, -1}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(db_terminal_set_exit(f->db, id, bad[i][0], bad[i][1]), AL_E_INVAL);
+    int64_t before = now_ms();
+    assert_int_equal(db_terminal_set_exit(f->db, id, 3, 0), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->state, DB_TERM_EXITED);
+    assert_int_equal(t->exit_code, 3);
+    assert_int_equal(t->exit_signal, 0);
+    assert_true(t->ended_at >= before);
+    int64_t ended = t->ended_at;
+    assert_int_equal(db_terminal_set_exit(f->db, id, 3, 0), AL_OK); /* a repeated EXIT */
+    assert_int_equal(db_terminal_set_exit(f->db, id, 4, 0), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "another status"));
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_RUNNING), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "is exited and cannot become running"));
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_CLOSED), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->state, DB_TERM_CLOSED);
+    assert_int_equal(t->ended_at, ended); /* set once */
+    assert_int_equal(t->exit_code, 3);    /* kept */
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_LOST), AL_E_STATE);
+    assert_int_equal(db_terminal_set_exit(f->db, id, 3, 0), AL_E_STATE);
+
+    /* Killed by a signal straight from opening; then lost, which is final. */
+    add_term(f, "sb1", 2, id2);
+    assert_int_equal(db_terminal_set_exit(f->db, id2, -1, 9), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id2, t), AL_OK);
+    assert_int_equal(t->exit_code, -1);
+    assert_int_equal(t->exit_signal, 9);
+    assert_int_equal(db_terminal_set_state(f->db, id2, DB_TERM_LOST), AL_OK);
+    assert_int_equal(db_terminal_set_state(f->db, id2, DB_TERM_CLOSED), AL_E_STATE);
+    assert_int_equal(db_terminal_set_state(f->db, id2, DB_TERM_RUNNING), AL_E_STATE);
+
+    assert_int_equal(db_terminal_set_state(f->db, "t-nope", DB_TERM_RUNNING), AL_E_NOENT);
+    assert_int_equal(db_terminal_set_exit(f->db, "t-nope", 0, 0), AL_E_NOENT);
+    assert_int_equal(db_terminal_set_state(f->db, NULL, DB_TERM_RUNNING), AL_E_INVAL);
+    free(t);
+}
+
+struct tlist {
+    char ids[8][DB_NAME_MAX + 1];
+    size_t n;
+};
+
+static int collect_term(void *ctx, const struct db_terminal *t)
+{
+    struct tlist *c = ctx;
+    if (c->n < 8)
+        (void)snprintf(c->ids[c->n], sizeof c->ids[c->n], "%s", t->id);
+    c->n++;
+    return c->n == 8 ? 7 : 0;
+}
+
+static void test_terminal_list(void **state)
+{
+    struct fx *f = *state;
+    char ids[9][DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "a", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "b", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "b", 1, ids[0]);
+    add_term(f, "a", 1, ids[1]);
+    add_term(f, "b", 2, ids[2]);
+
+    struct tlist c = {0};
+    assert_int_equal(db_terminal_list(f->db, NULL, collect_term, &c), AL_OK);
+    assert_int_equal(c.n, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(c.ids[i], ids[i]); /* creation order */
+    memset(&c, 0, sizeof c);
+    assert_int_equal(db_terminal_list(f->db, "b", collect_term, &c), AL_OK);
+    assert_int_equal(c.n, 2);
+    assert_string_equal(c.ids[0], ids[0]);
+    assert_string_equal(c.ids[1], ids[2]);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(db_terminal_list(f->db, "zzz", collect_term, &c), AL_OK);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(db_terminal_list(f->db, "B", collect_term, &c), AL_E_INVAL);
+    assert_int_equal(db_terminal_list(f->db, NULL, NULL, NULL), AL_E_INVAL);
+
+    /* The callback stops the listing with its own value. */
+    for (uint32_t ch = 3; ch < 9; ch++)
+        add_term(f, "b", ch, ids[ch]);
+    memset(&c, 0, sizeof c);
+    assert_int_equal(db_terminal_list(f->db, NULL, collect_term, &c), 7);
+    assert_int_equal(c.n, 8);
+}
+
+static void test_terminal_bad_specs(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    char id[DB_NAME_MAX + 1];
+    struct db_terminal_spec s;
+
+    assert_int_equal(db_terminal_add(f->db, NULL, id, sizeof id), AL_E_INVAL);
+    s = spec_on("sb1", 1);
+    assert_int_equal(db_terminal_add(f->db, &s, id, DB_NAME_MAX), AL_E_INVAL);
+    assert_int_equal(db_terminal_add(f->db, &s, NULL, 0), AL_E_INVAL);
+
+    struct {
+        const char *argv;
+        int rc;
+        const char *msg;
+    } argvs[] = {
+        {NULL, AL_E_INVAL, "argv is missing"},
+        {"", AL_E_INVAL, "not valid JSON"},
+        {"bash", AL_E_INVAL, "not valid JSON"},
+        {"[\"bash\"", AL_E_INVAL, "not valid JSON"},
+        {"[\"bash\"] x", AL_E_INVAL, "not valid JSON"},
+        {"[]", AL_E_INVAL, "non-empty JSON array"},
+        {"{\"a\": \"b\"}", AL_E_INVAL, "non-empty JSON array"},
+        {"[\"bash\", 1]", AL_E_INVAL, "argv[1] is not a string"},
+        {"[\"\"]", AL_E_INVAL, "argv[0] is empty"},
+        {"[\"a\\u0000b\"]", AL_E_INVAL, "not valid JSON"},
+        {"[\"\xff\"]", AL_E_INVAL, "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof argvs / sizeof argvs[0]; i++) {
+        s = spec_on("sb1", 1);
+        s.argv_json = argvs[i].argv;
+        assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), argvs[i].rc);
+        if (!strstr(db_errmsg(f->db), argvs[i].msg))
+            fail_msg("argv %zu: '%s' lacks '%s'", i, db_errmsg(f->db), argvs[i].msg);
+    }
+
+    struct {
+        const char *env;
+        const char *msg;
+    } envs[] = {
+        {"[]", "JSON object of strings"},
+        {"{\"A=B\": \"x\"}", "without '='"},
+        {"{\"\": \"x\"}", "without '='"},
+        {"{\"A\": 1}", "not a string"},
+        {"{\"A\": \"1\", \"A\": \"2\"}", "duplicate"},
+    };
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        s = spec_on("sb1", 1);
+        s.env_json = envs[i].env;
+        assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+        if (!strstr(db_errmsg(f->db), envs[i].msg))
+            fail_msg("env %zu: '%s' lacks '%s'", i, db_errmsg(f->db), envs[i].msg);
+    }
+
+    /* Sizes: entries, strings, whole texts. */
+    char *big = malloc(BIG);
+    assert_non_null(big);
+    size_t n = 0;
+    big[n++] = '[';
+    for (int i = 0; i <= AL_MAX_ARGV; i++)
+        n += (size_t)snprintf(big + n, BIG - n, "%s\"a\"", i ? "," : "");
+    big[n++] = ']';
+    big[n] = '\0';
+    s = spec_on("sb1", 1);
+    s.argv_json = big;
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_TOOBIG);
+    assert_non_null(strstr(db_errmsg(f->db), "at most 256"));
+    (void)snprintf(big, BIG, "[\"%0*d\"]", AL_MAX_STR + 1, 0);
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_TOOBIG);
+    (void)snprintf(big, BIG, "[\"%0*d\"]", AL_MAX_STR, 0);
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_OK);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_CLOSED), AL_OK);
+    memset(big, ' ', DB_ARGV_JSON_MAX + 1);
+    memcpy(big, "[\"a\"]", 5);
+    big[DB_ARGV_JSON_MAX + 1] = '\0';
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_TOOBIG);
+    big[DB_ARGV_JSON_MAX] = '\0'; /* exactly the limit (trailing spaces) */
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_OK);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_CLOSED), AL_OK);
+    s = spec_on("sb1", 1);
+    (void)snprintf(big, BIG, "{\"A\": \"%0*d\"}", AL_MAX_STR - 1, 0); /* "A=" + value: 1 over */
+    s.env_json = big;
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_TOOBIG);
+
+    s = spec_on("sb1", 1);
+    memset(big, 'a', DB_CWD_MAX + 1);
+    big[DB_CWD_MAX + 1] = '\0';
+    s.cwd = big;
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_TOOBIG);
+    free(big);
+    const char *cwds[] = {"/tmp/a\nb",     "/tmp/\x1b[31m", "/tmp/\xff",
+                          "/tmp/\xc0\xaf", "/\xc2\x85",     "/\xed\xa0\x80"};
+    for (size_t i = 0; i < sizeof cwds / sizeof cwds[0]; i++) {
+        s.cwd = cwds[i];
+        assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "UTF-8 text without control"));
+    }
+    s.cwd = "/home/ren\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80";
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_OK);
+
+    const struct {
+        uint16_t cols, rows;
+    } sizes[] = {{0, 24}, {80, 0}, {AL_MAX_COLS + 1, 24}, {80, AL_MAX_ROWS + 1}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        s = spec_on("sb1", 9);
+        s.cols = sizes[i].cols;
+        s.rows = sizes[i].rows;
+        assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+    }
+    s = spec_on("sb1", 0);
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+    s = spec_on("sb1", 9);
+    s.mode = (enum db_term_mode)2;
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+    s = spec_on(NULL, 9);
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_E_INVAL);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM terminals"), 3);
+}
+
+static void test_offsets_survive_reopen(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1];
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_RUNNING), AL_OK);
+
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 100, 5, 1234), AL_OK);
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 100, 5, 1234), AL_OK); /* same: fine */
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000000, 70, 20100000), AL_OK);
+    /* Any one of them going back is refused, and nothing changes. */
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 19999999, 80, 20200000), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "may not go backwards"));
+    assert_non_null(strstr(db_errmsg(f->db), "out 20000000, err 70, recording 20100000"));
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000001, 69, 20200000), AL_E_STATE);
+    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000001, 80, 20099999), AL_E_STATE);
+    assert_int_equal(db_terminal_set_offsets(f->db, id, (uint64_t)INT64_MAX + 1, 80, 1),
+                     AL_E_TOOBIG);
+    assert_int_equal(db_terminal_set_offsets(f->db, "t-nope", 1, 1, 1), AL_E_NOENT);
+    assert_int_equal(db_terminal_set_offsets(f->db, "", 1, 1, 1), AL_E_INVAL);
+
+    reopen(f);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->out_offset, 20000000);
+    assert_int_equal(t->err_offset, 70);
+    assert_int_equal(t->rec_bytes, 20100000);
+    assert_int_equal(t->state, DB_TERM_RUNNING);
+    /* Large values round-trip; the connection is back to NORMAL afterwards
+     * (checked indirectly: later writes still work). */
+    assert_int_equal(
+        db_terminal_set_offsets(f->db, id, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX, 1ULL << 40),
+        AL_OK);
+    reopen(f);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->out_offset, (uint64_t)INT64_MAX);
+    assert_int_equal(t->rec_bytes, 1ULL << 40);
+    assert_int_equal(db_audit_add(f->db, 0, "system", "link_up", "sb1", NULL), AL_OK);
+    free(t);
+}
+
+/* ---- audit ---------------------------------------------------------------- */
+
+struct arows {
+    int64_t ids[16];
+    int64_t at[16];
+    char actor[16][DB_NAME_MAX + 1];
+    char action[16][DB_ACTION_MAX + 1];
+    size_t n;
+    size_t stop_after;
+};
+
+static int collect_audit(void *ctx, const struct db_audit *a)
+{
+    struct arows *c = ctx;
+    if (c->n < 16) {
+        c->ids[c->n] = a->id;
+        c->at[c->n] = a->at;
+        (void)snprintf(c->actor[c->n], sizeof c->actor[c->n], "%s", a->actor);
+        (void)snprintf(c->action[c->n], sizeof c->action[c->n], "%s", a->action);
+    }
+    c->n++;
+    return c->stop_after && c->n >= c->stop_after ? 5 : 0;
+}
+
+static size_t audit_count(struct fx *f, int64_t since, const char *actor, const char *action,
+                          unsigned limit, struct arows *c)
+{
+    memset(c, 0, sizeof *c);
+    struct db_audit_filter flt = {.since = since, .actor = actor, .action = action, .limit = limit};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, c), AL_OK);
+    return c->n;
+}
+
+static int check_detail(void *ctx, const struct db_audit *a)
+{
+    (void)ctx;
+    assert_string_equal(a->target, "t-1 \xc3\xa9");
+    assert_string_equal(a->detail, "{\"viewers\": 2, \"mode\": \"takeover\"}");
+    return 0;
+}
+
+static void test_audit(void **state)
+{
+    struct fx *f = *state;
+    struct arows c;
+    assert_int_equal(db_audit_add(f->db, 1000, "alice", "login", NULL, NULL), AL_OK);
+    assert_int_equal(db_audit_add(f->db, 2000, "alice", "attach", "t-1", "{\"writer\": true}"),
+                     AL_OK);
+    assert_int_equal(db_audit_add(f->db, 3000, "bob", "attach", "t-1", "{}"), AL_OK);
+    assert_int_equal(db_audit_add(f->db, 4000, "system", "link_down", "sb1", "{\"rtt_us\": 900}"),
+                     AL_OK);
+    assert_int_equal(db_audit_add(f->db, 5000, "alice", "kill", "t-1", "{\"signal\": 15}"), AL_OK);
+    int64_t before = now_ms();
+    assert_int_equal(db_audit_add(f->db, 0, "bob", "token_mint", "sb1", NULL), AL_OK);
+
+    assert_int_equal(audit_count(f, 0, NULL, NULL, DB_AUDIT_LIMIT_MAX, &c), 6);
+    /* Newest first. */
+    assert_string_equal(c.action[0], "token_mint");
+    assert_true(c.at[0] >= before);
+    assert_string_equal(c.action[1], "kill");
+    assert_string_equal(c.action[5], "login");
+    assert_int_equal(c.at[5], 1000);
+    assert_true(c.ids[0] > c.ids[1]);
+
+    assert_int_equal(audit_count(f, 3000, NULL, NULL, 100, &c), 4);
+    assert_int_equal(c.at[3], 3000); /* since is inclusive */
+    assert_int_equal(audit_count(f, 0, "alice", NULL, 100, &c), 3);
+    assert_int_equal(audit_count(f, 0, NULL, "attach", 100, &c), 2);
+    assert_string_equal(c.actor[0], "bob");
+    assert_string_equal(c.actor[1], "alice");
+    assert_int_equal(audit_count(f, 2500, "alice", "attach", 100, &c), 0);
+    assert_int_equal(audit_count(f, 2000, "alice", "attach", 100, &c), 1);
+    assert_int_equal(audit_count(f, 0, "nobody", NULL, 100, &c), 0);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 2, &c), 2);
+    assert_string_equal(c.action[0], "token_mint");
+    assert_string_equal(c.action[1], "kill");
+
+    struct db_audit_filter flt = {.limit = 100};
+    memset(&c, 0, sizeof c);
+    c.stop_after = 3;
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), 5);
+    assert_int_equal(c.n, 3);
+
+    /* Target and detail come back as stored. */
+    assert_int_equal(db_audit_add(f->db, 9000, "carol", "takeover", "t-1 \xc3\xa9",
+                                  "{\"viewers\": 2, \"mode\": \"takeover\"}"),
+                     AL_OK);
+    flt = (struct db_audit_filter){.actor = "carol", .limit = 1};
+    assert_int_equal(db_audit_query(f->db, &flt, check_detail, NULL), AL_OK);
+}
+
+static void test_audit_limit(void **state)
+{
+    struct fx *f = *state;
+    struct arows c;
+    for (int i = 0; i < DB_AUDIT_LIMIT_MAX + 5; i++)
+        assert_int_equal(db_audit_add(f->db, 1000 + i, "system", "link_up", "sb1", NULL), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, DB_AUDIT_LIMIT_MAX, &c), DB_AUDIT_LIMIT_MAX);
+    assert_int_equal(c.at[0], 1000 + DB_AUDIT_LIMIT_MAX + 4);
+    struct db_audit_filter flt = {.limit = DB_AUDIT_LIMIT_MAX + 1};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), AL_E_TOOBIG);
+    assert_non_null(strstr(db_errmsg(f->db), "at most 1000"));
+    flt.limit = 0;
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), AL_E_INVAL);
+    assert_int_equal(audit_count(f, 1000 + DB_AUDIT_LIMIT_MAX, NULL, NULL, DB_AUDIT_LIMIT_MAX, &c),
+                     5);
+}
+
+static void test_audit_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    struct arows c;
+    assert_int_equal(db_audit_add(f->db, -1, "alice", "login", NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_audit_add(f->db, 1, NULL, "login", NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_audit_add(f->db, 1, "Alice", "login", NULL, NULL), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "audit actor"));
+    const char *actions[] = {
+        NULL, "", "Login", "1login", "log-in", "log in", "a23456789012345678901234567890123"};
+    for (size_t i = 0; i < sizeof actions / sizeof actions[0]; i++) {
+        assert_int_equal(db_audit_add(f->db, 1, "alice", actions[i], NULL, NULL), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "audit action"));
+    }
+    assert_int_equal(
+        db_audit_add(f->db, 1, "alice", "a2345678901234567890123456789012", NULL, NULL), AL_OK);
+    assert_int_equal(db_audit_add(f->db, 1, "alice", "login", "a\tb", NULL), AL_E_INVAL);
+    char target[DB_TARGET_MAX + 2];
+    memset(target, 'x', sizeof target - 1);
+    target[DB_TARGET_MAX + 1] = '\0';
+    assert_int_equal(db_audit_add(f->db, 1, "alice", "login", target, NULL), AL_E_TOOBIG);
+    const char *details[] = {"", "[]", "\"x\"", "{", "{\"a\": 1} {}", "{\"a\": 1, \"a\": 2}"};
+    for (size_t i = 0; i < sizeof details / sizeof details[0]; i++)
+        assert_int_equal(db_audit_add(f->db, 1, "alice", "login", NULL, details[i]), AL_E_INVAL);
+    char *big = malloc(DB_DETAIL_MAX + 2);
+    assert_non_null(big);
+    memset(big, ' ', DB_DETAIL_MAX + 1);
+    memcpy(big, "{}", 2);
+    big[DB_DETAIL_MAX + 1] = '\0';
+    assert_int_equal(db_audit_add(f->db, 1, "alice", "login", NULL, big), AL_E_TOOBIG);
+    free(big);
+
+    struct db_audit_filter flt = {.since = -5, .limit = 1};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), AL_E_INVAL);
+    flt = (struct db_audit_filter){.actor = "A", .limit = 1};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), AL_E_INVAL);
+    flt = (struct db_audit_filter){.action = "no such", .limit = 1};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_audit, &c), AL_E_INVAL);
+    flt = (struct db_audit_filter){.limit = 1};
+    assert_int_equal(db_audit_query(f->db, NULL, collect_audit, &c), AL_E_INVAL);
+    assert_int_equal(db_audit_query(f->db, &flt, NULL, NULL), AL_E_INVAL);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 10, &c), 1);
+}
+
+/* ---- names, enumerations, a NULL handle ------------------------------------- */
+
+static void test_names_and_enums(void **state)
+{
+    (void)state;
+    assert_true(db_name_valid("a"));
+    assert_true(db_name_valid("9.x_y-z"));
+    assert_false(db_name_valid(NULL));
+    assert_false(db_name_valid(""));
+    assert_false(db_name_valid("a.B"));
+    assert_false(db_name_valid("-a"));
+
+    static const char *roles[] = {"viewer", "operator", "admin"};
+    for (int i = 0; i < 3; i++) {
+        enum db_role r;
+        assert_int_equal(db_role_parse(roles[i], &r), AL_OK);
+        assert_string_equal(db_role_name(r), roles[i]);
+    }
+    enum db_role r;
+    assert_int_equal(db_role_parse("root", &r), AL_E_INVAL);
+    assert_int_equal(db_role_parse("Admin", &r), AL_E_INVAL);
+    assert_int_equal(db_role_parse(NULL, &r), AL_E_INVAL);
+    assert_null(db_role_name((enum db_role)3));
+    assert_true(DB_ROLE_ADMIN > DB_ROLE_OPERATOR && DB_ROLE_OPERATOR > DB_ROLE_VIEWER);
+
+    enum db_sandbox_kind k;
+    assert_int_equal(db_sandbox_kind_parse("reverse", &k), AL_OK);
+    assert_int_equal(k, DB_SANDBOX_REVERSE);
+    assert_int_equal(db_sandbox_kind_parse("remote", &k), AL_E_INVAL);
+    assert_string_equal(db_sandbox_kind_name(DB_SANDBOX_STATIC), "static");
+    enum db_term_mode m;
+    assert_int_equal(db_term_mode_parse("pipes", &m), AL_OK);
+    assert_int_equal(m, DB_MODE_PIPES);
+    assert_string_equal(db_term_mode_name(DB_MODE_PTY), "pty");
+    enum db_term_state s;
+    assert_int_equal(db_term_state_parse("lost", &s), AL_OK);
+    assert_int_equal(s, DB_TERM_LOST);
+    assert_string_equal(db_term_state_name(DB_TERM_EXITED), "exited");
+    assert_null(db_term_state_name((enum db_term_state)5));
+}
+
+static void test_null_db(void **state)
+{
+    (void)state;
+    char key[DB_KEY_LEN + 1], id[DB_NAME_MAX + 1];
+    struct db_user u;
+    struct db_sandbox sb;
+    struct db_terminal_spec s = spec_on("sb1", 1);
+    struct db_audit_filter flt = {.limit = 1};
+    assert_int_equal(db_close(NULL), AL_OK);
+    assert_string_equal(db_errmsg(NULL), "no database");
+    assert_int_equal(db_user_add(NULL, "a", DB_ROLE_ADMIN, key, sizeof key), AL_E_INVAL);
+    assert_int_equal(db_user_by_key(NULL, "alk_", &u), AL_E_INVAL);
+    assert_int_equal(db_user_list(NULL, collect_user, NULL), AL_E_INVAL);
+    assert_int_equal(db_user_remove(NULL, "a"), AL_E_INVAL);
+    assert_int_equal(db_sandbox_add(NULL, "a", DB_SANDBOX_LOCAL, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_get(NULL, "a", &sb), AL_E_INVAL);
+    assert_int_equal(db_sandbox_list(NULL, collect_sandbox, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_set_link(NULL, "a", true, 1, 1), AL_E_INVAL);
+    assert_int_equal(db_sandbox_remove(NULL, "a"), AL_E_INVAL);
+    assert_int_equal(db_terminal_add(NULL, &s, id, sizeof id), AL_E_INVAL);
+    assert_int_equal(db_terminal_get(NULL, "t-1", NULL), AL_E_INVAL);
+    assert_int_equal(db_terminal_list(NULL, NULL, collect_term, NULL), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_state(NULL, "t-1", DB_TERM_CLOSED), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_exit(NULL, "t-1", 0, 0), AL_E_INVAL);
+    assert_int_equal(db_terminal_set_offsets(NULL, "t-1", 0, 0, 0), AL_E_INVAL);
+    assert_int_equal(db_terminal_remove(NULL, "t-1"), AL_E_INVAL);
+    assert_int_equal(db_audit_add(NULL, 0, "a", "login", NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_audit_query(NULL, &flt, collect_audit, NULL), AL_E_INVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_creates_0600_wal_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_is_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_future_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files_not_ours_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_migration_rolls_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_bad_urls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_relative_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_connections, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user_add_and_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user_malformed_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_user_list_and_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_not_stored_in_clear, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sandboxes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_add_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_foreign_key_and_channels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_states, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminal_bad_specs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offsets_survive_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_audit_bad_inputs, setup, teardown),
+        cmocka_unit_test(test_names_and_enums),
+        cmocka_unit_test(test_null_db),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
