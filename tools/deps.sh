@@ -9,7 +9,7 @@ DEB_PKGS=(
   # build
   cmake make gcc pkg-config clang-14 libclang-rt-14-dev
   # checks
-  clang-format clang-tidy cppcheck
+  clang-format clang-tidy cppcheck valgrind
   # libraries (see STYLE.md: chosen dependencies)
   libssl-dev libjansson-dev libcmocka-dev
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libsqlite3-dev

@@ -10,9 +10,19 @@
  *   altscreen, cursor_visible   from settermprop
  *   insert, newline    IRM and LNM, tracked from CSI units (libvterm has no
  *                      DECRQM for ANSI modes)
- *   gset[4], gl        charset designations of G0..G3 and the locking shift
+ *   gset[4], gl        charset designations of G0..G3 (0: as after a reset)
+ *                      and the locking shift
  *   tabs               tab stops, one bit per column (HTS, TBC, RIS, resize)
  *   saved              what DECSC last saved (ESC 7, ?1048h, ?1049h)
+ *   held               the last glyph of the text so far when it ends in the
+ *                      last column: not yet written to libvterm, so that a
+ *                      combining mark arriving in the next read still joins
+ *                      it (see glyph_ends_row); written before anything else
+ *                      and before any look at the screen (vt_sync)
+ *   comb               libvterm's hidden "previous glyph": a combining mark
+ *                      joins it (rewriting its cell, even after the cell was
+ *                      erased or the screen reset) whenever the cursor stands
+ *                      right after it; from the last glyph damage of a write
  *   pending_wrap       libvterm's hidden "phantom column" flag: the last
  *                      glyph went into the last column with autowrap on, so
  *                      the next one wraps. Worked out from the damage of the
@@ -45,6 +55,7 @@
 #define VT_SNAP_INITIAL 16384  /* first allocation of a snapshot buffer */
 #define VT_PLACEHOLDER 0x4e00u /* a wide character, to make orphan right halves */
 #define VT_DEFAULT_STYLE 1     /* DECSCUSR Ps of a reset terminal: blinking block */
+#define VT_HELD_MAX (4 * (1 + VTF_MAX_COMBINING)) /* bytes of one glyph held back */
 
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
@@ -75,8 +86,22 @@ struct vt {
     struct vt_saved saved;
     int pending_wrap;
 
+    size_t held_len; /* a glyph held back, see glyph_ends_row */
+    uint8_t held[VT_HELD_MAX];
+    uint8_t tbuf[VT_HELD_MAX + VTF_TEXT_CHUNK];
+
+    struct { /* libvterm's "previous glyph" for combining marks */
+        int valid;
+        VTermPos pos; /* where it was printed */
+        int width;    /* its width; a mark joins it iff the cursor is at pos + width */
+        uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
+        uint32_t chars[VT_MAX_CHARS];
+    } comb;
+
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;
+
+    unsigned snap_gaps; /* what the last snapshot could not reproduce */
 
     int capturing;
     size_t cap_len;
@@ -89,7 +114,7 @@ static void copy_title(char *dst, const char *src)
 {
     size_t n = 0;
     if (src) {
-        for (; src[n] && n < VT_MAX_TITLE; n++) {
+        for (; n < VT_MAX_TITLE && src[n]; n++) {
             unsigned char c = (unsigned char)src[n];
             dst[n] = (char)(c < 0x20 || c == 0x7f ? '?' : c);
         }
@@ -380,8 +405,7 @@ static void reset_tracked(struct vt *vt)
 {
     vt->insert = 0;
     vt->newline = 0;
-    for (int i = 0; i < 4; i++)
-        vt->gset[i] = 'B';
+    memset(vt->gset, 0, sizeof vt->gset);
     vt->gl = 0;
     tabs_default(vt, 0);
     vt->pending_wrap = 0;
@@ -420,6 +444,11 @@ static void track_esc(struct vt *vt, const struct vtf_seq *s, VTermPos at)
         }
         return;
     }
+    /* SCS. libvterm ignores sets it does not know. Its initial G0..G3 are
+     * not quite ASCII as designated by ESC ( B: after that designation an
+     * ASCII glyph and a combining mark written together are decoded apart
+     * (and in the last column no longer join), so "never designated" (0)
+     * is kept apart from 'B'. */
     if (s->ninter == 1 && s->inter[0] >= '(' && s->inter[0] <= '+' &&
         (s->final == '0' || s->final == 'A' || s->final == 'B'))
         vt->gset[s->inter[0] - '('] = s->final;
@@ -431,14 +460,12 @@ static void track_csi(struct vt *vt, const struct vtf_seq *s, VTermPos at)
         return;
     if (s->leader == 0) {
         switch (s->final) {
-        case 'h':
+        case 'h': /* SM/RM: libvterm 0.1.4 acts on the first parameter only */
         case 'l':
-            for (uint8_t i = 0; i < s->nparams; i++) {
-                if (s->params[i] == 4)
-                    vt->insert = s->final == 'h';
-                else if (s->params[i] == 20)
-                    vt->newline = s->final == 'h';
-            }
+            if (s->params[0] == 4)
+                vt->insert = s->final == 'h';
+            else if (s->params[0] == 20)
+                vt->newline = s->final == 'h';
             break;
         case 'g': /* TBC */
             if (s->params[0] == VTF_PARAM_MISSING || s->params[0] == 0)
@@ -455,10 +482,8 @@ static void track_csi(struct vt *vt, const struct vtf_seq *s, VTermPos at)
         }
         return;
     }
-    if (s->leader == '?' && s->final == 'h')
-        for (uint8_t i = 0; i < s->nparams; i++)
-            if (s->params[i] == 1048 || s->params[i] == 1049)
-                save_cursor(vt);
+    if (s->leader == '?' && s->final == 'h' && (s->params[0] == 1048 || s->params[0] == 1049))
+        save_cursor(vt);
 }
 
 /* After a text unit: the last glyph damaged [start_col, end_col) of the
@@ -481,20 +506,241 @@ static void text_done(struct vt *vt, int moved)
         vt->pending_wrap = 0;
 }
 
-static int on_unit(void *ud, const struct vtf_unit *u)
+static void write_text(struct vt *vt, const uint8_t *p, size_t n)
 {
-    struct vt *vt = ud;
+    if (n == 0)
+        return;
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     vt->dmg_seen = 0;
-    vterm_input_write(vt->term, (const char *)u->bytes, u->len);
+    vterm_input_write(vt->term, (const char *)p, n);
     vterm_state_get_cursorpos(vt->state, &after);
-    int moved = before.row != after.row || before.col != after.col;
+    if (vt->dmg_seen) {
+        /* The last damage of a text write is its last glyph. */
+        VTermRect r = vt->dmg_last;
+        struct vt_cell c;
+        read_cell(vt, r.start_row, r.start_col, &c);
+        vt->comb.valid = 1;
+        vt->comb.pos.row = r.start_row;
+        vt->comb.pos.col = r.start_col;
+        vt->comb.width = r.end_col - r.start_col;
+        vt->comb.n = c.nchars;
+        memcpy(vt->comb.chars, c.chars, sizeof c.chars);
+    }
+    text_done(vt, before.row != after.row || before.col != after.col);
+}
+
+/* Start of the last glyph (a base character and the zero-width code points
+ * after it) of whole UTF-8 text; 0 if it is all zero-width. */
+static size_t last_glyph_start(const uint8_t *p, size_t n)
+{
+    size_t i = n;
+    while (i > 0) {
+        size_t start = i - 1;
+        while (start > 0 && (p[start] & 0xc0) == 0x80)
+            start--;
+        uint32_t cp = p[start];
+        if (cp >= 0xf0)
+            cp &= 0x07;
+        else if (cp >= 0xe0)
+            cp &= 0x0f;
+        else if (cp >= 0xc0)
+            cp &= 0x1f;
+        for (size_t k = start + 1; k < i; k++)
+            cp = (cp << 6) | (p[k] & 0x3fu);
+        if (vtf_cp_width(cp) != 0)
+            return start;
+        i = start;
+    }
+    return 0;
+}
+
+/* libvterm 0.1.4 joins a combining mark to the glyph before it within one
+ * write, but across two writes only if the cursor moved on after that
+ * glyph, which it does not in the last column. So a glyph that will end in
+ * the last column is held back until we know what follows it (held[]), and
+ * PTY read boundaries cannot change the screen. */
+static int glyph_ends_row(struct vt *vt, const uint8_t *g, size_t n)
+{
+    uint32_t cp = 0;
+    size_t k = 0;
+    while (k < n && k < 4 && (k == 0 || (g[k] & 0xc0) == 0x80))
+        k++;
+    if (k == 0)
+        return 0;
+    cp = g[0] >= 0xf0   ? g[0] & 0x07u
+         : g[0] >= 0xe0 ? g[0] & 0x0fu
+         : g[0] >= 0xc0 ? g[0] & 0x1fu
+                        : g[0];
+    for (size_t i = 1; i < k; i++)
+        cp = (cp << 6) | (g[i] & 0x3fu);
+    int w = vtf_cp_width(cp);
+    if (w <= 0)
+        return 0;
+    VTermPos pos;
+    vterm_state_get_cursorpos(vt->state, &pos);
+    int col = pos.col, row = pos.row;
+    if (vt->pending_wrap) {
+        col = 0;
+        if (row + 1 < vt->rows)
+            row++;
+    }
+    return col + w >= row_width(vt, row);
+}
+
+static void vt_sync(struct vt *vt)
+{
+    if (vt->held_len == 0)
+        return;
+    size_t n = vt->held_len;
+    vt->held_len = 0;
+    write_text(vt, vt->held, n);
+}
+
+static void on_text(struct vt *vt, const uint8_t *p, size_t n)
+{
+    if (vt->held_len) {
+        memcpy(vt->tbuf, vt->held, vt->held_len);
+        memcpy(vt->tbuf + vt->held_len, p, n);
+        n += vt->held_len;
+        p = vt->tbuf;
+        vt->held_len = 0;
+    }
+    size_t cut = last_glyph_start(p, n);
+    write_text(vt, p, cut);
+    if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
+        memcpy(vt->held, p + cut, n - cut);
+        vt->held_len = n - cut;
+        return;
+    }
+    write_text(vt, p + cut, n - cut);
+}
+
+/* ESC # 3, 4, 6: double-height or double-width line. On a one-column
+ * screen such a line is zero columns wide and libvterm writes through a
+ * NULL cell pointer (ESC # 3, a glyph, ECH). */
+static int is_line_attr(const struct vtf_seq *s)
+{
+    return s->ninter == 1 && s->inter[0] == '#' &&
+           (s->final == '3' || s->final == '4' || s->final == '6');
+}
+
+/* Before shrinking to one column: make every line single width again
+ * (ESC # 5 on each), putting the cursor back where it was. */
+static void single_width_lines(struct vt *vt)
+{
+    int any = 0;
+    for (int r = 0; r < vt->rows && !any; r++) {
+        const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, r);
+        any = li && li->doublewidth;
+    }
+    if (!any)
+        return;
+    VTermPos cur;
+    vterm_state_get_cursorpos(vt->state, &cur);
+    int origin = query_mode(vt, 6) == 1;
+    if (origin)
+        vt_query(vt, "\033[?6l");
+    char q[32];
+    for (int r = 0; r < vt->rows; r++) {
+        const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, r);
+        if (!li || !li->doublewidth)
+            continue;
+        if (snprintf(q, sizeof q, "\033[%d;1H\033#5", r + 1) < (int)sizeof q)
+            vt_query(vt, q);
+    }
+    if (origin) {
+        /* DECOM homes the cursor to the margins; CUP is then relative. */
+        vt_query(vt, "\033[?6h");
+        VTermPos home;
+        vterm_state_get_cursorpos(vt->state, &home);
+        cur.row -= home.row;
+        cur.col -= home.col;
+    }
+    if (snprintf(q, sizeof q, "\033[%d;%dH", cur.row + 1, cur.col + 1) < (int)sizeof q)
+        vt_query(vt, q);
+    vt->pending_wrap = 0;
+}
+
+/* Moves libvterm's cursor to an absolute position whatever DECOM says:
+ * CUP is relative to where CUP 1;1 lands. */
+static void goto_abs(struct vt *vt, VTermPos pos)
+{
+    vt_query(vt, "\033[H");
+    VTermPos home;
+    vterm_state_get_cursorpos(vt->state, &home);
+    char q[32];
+    int n = snprintf(q, sizeof q, "\033[%d;%dH", pos.row - home.row + 1, pos.col - home.col + 1);
+    if (n > 0 && (size_t)n < sizeof q)
+        vt_query(vt, q);
+}
+
+/* libvterm 0.1.4 keeps a scroll region and side margins set for a larger
+ * screen across a resize; the next scroll then memmoves a negative size.
+ * Margins that no longer fit go back to the whole screen, as in xterm. */
+static void fix_margins(struct vt *vt)
+{
+    long a, b;
+    int bad_rows = query_status(vt, "r", &a, &b) == 0 && (b > vt->rows || a > b);
+    int bad_cols = query_status(vt, "s", &a, &b) == 0 && (b > vt->cols || a > b);
+    if (!bad_rows && !bad_cols)
+        return;
+    VTermPos cur;
+    vterm_state_get_cursorpos(vt->state, &cur);
+    if (bad_rows)
+        vt_query(vt, "\033[r");
+    if (bad_cols) {
+        int lrmm = query_mode(vt, 69) == 1;
+        vt_query(vt, lrmm ? "\033[s" : "\033[?69h\033[s\033[?69l");
+    }
+    if (cur.row >= vt->rows)
+        cur.row = vt->rows - 1;
+    if (cur.col >= vt->cols)
+        cur.col = vt->cols - 1;
+    goto_abs(vt, cur);
+    vt->pending_wrap = 0;
+}
+
+/* libvterm 0.1.4 can leave its cursor outside the screen: a resize that
+ * drops rows moves it up past row 0, and DECRC after a shrink restores a
+ * position that no longer exists; the next glyph then reads out of bounds.
+ * A CUU/CUD/CUB/CUF by one ends in libvterm's own clamping. */
+static void fix_cursor(struct vt *vt)
+{
+    VTermPos p;
+    vterm_state_get_cursorpos(vt->state, &p);
+    if (p.row >= 0 && p.row < vt->rows && p.col >= 0 && p.col < vt->cols)
+        return;
+    if (p.row < 0)
+        vt_query(vt, "\033[A");
+    else if (p.row >= vt->rows)
+        vt_query(vt, "\033[B");
+    if (p.col < 0)
+        vt_query(vt, "\033[D");
+    else if (p.col >= vt->cols)
+        vt_query(vt, "\033[C");
+    vterm_state_get_cursorpos(vt->state, &p);
+    if (p.row < 0 || p.row >= vt->rows || p.col < 0 || p.col >= vt->cols)
+        vt_query(vt, "\033[H");
+    vt->pending_wrap = 0;
+}
+
+static int on_unit(void *ud, const struct vtf_unit *u)
+{
+    struct vt *vt = ud;
     if (u->kind == VTF_TEXT) {
-        text_done(vt, moved);
+        on_text(vt, u->bytes, u->len);
         return 0;
     }
-    if (moved)
+    vt_sync(vt);
+    if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))
+        return 0; /* a double-width line one column wide has no room at all */
+    VTermPos before, after;
+    vterm_state_get_cursorpos(vt->state, &before);
+    vterm_input_write(vt->term, (const char *)u->bytes, u->len);
+    fix_cursor(vt);
+    vterm_state_get_cursorpos(vt->state, &after);
+    if (before.row != after.row || before.col != after.col)
         vt->pending_wrap = 0;
     switch (u->kind) {
     case VTF_CTRL:
@@ -567,6 +813,10 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     static const char prime[] = " \033[H\033[2J";
     vterm_input_write(vt->term, prime, sizeof prime - 1);
     vt->pending_wrap = 0;
+    vt->comb.valid = 1; /* the prime's space at 0,0 */
+    vt->comb.width = 1;
+    vt->comb.n = 1;
+    vt->comb.chars[0] = ' ';
     *out = vt;
     return AL_OK;
 }
@@ -597,16 +847,22 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
         return rc;
     if (cols == vt->cols && rows == vt->rows)
         return AL_OK;
+    vt_sync(vt);
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
+    uint16_t old_cols = vt->cols;
+    if (cols < 2)
+        single_width_lines(vt);
     vterm_set_size(vt->term, rows, cols);
+    vt->cols = cols;
+    vt->rows = rows;
+    fix_cursor(vt);
+    fix_margins(vt);
     vterm_state_get_cursorpos(vt->state, &after);
     if (before.row != after.row || before.col != after.col)
         vt->pending_wrap = 0;
-    if (cols > vt->cols)
-        tabs_default(vt, vt->cols);
-    vt->cols = cols;
-    vt->rows = rows;
+    if (cols > old_cols)
+        tabs_default(vt, old_cols);
     vtf_set_narrow(vt->filter, cols < 2);
     return AL_OK;
 }
@@ -621,10 +877,11 @@ void vt_size(const struct vt *vt, uint16_t *cols, uint16_t *rows)
         *rows = vt ? vt->rows : 0;
 }
 
-int vt_get_cell(const struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *out)
+int vt_get_cell(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *out)
 {
     if (!vt || !out || row >= vt->rows || col >= vt->cols)
         return AL_E_INVAL;
+    vt_sync(vt);
     read_cell(vt, row, col, out);
     return AL_OK;
 }
@@ -641,13 +898,14 @@ int vt_line_attrs(const struct vt *vt, uint16_t row, uint8_t *dwl, uint8_t *dhl)
     return AL_OK;
 }
 
-void vt_get_cursor(const struct vt *vt, struct vt_cursor *out)
+void vt_get_cursor(struct vt *vt, struct vt_cursor *out)
 {
     if (!out)
         return;
     memset(out, 0, sizeof *out);
     if (!vt)
         return;
+    vt_sync(vt);
     VTermPos pos;
     vterm_state_get_cursorpos(vt->state, &pos);
     out->row = (uint16_t)pos.row;
@@ -720,6 +978,11 @@ const char *vt_icon_name(const struct vt *vt)
     return vt ? vt->icon : "";
 }
 
+unsigned vt_snapshot_gaps(const struct vt *vt)
+{
+    return vt ? vt->snap_gaps : 0;
+}
+
 void vt_filter_stats(const struct vt *vt, struct vtf_stats *out)
 {
     if (!out)
@@ -741,8 +1004,11 @@ struct snap {
     int row, col;  /* receiver's cursor, -1 if unknown */
     int pen_known; /* receiver's pen is `pen` */
     struct vt_attrs pen;
-    struct vt_cell *cells; /* one row, vt->cols cells */
-    uint8_t *dirty;        /* cells the drawing itself may have changed */
+    int screen_reverse;       /* DECSCNM: libvterm reports every cell's reverse flipped */
+    int lg_row, lg_col, lg_w; /* receiver's previous glyph (see vt->comb) */
+    unsigned gaps;            /* enum vt_gap: what was not reproduced */
+    struct vt_cell *cells;    /* one row, vt->cols cells */
+    uint8_t *dirty;           /* cells the drawing itself may have changed */
 };
 
 static void sb_put(struct snap *s, const void *p, size_t n)
@@ -799,7 +1065,11 @@ static void sb_cp(struct snap *s, uint32_t cp)
     sb_put(s, u, n);
 }
 
-static void put_color(char *buf, size_t cap, size_t *n, const struct vt_color *c, int base)
+/* SGR parameters of a colour: basic ones inline, extended ones (38/48 with
+ * 5 or 2) in a sequence of their own so that no SGR comes near the
+ * filter's separator limit. */
+static void put_color(struct snap *s, char *buf, size_t cap, size_t *n, const struct vt_color *c,
+                      int base)
 {
     int k = 0;
     if (c->kind == VT_COLOR_INDEX && c->index < 8)
@@ -807,9 +1077,9 @@ static void put_color(char *buf, size_t cap, size_t *n, const struct vt_color *c
     else if (c->kind == VT_COLOR_INDEX && c->index < 16)
         k = snprintf(buf + *n, cap - *n, ";%d", base + 60 + c->index - 8);
     else if (c->kind == VT_COLOR_INDEX)
-        k = snprintf(buf + *n, cap - *n, ";%d;5;%d", base + 8, c->index);
+        sb_printf(s, "\033[%d;5;%dm", base + 8, c->index);
     else if (c->kind == VT_COLOR_RGB)
-        k = snprintf(buf + *n, cap - *n, ";%d;2;%d;%d;%d", base + 8, c->r, c->g, c->b);
+        sb_printf(s, "\033[%d;2;%d;%d;%dm", base + 8, c->r, c->g, c->b);
     if (k > 0 && (size_t)k < cap - *n)
         *n += (size_t)k;
 }
@@ -820,7 +1090,7 @@ static void set_pen(struct snap *s, const struct vt_attrs *a)
     if (s->pen_known && attrs_equal(&s->pen, a))
         return;
     static const char *const ul[] = {"", ";4", ";4:2", ";4:3"};
-    char buf[96];
+    char buf[64];
     size_t n = 0;
     buf[n++] = 0x1b;
     buf[n++] = '[';
@@ -837,10 +1107,22 @@ static void set_pen(struct snap *s, const struct vt_attrs *a)
         buf[n++] = '1';
         buf[n++] = (char)('0' + a->font);
     }
-    put_color(buf, sizeof buf - 1, &n, &a->fg, 30);
-    put_color(buf, sizeof buf - 1, &n, &a->bg, 40);
+    char fgbg[32];
+    size_t m = 0;
+    int ext_fg = a->fg.kind == VT_COLOR_RGB || (a->fg.kind == VT_COLOR_INDEX && a->fg.index >= 16);
+    int ext_bg = a->bg.kind == VT_COLOR_RGB || (a->bg.kind == VT_COLOR_INDEX && a->bg.index >= 16);
+    if (!ext_fg)
+        put_color(s, fgbg, sizeof fgbg, &m, &a->fg, 30);
+    if (!ext_bg)
+        put_color(s, fgbg, sizeof fgbg, &m, &a->bg, 40);
+    memcpy(buf + n, fgbg, m);
+    n += m;
     buf[n++] = 'm';
     sb_put(s, buf, n);
+    if (ext_fg)
+        put_color(s, fgbg, sizeof fgbg, &m, &a->fg, 30);
+    if (ext_bg)
+        put_color(s, fgbg, sizeof fgbg, &m, &a->bg, 40);
     s->pen = *a;
     s->pen_known = 1;
 }
@@ -869,10 +1151,74 @@ static int cell_width(const struct vt_cell *x)
     return w < 0 ? 1 : w;
 }
 
+static void snap_cell(const struct snap *s, int row, int col, struct vt_cell *out)
+{
+    read_cell(s->vt, row, col, out);
+    if (s->screen_reverse)
+        out->attrs.reverse ^= 1;
+}
+
 static void put_chars(struct snap *s, const struct vt_cell *x)
 {
     for (uint8_t i = 0; i < x->nchars; i++)
         sb_cp(s, x->chars[i]);
+}
+
+/* Prints one cell's glyph at row, col and notes it as the receiver's
+ * previous glyph. An erased cell is printed as a space then erased again
+ * (only to move the previous glyph there). */
+static void print_cell(struct snap *s, int row, int col, const struct vt_cell *c, int width)
+{
+    int w = cell_width(c);
+    go(s, row, col);
+    set_pen(s, &c->attrs);
+    if (c->nchars == 0) {
+        sb_put(s, " ", 1);
+        s->col = -1;
+        go(s, row, col);
+        sb_puts(s, "\033[X");
+        w = 1;
+    } else if (w == 0) {
+        /* A lone zero-width glyph: printed after a space, libvterm would
+         * join it to the space; a cursor movement in between prevents it. */
+        sb_put(s, " ", 1);
+        s->col = -1;
+        go(s, row, col);
+        put_chars(s, c);
+    } else {
+        put_chars(s, c);
+        s->col = advance(col, w, width);
+        if (w == 2 && col + 1 < width)
+            s->dirty[col + 1] = 1;
+    }
+    s->lg_row = row;
+    s->lg_col = col;
+    s->lg_w = w;
+}
+
+static int is_wide_glyph(const struct vt_cell *x)
+{
+    return x->width != 0 && x->nchars > 0 && cell_width(x) == 2;
+}
+
+/* A wide glyph in the last column, its right half cut off (by a shrink or
+ * an ICH): print it one column to the left and push it right with ICH.
+ * Not when the column to its left holds a wide glyph (which would cover
+ * it again), nor on a one-column row. */
+static void draw_cut_wide(struct snap *s, int row, int width)
+{
+    const struct vt_cell *last = &s->cells[width - 1];
+    if (width < 2 || !is_wide_glyph(last) || is_wide_glyph(&s->cells[width - 2]))
+        return;
+    go(s, row, width - 2);
+    set_pen(s, &last->attrs);
+    put_chars(s, last);
+    sb_puts(s, "\033[@");
+    s->col = width - 2;
+    s->dirty[width - 2] = 1;
+    s->lg_row = row;
+    s->lg_col = width - 2;
+    s->lg_w = 2;
 }
 
 /* Pass A: right halves whose left half is no longer a wide glyph (a narrow
@@ -881,15 +1227,20 @@ static void put_chars(struct snap *s, const struct vt_cell *x)
 static void draw_orphans(struct snap *s, int row, int width)
 {
     const struct vt_cell *c = s->cells;
+    if (c[0].width == 0)
+        s->gaps |= VT_GAP_WIDE_EDGE; /* a right half in column 0 (shifted there by DCH) */
     for (int x = width - 1; x >= 1; x--) {
         if (c[x].width != 0)
             continue;
-        if (c[x - 1].width != 0 && c[x - 1].nchars > 0 && cell_width(&c[x - 1]) == 2)
+        if (is_wide_glyph(&c[x - 1]))
             continue; /* pass B's wide glyph at x-1 makes it */
         go(s, row, x - 1);
         sb_cp(s, VT_PLACEHOLDER);
         s->col = advance(x - 1, 2, width);
         s->dirty[x - 1] = 1;
+        s->lg_row = row;
+        s->lg_col = x - 1;
+        s->lg_w = 2;
     }
 }
 
@@ -899,12 +1250,13 @@ static void draw_row(struct snap *s, int row)
     const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, row);
     int width = row_width(vt, row);
     for (int x = 0; x < width; x++)
-        read_cell(vt, row, x, &s->cells[x]);
+        snap_cell(s, row, x, &s->cells[x]);
     memset(s->dirty, 0, (size_t)width);
     if (li && li->doublewidth) {
         go(s, row, 0);
         sb_puts(s, li->doubleheight == 1 ? "\033#3" : li->doubleheight == 2 ? "\033#4" : "\033#6");
     }
+    draw_cut_wide(s, row, width);
     draw_orphans(s, row, width);
     for (int x = 0; x < width;) {
         const struct vt_cell *c = &s->cells[x];
@@ -930,26 +1282,13 @@ static void draw_row(struct snap *s, int row)
             x = end;
             continue;
         }
-        int w = cell_width(c);
-        if (w == 2 && x + 2 > width) {
-            x++; /* a wide glyph cut by the row's end: cannot be printed */
+        if (cell_width(c) == 2 && x + 2 > width) {
+            if (!(x == width - 1 && width >= 2 && !is_wide_glyph(&s->cells[width - 2])))
+                s->gaps |= VT_GAP_WIDE_EDGE; /* draw_cut_wide could not do it */
+            x++;
             continue;
         }
-        go(s, row, x);
-        set_pen(s, &c->attrs);
-        if (w == 0) {
-            /* A lone zero-width glyph: libvterm would combine it with the
-             * glyph to its left unless the cursor came back from the right. */
-            sb_put(s, " ", 1);
-            s->col = advance(x, 1, width);
-            go(s, row, x);
-            put_chars(s, c);
-        } else {
-            put_chars(s, c);
-            s->col = advance(x, w, width);
-            if (w == 2)
-                s->dirty[x + 1] = 1;
-        }
+        print_cell(s, row, x, c, width);
         x++;
     }
 }
@@ -959,9 +1298,14 @@ static void emit_reset(struct snap *s)
     struct vt *vt = s->vt;
     /* DECSTR for real terminals (a no-op in libvterm 0.1.4), then every
      * mode and state this snapshot may set, explicitly back to default. */
-    sb_puts(s, "\033[!p\033[?1049l\033[0m\033[?69l\033[r\033[4;20l"
-               "\033[?1;5;6;1000;1002;1003;1004;1005;1006;1015;2004l"
-               "\033>\033[?25h\033[0 q\033[0\"q\033(B\033)B\033*B\033+B\017\033[3g");
+    sb_puts(s, "\033[!p\033[?1049l\033[0m\033[?69l\033[r\033[4l\033[20l");
+    /* One mode per sequence: libvterm 0.1.4 reads only the first. */
+    static const int modes[] = {1, 5, 6, 1000, 1002, 1003, 1004, 1005, 1006, 1015, 2004};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        sb_printf(s, "\033[?%dl", modes[i]);
+    /* Charsets: DECSTR resets them in real terminals; an explicit ESC ( B
+     * here would differ from libvterm's initial state (see track_esc). */
+    sb_puts(s, "\033>\033[?25h\033[0 q\033[0\"q\017\033[3g");
     for (int c = 0; c < vt->cols; c++)
         if (vt_tab_stop(vt, (uint16_t)c))
             sb_printf(s, "\033[%dG\033H", c + 1);
@@ -972,7 +1316,10 @@ static void emit_reset(struct snap *s)
     memset(&s->pen, 0, sizeof s->pen);
 }
 
-static void emit_saved(struct snap *s)
+/* What DECSC saved: cursor, pen, visibility, style; saved by `save`
+ * (ESC 7, or ?1049h which also enters the alternate screen). The
+ * visibility and style are put back afterwards (emit_final sets them). */
+static void emit_saved(struct snap *s, const char *save)
 {
     const struct vt_saved *sv = &s->vt->saved;
     int row = sv->pos.row < s->vt->rows ? sv->pos.row : s->vt->rows - 1;
@@ -983,9 +1330,115 @@ static void emit_saved(struct snap *s)
         sb_puts(s, "\033[?25l");
     if (sv->style != VT_DEFAULT_STYLE)
         sb_printf(s, "\033[%d q", sv->style);
-    sb_puts(s, "\0337");
+    sb_puts(s, save);
     if (!sv->visible)
         sb_puts(s, "\033[?25h");
+    if (sv->style != VT_DEFAULT_STYLE)
+        sb_puts(s, "\033[0 q");
+}
+
+/* The previous glyph g (width wg, at p) was since replaced by other text
+ * (rows or characters moved under it). Make the same history: redraw the
+ * rest of the row wg columns to the right, print g at p, and delete it
+ * with DCH, which pulls the rest back and blanks the row's last wg
+ * columns. Possible when those are blank with one pen and the moved cells
+ * are plain glyphs or erased. Returns 1 if done. */
+static int print_under(struct snap *s, VTermPos p, int wg, const struct vt_cell *g)
+{
+    struct vt *vt = s->vt;
+    const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, p.row);
+    int width = row_width(vt, p.row);
+    if (wg < 1 || g->nchars == 0 || (li && li->doublewidth) || p.col + 2 * wg > width)
+        return 0;
+    struct vt_cell *row = s->cells;
+    for (int x = 0; x < width; x++)
+        snap_cell(s, p.row, x, &row[x]);
+    for (int x = width - wg; x < width; x++)
+        if (row[x].width == 0 || row[x].nchars != 0 ||
+            !attrs_equal(&row[x].attrs, &row[width - wg].attrs))
+            return 0;
+    for (int x = p.col; x < width - wg; x++) {
+        if (row[x].width == 0 && (x == p.col || !is_wide_glyph(&row[x - 1])))
+            return 0; /* a right half without its left */
+        if (row[x].width != 0 && row[x].nchars > 0 && cell_width(&row[x]) == 0)
+            return 0; /* a lone mark */
+        if (is_wide_glyph(&row[x]) && x + 1 >= width - wg)
+            return 0;
+    }
+    for (int x = p.col; x < width - wg; x++) {
+        if (row[x].width == 0)
+            continue;
+        if (row[x].nchars == 0) {
+            go(s, p.row, x + wg);
+            set_pen(s, &row[x].attrs);
+            sb_puts(s, "\033[X");
+            continue;
+        }
+        print_cell(s, p.row, x + wg, &row[x], width);
+    }
+    print_cell(s, p.row, p.col, g, width);
+    s->col = -1;
+    go(s, p.row, p.col);
+    set_pen(s, &row[width - wg].attrs);
+    sb_printf(s, "\033[%dP", wg);
+    s->lg_row = p.row;
+    s->lg_col = p.col;
+    s->lg_w = wg;
+    return 1;
+}
+
+/* libvterm's previous glyph matters when the cursor stands right after it
+ * (a combining mark arriving next joins it). Reprint it last where it is
+ * (or, if its cell has been erased since, print it and erase the cell
+ * again), so that the receiver joins the next mark the same way; and where
+ * the original would not join, make sure the receiver's own previous glyph
+ * is not right before the cursor either. Done before the margins and
+ * origin mode are set, which a later CUP to the same place does not undo. */
+static void emit_combine(struct snap *s)
+{
+    struct vt *vt = s->vt;
+    if (vt->pending_wrap)
+        return; /* emit_cursor reprints the glyph under the cursor */
+    VTermPos cur;
+    vterm_state_get_cursorpos(vt->state, &cur);
+    const VTermPos p = vt->comb.pos;
+    if (vt->comb.valid && p.row == cur.row && p.col + vt->comb.width == cur.col &&
+        p.row < vt->rows && p.col < vt->cols) {
+        int width = row_width(vt, p.row);
+        struct vt_cell c, g;
+        snap_cell(s, p.row, p.col, &c);
+        memset(&g, 0, sizeof g);
+        g.width = c.width ? c.width : 1;
+        g.nchars = vt->comb.n;
+        memcpy(g.chars, vt->comb.chars, sizeof g.chars);
+        g.attrs = c.attrs;
+        if (c.width != 0 && c.nchars > 0 && vt_cell_equal(&c, &g)) {
+            print_cell(s, p.row, p.col, &c, width);
+        } else if (c.width != 0 && c.nchars == 0 && g.nchars > 0 && vt->comb.width == 1) {
+            print_cell(s, p.row, p.col, &g, width);
+            s->col = -1;
+            go(s, p.row, p.col);
+            set_pen(s, &c.attrs);
+            sb_puts(s, "\033[X");
+        } else if (!print_under(s, p, vt->comb.width, &g)) {
+            s->gaps |= VT_GAP_PREV_GLYPH; /* its cell holds other text now */
+        }
+        return;
+    }
+    if (s->lg_row != cur.row || s->lg_col + s->lg_w != cur.col)
+        return;
+    for (int r = 0; r < vt->rows; r++) {
+        int width = row_width(vt, r);
+        for (int x = 0; x < width; x++) {
+            struct vt_cell c;
+            snap_cell(s, r, x, &c);
+            int w = c.nchars ? cell_width(&c) : 1;
+            if (c.width == 0 || x + w > width || (r == cur.row && x + w == cur.col))
+                continue;
+            print_cell(s, r, x, &c, width);
+            return;
+        }
+    }
 }
 
 static void emit_modes(struct snap *s, const struct vt_modes *m)
@@ -999,19 +1452,11 @@ static void emit_modes(struct snap *s, const struct vt_modes *m)
     else if (m->lr_margins)
         sb_puts(s, "\033[?69h");
     s->row = s->col = -1; /* DECSTBM and DECSLRM home the cursor */
-    char list[80];
-    size_t n = 0;
     const uint16_t on[] = {m->app_cursor ? 1 : 0, m->reverse ? 5 : 0, m->mouse,
                            m->focus ? 1004 : 0,   m->mouse_proto,     m->bracketed ? 2004 : 0};
-    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
-        if (!on[i])
-            continue;
-        int k = snprintf(list + n, sizeof list - n, "%s%u", n ? ";" : "", (unsigned)on[i]);
-        if (k > 0 && (size_t)k < sizeof list - n)
-            n += (size_t)k;
-    }
-    if (n)
-        sb_printf(s, "\033[?%.*sh", (int)n, list);
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
+        if (on[i])
+            sb_printf(s, "\033[?%uh", (unsigned)on[i]);
     if (m->app_keypad)
         sb_puts(s, "\033=");
 }
@@ -1036,13 +1481,36 @@ static void emit_cursor(struct snap *s, const struct vt_modes *m)
     sb_printf(s, "\033[%d;%dH", (row < 0 ? 0 : row) + 1, (col < 0 ? 0 : col) + 1);
     if (vt->pending_wrap) {
         struct vt_cell c;
-        read_cell(vt, cur.row, cur.col, &c);
+        snap_cell(s, cur.row, cur.col, &c);
         s->pen_known = 0;
         set_pen(s, &c.attrs);
-        if (c.width != 0 && c.nchars == 0) {
+        int width = row_width(vt, cur.row);
+        struct vt_cell next;
+        memset(&next, 0, sizeof next);
+        next.width = 1;
+        if (cur.col + 1 < vt->cols)
+            snap_cell(s, cur.row, cur.col + 1, &next);
+        int w = 0;
+        if (c.width != 0 && c.nchars == 0 && cur.col + 1 == width) {
             sb_puts(s, " \033[X");
-        } else if (c.width != 0 && cell_width(&c) > 0) {
+            w = 1;
+        } else if (c.width != 0 && c.nchars == 0 && cur.col + 2 == width &&
+                   (next.width == 0 || (next.nchars == 0 && attrs_equal(&next.attrs, &c.attrs)))) {
+            /* an erased wide glyph: its right half may still be there */
+            sb_cp(s, VT_PLACEHOLDER);
+            sb_puts(s, next.width == 0 ? "\033[X" : "\033[2X");
+            w = 2;
+        } else if (c.width != 0 && c.nchars > 0 && cell_width(&c) > 0 &&
+                   cur.col + cell_width(&c) == width) {
             put_chars(s, &c);
+            w = cell_width(&c);
+        } else {
+            s->gaps |= VT_GAP_PENDING_WRAP; /* the cell is not the glyph that wrapped */
+        }
+        if (w) {
+            s->lg_row = cur.row;
+            s->lg_col = cur.col;
+            s->lg_w = w;
         }
     }
     if (!m->autowrap)
@@ -1076,7 +1544,7 @@ static void emit_final(struct snap *s, const struct vt_modes *m)
         sb_puts(s, "\033[1\"q");
     static const char g_intro[] = "()*+";
     for (int i = 0; i < 4; i++)
-        if (vt->gset[i] != 'B')
+        if (vt->gset[i] != 0)
             sb_printf(s, "\033%c%c", g_intro[i], vt->gset[i]);
     if (vt->gl == 1)
         sb_puts(s, "\016");
@@ -1101,9 +1569,11 @@ int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
         return AL_E_INVAL;
     *out = NULL;
     *len = 0;
+    vt_sync(vt);
     struct snap s;
     memset(&s, 0, sizeof s);
     s.vt = vt;
+    s.lg_w = 1; /* a fresh receiver's previous glyph: vt_new's prime at 0,0 */
     s.cells = calloc(vt->cols, sizeof *s.cells);
     s.dirty = calloc(vt->cols, 1);
     if (!s.cells || !s.dirty) {
@@ -1113,27 +1583,31 @@ int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
     }
     struct vt_modes m;
     vt_get_modes(vt, &m);
+    s.screen_reverse = m.reverse;
 
     emit_reset(&s);
     if (vt->altscreen) {
         if (vt->saved.valid)
-            emit_saved(&s);
-        sb_puts(&s, vt->saved.valid ? "\033[?1049h" : "\033[?1047h");
+            emit_saved(&s, "\033[?1049h");
+        else
+            sb_puts(&s, "\033[?1047h");
         sb_puts(&s, "\033[0m\033[H\033[2J");
         s.row = s.col = 0;
         s.pen_known = 1;
         memset(&s.pen, 0, sizeof s.pen);
     } else if (vt->saved.valid) {
-        emit_saved(&s);
+        emit_saved(&s, "\0337");
     }
     for (int row = 0; row < vt->rows && !s.err; row++)
         draw_row(&s, row);
+    emit_combine(&s);
     emit_modes(&s, &m);
     emit_cursor(&s, &m);
     emit_final(&s, &m);
 
     free(s.cells);
     free(s.dirty);
+    vt->snap_gaps = s.gaps;
     if (s.err) {
         free(s.buf);
         return s.err;

@@ -26,7 +26,8 @@ struct vt;
 int vt_new(uint16_t cols, uint16_t rows, struct vt **out);
 void vt_free(struct vt *vt);
 
-/* PTY output bytes, through the filter. A sequence may be split anywhere. */
+/* PTY output bytes, through the filter. A sequence may be split anywhere.
+ * 0, or AL_E_INVAL for bad arguments. */
 int vt_feed(struct vt *vt, const uint8_t *p, size_t n);
 
 /* Same limits as vt_new; on error the size is unchanged. */
@@ -37,7 +38,16 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows);
  * AL_MAX_SNAPSHOT bytes. */
 int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len);
 
-/* --- read-only accessors (tests, logs) ------------------------------- */
+/* What the last vt_snapshot could not reproduce exactly: rare states,
+ * see docs/snapshots.md. 0: the snapshot is exact. */
+enum vt_gap {
+    VT_GAP_PENDING_WRAP = 1, /* a pending wrap whose glyph was since moved or overwritten */
+    VT_GAP_WIDE_EDGE = 2,    /* half a wide character at the left or right edge */
+    VT_GAP_PREV_GLYPH = 4,   /* libvterm's previous glyph (for combining) was overwritten */
+};
+unsigned vt_snapshot_gaps(const struct vt *vt); /* enum vt_gap bits */
+
+/* --- accessors (tests, logs): they change nothing the screen shows ---- */
 
 enum vt_color_kind { VT_COLOR_DEFAULT = 0, VT_COLOR_INDEX, VT_COLOR_RGB };
 
@@ -85,16 +95,19 @@ struct vt_modes {
     uint16_t top, bottom, left, right; /* scroll region, 0-based inclusive */
     uint8_t cursor_style;              /* DECSCUSR Ps, 1..6 (1: blinking block, the default) */
     uint8_t protect;                   /* DECSCA: the pen writes protected cells */
-    uint8_t charset[4];                /* G0..G3: 'B' ASCII, '0' DEC graphics, 'A' UK */
+    uint8_t charset[4];                /* G0..G3: 0 as reset, 'B' ASCII, '0' DEC graphics, 'A' UK */
     uint8_t gl;                        /* the set invoked into GL (SI/SO/LS2/LS3): 0..3 */
 };
 
 void vt_size(const struct vt *vt, uint16_t *cols, uint16_t *rows);
-/* AL_E_INVAL outside the screen. */
-int vt_get_cell(const struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *out);
+/* A cell as displayed (DECSCNM flips reverse). AL_E_INVAL outside the
+ * screen. This and vt_get_cursor first hand libvterm the glyph vt may hold
+ * back (the last one of a row, until it knows whether a combining mark
+ * follows), hence not const. */
+int vt_get_cell(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *out);
 /* Line attributes of a row: double width (DECDWL), double height 0/1 top/2 bottom. */
 int vt_line_attrs(const struct vt *vt, uint16_t row, uint8_t *dwl, uint8_t *dhl);
-void vt_get_cursor(const struct vt *vt, struct vt_cursor *out);
+void vt_get_cursor(struct vt *vt, struct vt_cursor *out);
 /* Not const: the modes are asked of libvterm with DECRQM/DECRQSS. */
 void vt_get_modes(struct vt *vt, struct vt_modes *out);
 void vt_get_pen(const struct vt *vt, struct vt_attrs *out);

@@ -9,8 +9,8 @@
  *                 the range the next byte must fall in (strict UTF-8)
  *   seq, csi_len  the ESC/CSI being parsed; seq_bad means "drop it when the
  *                 final byte arrives" (the stream stays in sync meanwhile)
- *   str, str_len  the OSC/DCS being gathered, prefix and terminator included
- *                 (str[0..1] = ESC ']' or ESC 'P'); str_over means too long
+ *   str, str_len  the OSC being gathered, prefix and terminator included
+ *                 (str[0..1] = ESC ']'); str_over means too long
  *   text          printable text decoded but not yet handed on, whole code
  *                 points only; handed on before any other unit and at the
  *                 end of every vtf_feed
@@ -35,7 +35,7 @@
 #define VTF_SEQ_OUT 128 /* >= 2 + 1 + 16 * 5 + 15 + 2 + 1 bytes of a rebuilt CSI */
 
 enum vtf_state { ST_GROUND, ST_ESC, ST_CSI, ST_STR, ST_STR_ESC };
-enum vtf_str_kind { STR_OSC, STR_DCS, STR_IGNORE };
+enum vtf_str_kind { STR_OSC, STR_IGNORE };
 
 struct vtf {
     vtf_emit_fn emit;
@@ -457,9 +457,8 @@ static int esc_byte(struct vtf *f, uint8_t c)
         case ']':
             start_str(f, STR_OSC, ']');
             return 0;
-        case 'P':
-            start_str(f, STR_DCS, 'P');
-            return 0;
+        case 'P': /* DCS: libvterm 0.1.4 only answers DECRQSS, and answers an
+                   * unknown request through a bad format string */
         case 'X': /* SOS */
         case '^': /* PM */
         case '_': /* APC */
@@ -473,7 +472,7 @@ static int esc_byte(struct vtf *f, uint8_t c)
     }
     /* libvterm starts a CSI or a string on these finals even after
      * intermediates; never let it see them. */
-    if (f->seq_bad || memchr("PX[]^_", c, 6) != NULL) {
+    if (f->seq_bad || strchr("PX[]^_", c) != NULL) {
         f->stats.esc_dropped++;
         return 0;
     }
@@ -625,7 +624,7 @@ static int str_end(struct vtf *f)
     int rc = flush_text(f);
     if (rc)
         return rc;
-    return emit_unit(f, f->str_kind == STR_OSC ? VTF_OSC : VTF_DCS, f->str, f->str_len, NULL);
+    return emit_unit(f, VTF_OSC, f->str, f->str_len, NULL);
 }
 
 static int str_byte(struct vtf *f, uint8_t c)
@@ -639,7 +638,7 @@ static int str_byte(struct vtf *f, uint8_t c)
         f->st = ST_GROUND;
         return 0;
     }
-    if (c == 0x07) /* BEL ends an OSC (xterm); elsewhere it is ignored */
+    if (c == 0x07) /* BEL ends an OSC (xterm); in the other strings it is ignored */
         return f->str_kind == STR_OSC ? str_end(f) : 0;
     if (c < 0x20 || c == 0x7f || f->str_kind == STR_IGNORE)
         return 0;

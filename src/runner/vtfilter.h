@@ -14,8 +14,11 @@
  *   VTF_CSI   a CSI rebuilt from its parse (at most VTF_MAX_CSI_SEPS
  *             separators, parameters clamped to VTF_MAX_CSI_PARAM); REP is
  *             never handed on: the filter expands it into text itself
- *   VTF_OSC / VTF_DCS  a whole string of at most VTF_MAX_STRING bytes,
- *             terminated by ESC '\'; SOS, PM and APC strings are dropped
+ *   VTF_OSC   a whole OSC string of at most VTF_MAX_STRING bytes,
+ *             terminated by ESC '\'; DCS, SOS, PM and APC strings are
+ *             dropped whole (libvterm has no use for them but DECRQSS,
+ *             whose answer nobody reads, and it answers an unknown
+ *             request through a bad format string)
  *
  * Because every unit is whole, the terminal behind the filter is back in
  * its ground state after each unit, and the consumer may inject its own
@@ -34,7 +37,7 @@
 #define VTF_MAX_CSI_LEN 128     /* bytes of one CSI after ESC '['; longer: dropped */
 #define VTF_MAX_CSI_PARAM 65535 /* a larger parameter value is clamped to this */
 #define VTF_MAX_INTERMED 2      /* intermediate bytes in one ESC or CSI; more: dropped */
-#define VTF_MAX_STRING 4096     /* body bytes of one OSC or DCS string; longer: dropped */
+#define VTF_MAX_STRING 4096     /* body bytes of one OSC string; longer: dropped */
 #define VTF_MAX_REP 1024        /* REP expands to at most this many copies */
 #define VTF_MAX_COMBINING 8     /* zero-width code points kept after one base character */
 #define VTF_TEXT_CHUNK 4096     /* text units are at most this many bytes */
@@ -47,7 +50,6 @@ enum vtf_kind {
     VTF_ESC,
     VTF_CSI,
     VTF_OSC,
-    VTF_DCS,
 };
 
 /* The parse of an ESC or CSI unit, so that consumers need not parse again. */
@@ -83,7 +85,7 @@ struct vtf_stats {
     uint64_t c1_dropped;        /* UTF-8 encoded U+0080..U+009F */
     uint64_t utf8_invalid;      /* U+FFFD substitutions */
     uint64_t combining_dropped; /* zero-width code points over VTF_MAX_COMBINING */
-    uint64_t strings_dropped;   /* over-long OSC/DCS, all SOS/PM/APC, aborted strings */
+    uint64_t strings_dropped;   /* over-long OSC, all DCS/SOS/PM/APC, aborted strings */
     uint64_t wide_narrowed;     /* wide code points replaced in narrow mode */
 };
 

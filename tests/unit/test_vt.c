@@ -35,7 +35,7 @@
 #include "testutil.h"
 #include "vt.h"
 
-#define RANDOM_SEEDS 300     /* seeds of the random round trip */
+#define RANDOM_SEEDS 600     /* seeds of the random round trip (VT_TEST_SEEDS overrides) */
 #define RANDOM_OPS 400       /* operations per random input */
 #define DIFF_MAX 512         /* bytes of a difference report */
 #define BUF_MAX (256 * 1024) /* bytes of a generated input */
@@ -62,7 +62,8 @@ static struct vt *new_vt(uint16_t cols, uint16_t rows)
 
 static void describe_cell(const struct vt_cell *c, char *out, size_t cap)
 {
-    int n = snprintf(out, cap, "w%u n%u [%x %x] b%u i%u u%u bl%u r%u s%u f%u fg%u/%u/%02x%02x%02x "
+    int n = snprintf(out, cap,
+                     "w%u n%u [%x %x] b%u i%u u%u bl%u r%u s%u f%u fg%u/%u/%02x%02x%02x "
                      "bg%u/%u/%02x%02x%02x",
                      c->width, c->nchars, c->nchars > 0 ? c->chars[0] : 0,
                      c->nchars > 1 ? c->chars[1] : 0, c->attrs.bold, c->attrs.italic,
@@ -174,8 +175,8 @@ static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
         }
     }
     if (strcmp(vt_title(a), vt_title(b)) != 0 || strcmp(vt_icon_name(a), vt_icon_name(b)) != 0) {
-        snprintf(why, cap, "title '%s'/'%s' vs '%s'/'%s'", vt_title(a), vt_icon_name(a), vt_title(b),
-                 vt_icon_name(b));
+        snprintf(why, cap, "title '%s'/'%s' vs '%s'/'%s'", vt_title(a), vt_icon_name(a),
+                 vt_title(b), vt_icon_name(b));
         return 1;
     }
     return 0;
@@ -219,12 +220,23 @@ static struct vt *round_trip(struct vt *vt, uint8_t **snap_out, size_t *snap_len
 static const uint8_t *g_input;
 static size_t g_input_len;
 
-/* Round trip, compare, then feed `more` into both and compare again. */
-static void check_round_trip(struct vt *vt, const char *more, const char *label)
+/* Round trip, compare, then feed `more` into both and compare again.
+ * Returns 1 if checked; 0 (checking nothing) when the snapshot reported
+ * gaps and allow_gaps is set; with allow_gaps unset a gap fails. */
+static int check_round_trip_gaps(struct vt *vt, const char *more, const char *label, int allow_gaps)
 {
     uint8_t *snap;
     size_t len;
     struct vt *copy = round_trip(vt, &snap, &len);
+    if (vt_snapshot_gaps(vt) != 0) {
+        if (!allow_gaps) {
+            fprintf(stderr, "%s: the snapshot reports %u gaps\n", label, vt_snapshot_gaps(vt));
+            fail();
+        }
+        free(snap);
+        vt_free(copy);
+        return 0;
+    }
     char why[DIFF_MAX];
     if (screen_diff(vt, copy, why, sizeof why)) {
         fprintf(stderr, "%s: round trip differs: %s\nsnapshot: ", label, why);
@@ -263,6 +275,12 @@ static void check_round_trip(struct vt *vt, const char *more, const char *label)
         }
     }
     vt_free(copy);
+    return 1;
+}
+
+static void check_round_trip(struct vt *vt, const char *more, const char *label)
+{
+    (void)check_round_trip_gaps(vt, more, label, 0);
 }
 
 static void cell_at(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *c)
@@ -318,9 +336,9 @@ static const char rich_input[] =
     "\033[21mdouble\033[24m \033[4:3mcurly\033[4:0m \033[12mfont2\033[10m\r\n"
     "\033[90mbright black\033[97;100m bright white on grey\033[m\r\n"
     "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c e\xcc\x81 a\xcc\x81\xcc\x82\xcc\x83 \xf0\x9f\x98\x80\r\n"
-    "\033[41m\033[K\033[0m\r\n"                              /* BCE erase: a red line */
-    "\033[44mblue\033[5X\033[0m after ECH\r\n"               /* erased cells keep the bg */
-    "\033[2K\033[1;33mrewritten\033[0m\r\n"                  /* EL 2 then rewrite */
+    "\033[41m\033[K\033[0m\r\n"                               /* BCE erase: a red line */
+    "\033[44mblue\033[5X\033[0m after ECH\r\n"                /* erased cells keep the bg */
+    "\033[2K\033[1;33mrewritten\033[0m\r\n"                   /* EL 2 then rewrite */
     "\033[10;20H\033[48;5;22mpos\033[0m\033[12;5H\033[1;2;3m" /* pen left set */
     "\033]2;other title\033\\"
     "\033[?25l";
@@ -380,8 +398,7 @@ static void test_round_trip_top(void **state)
     feed(vt, "\033[K\r\n\033[7m    PID USER      PR  NI    VIRT    RES  %CPU COMMAND       "
              "                         \033[m\r\n");
     for (int i = 0; i < 18; i++) {
-        snprintf(line, sizeof line,
-                 "%s%7d user%-5d 20   0 %7d %6d %5.1f %-10s\033[m\033[K\r\n",
+        snprintf(line, sizeof line, "%s%7d user%-5d 20   0 %7d %6d %5.1f %-10s\033[m\033[K\r\n",
                  i == 0 ? "\033[1m" : "", 1000 + i * 37, i, 10000 + i * 17, 2000 + i, i * 0.3,
                  i % 2 ? "bash" : "\033[32mpython3");
         feed(vt, line);
@@ -434,16 +451,41 @@ static void test_round_trip_modes(void **state)
 {
     (void)state;
     static const char *const each[] = {
-        "\033[?1h",          "\033=",           "\033[?5h",          "\033[?6h",
-        "\033[?7l",          "\033[?1000h",     "\033[?1002h",       "\033[?1003h",
-        "\033[?1006h",       "\033[?1005h",     "\033[?1015h",       "\033[?1004h",
-        "\033[?2004h",       "\033[4h",         "\033[20h",          "\033[5;15r",
-        "\033[5;15r\033[?6h\033[3;4H",          "\033[?69h\033[5;30s",
-        "\033[?69h\033[5;30s\033[?69l",         "\033[3 q",          "\033[6 q",
-        "\033[?12l",         "\033[1\"q",       "\033(0",            "\033)0\016",
-        "\033*A\033n",       "\033+0\033o",     "\033[?25l",         "\033[3g\033[1;5H\033H",
-        "\033[1;17H\033[g",  "\033[38;2;1;2;3;4:2m",                 "\033[?1047h",
-        "\0337\033[5;5H",    "\033[3;3H\033[31m\0337\033[?25l\033[5 q\033[H\033[m",
+        "\033[?1h",
+        "\033=",
+        "\033[?5h",
+        "\033[?6h",
+        "\033[?7l",
+        "\033[?1000h",
+        "\033[?1002h",
+        "\033[?1003h",
+        "\033[?1006h",
+        "\033[?1005h",
+        "\033[?1015h",
+        "\033[?1004h",
+        "\033[?2004h",
+        "\033[4h",
+        "\033[20h",
+        "\033[5;15r",
+        "\033[5;15r\033[?6h\033[3;4H",
+        "\033[?69h\033[5;30s",
+        "\033[?69h\033[5;30s\033[?69l",
+        "\033[3 q",
+        "\033[6 q",
+        "\033[?12l",
+        "\033[1\"q",
+        "\033(0",
+        "\033)0\016",
+        "\033*A\033n",
+        "\033+0\033o",
+        "\033[?25l",
+        "\033[3g\033[1;5H\033H",
+        "\033[1;17H\033[g",
+        "\033[38;2;1;2;3;4:2m",
+        "\033[?1047h",
+        "\0337\033[5;5H",
+        "\033[3;3H\033[31m\0337\033[?25l\033[5 q\033[H\033[m",
+        "\033[4;4H\033[?25l\033[4 q\033[?1049h\033[?25h\033[1 q",
     };
     for (size_t i = 0; i < sizeof each / sizeof each[0]; i++) {
         struct vt *vt = new_vt(40, 20);
@@ -454,8 +496,9 @@ static void test_round_trip_modes(void **state)
         /* (Leaving the alternate screen would show the primary screen's
          * text, which a snapshot taken in the alternate screen loses.) */
         check_round_trip(vt,
-                         strstr(each[i], "1047") ? "ab\tq\r\n\033[10Bxy\0338Z"
-                                                 : "ab\tq\r\n\033[10Bxy\0338Z\033[?1049h\033[?1049lW",
+                         strstr(each[i], "?104")
+                             ? "ab\tq\r\n\033[10Bxy\0338Z"
+                             : "ab\tq\r\n\033[10Bxy\0338Z\033[?1049h\033[?1049lW",
                          label);
         vt_free(vt);
     }
@@ -526,13 +569,77 @@ static void test_resize(void **state)
     struct vt_cell c;
     cell_at(vt, 1, 8, &c);
     assert_int_equal(c.chars[0], 0x4e16); /* cut in half by the shrink */
-    feed(vt, "\033[3;1H"); /* (a pending wrap after a cut wide glyph is a gap) */
+    feed(vt, "\033[3;1H");                /* (a pending wrap after a cut wide glyph is a gap) */
     check_round_trip(vt, "\r\nZ", "cut wide");
     assert_int_equal(vt_resize(vt, 1, 3), AL_OK);
-    feed(vt, "\033[2J\033[H");           /* (a cut wide glyph on one column is a gap) */
-    feed(vt, "\xe4\xb8\x96"); /* a wide glyph on one column: libvterm would crash */
+    feed(vt, "\033[2J\033[H"); /* (a cut wide glyph on one column is a gap) */
+    feed(vt, "\xe4\xb8\x96");  /* a wide glyph on one column: libvterm would crash */
     check_round_trip(vt, "\xe4\xb8\x96x", "one column");
     vt_free(vt);
+
+    /* A double-width line one column wide is zero columns wide: libvterm
+     * writes through NULL on ESC # 3, a glyph, ECH. Both ways in. */
+    vt = new_vt(1, 1);
+    feed(vt, "\033#3e\033[X\033#6f\033[K");
+    check_round_trip(vt, "g", "dwl one column");
+    vt_free(vt);
+    vt = new_vt(10, 4);
+    feed(vt, "\033[?6h\033#6ab\033[2;1H\033#3cd\033[3;2H");
+    assert_int_equal(vt_resize(vt, 1, 4), AL_OK);
+    uint8_t dwl = 1;
+    assert_int_equal(vt_line_attrs(vt, 0, &dwl, NULL), AL_OK);
+    assert_int_equal(dwl, 0);
+    feed(vt, "e\033[X");
+    check_round_trip(vt, "h", "resized to one column");
+    vt_free(vt);
+}
+
+/* libvterm 0.1.4 leaves its cursor off the screen after a shrink (the
+ * next glyph reads out of bounds; valgrind shows it, ASan cannot see into
+ * the uninstrumented library): vt keeps the cursor on the screen. */
+static void test_resize_cursor_off_screen(void **state)
+{
+    (void)state;
+    struct vt_cursor k;
+    struct vt *vt = new_vt(80, 24);
+    feed(vt, "\033[5;1Hr\033[2;1H"); /* text on row 5, cursor on row 2 */
+    assert_int_equal(vt_resize(vt, 80, 3), AL_OK);
+    vt_get_cursor(vt, &k);
+    assert_true(k.row < 3 && k.col < 80);
+    feed(vt, "x");
+    check_round_trip(vt, "yz", "shrunk rows");
+    vt_free(vt);
+
+    vt = new_vt(80, 24);
+    feed(vt, "\033[20;70H\0337\033[H\033[?1048h"); /* saved at row 20, col 70 */
+    feed(vt, "\033[22;75H\0337\033[H");
+    assert_int_equal(vt_resize(vt, 10, 5), AL_OK);
+    feed(vt, "\0338"); /* restores a position that no longer exists */
+    vt_get_cursor(vt, &k);
+    assert_true(k.row < 5 && k.col < 10);
+    feed(vt, "x\033[?1048l");
+    vt_get_cursor(vt, &k);
+    assert_true(k.row < 5 && k.col < 10);
+    feed(vt, "y");
+    vt_free(vt);
+
+    /* A scroll region or side margins set for the larger screen: libvterm
+     * keeps them and its next scroll memmoves a negative size. */
+    static const char *const margins[] = {"\033[3r", "\033[5;20r\033[?6h\033[2;2H",
+                                          "\033[?69h\033[10;70s\033[5;60H"};
+    for (size_t i = 0; i < sizeof margins / sizeof margins[0]; i++) {
+        vt = new_vt(80, 24);
+        feed(vt, margins[i]);
+        assert_int_equal(vt_resize(vt, 8, 4), AL_OK);
+        struct vt_modes m;
+        vt_get_modes(vt, &m);
+        assert_true(m.bottom < 4 && m.right < 8);
+        feed(vt, "1r\r\n\n\n\n\n\033M\033M\033M\033M\033M\033[L\033[M\033[@\033[P");
+        vt_get_cursor(vt, &k);
+        assert_true(k.row < 4 && k.col < 8);
+        check_round_trip(vt, "z\r\n\n\n", "margins after shrink");
+        vt_free(vt);
+    }
 }
 
 static void test_title(void **state)
@@ -629,11 +736,20 @@ static void gen_color(struct gen *g, int base)
  * erases, line feeds, occasionally a scroll region, IL/DL and modes. */
 static void gen_input(struct gen *g, uint16_t cols, uint16_t rows, int ops)
 {
-    static const char *const text[] = {"a",        "Z",        " ",    "~",        "\xc3\xa9",
-                                       "\xe4\xb8\x96", "\xef\xbc\xa1", "e\xcc\x81", "\xcc\x81",
-                                       "\xe2\x94\x80", "\xf0\x9f\x98\x80", "\t"};
-    static const char *const sgr_attr[] = {"1", "3", "4", "5", "7", "9", "21", "4:3", "22", "23",
-                                           "24", "25", "27", "29", "0", "39", "49", "11"};
+    static const char *const text[] = {"a",
+                                       "Z",
+                                       " ",
+                                       "~",
+                                       "\xc3\xa9",
+                                       "\xe4\xb8\x96",
+                                       "\xef\xbc\xa1",
+                                       "e\xcc\x81",
+                                       "\xcc\x81",
+                                       "\xe2\x94\x80",
+                                       "\xf0\x9f\x98\x80",
+                                       "\t"};
+    static const char *const sgr_attr[] = {"1",  "3",  "4",  "5",  "7",  "9", "21", "4:3", "22",
+                                           "23", "24", "25", "27", "29", "0", "39", "49",  "11"};
     for (int i = 0; i < ops; i++) {
         switch (rnd(g, 16)) {
         case 0:
@@ -703,9 +819,14 @@ static void test_random_round_trip(void **state)
 {
     (void)state;
     struct gen g;
+    unsigned with_gaps = 0, kinds[8] = {0};
+    unsigned seeds = RANDOM_SEEDS;
+    const char *env = getenv("VT_TEST_SEEDS");
+    if (env && *env)
+        seeds = (unsigned)strtoul(env, NULL, 10);
     g.buf = malloc(BUF_MAX);
     assert_non_null(g.buf);
-    for (uint64_t seed = 1; seed <= RANDOM_SEEDS; seed++) {
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
         g.rng = seed * 0x9e3779b97f4a7c15ULL;
         g.len = 0;
         uint16_t cols = (uint16_t)(2 + rnd(&g, 60));
@@ -721,11 +842,20 @@ static void test_random_round_trip(void **state)
         snprintf(label, sizeof label, "seed %llu (%ux%u)", (unsigned long long)seed, cols, rows);
         g_input = (const uint8_t *)g.buf;
         g_input_len = first;
-        check_round_trip(vt, g.buf + first, label);
+        if (!check_round_trip_gaps(vt, g.buf + first, label, 1)) {
+            with_gaps++;
+            kinds[vt_snapshot_gaps(vt) & 7]++;
+        }
         g_input = NULL;
         vt_free(vt);
     }
     free(g.buf);
+    /* Gaps are rare states (docs/snapshots.md); every other seed is exact. */
+    fprintf(stderr,
+            "random round trip: %u of %u seeds reported gaps (wrap %u, edge %u, glyph %u)\n",
+            with_gaps, seeds, kinds[1] + kinds[3] + kinds[5] + kinds[7],
+            kinds[2] + kinds[3] + kinds[6] + kinds[7], kinds[4] + kinds[5] + kinds[6] + kinds[7]);
+    assert_true(with_gaps * 100 <= seeds);
 }
 
 /* --- libvterm 0.1.4 bug repros ----------------------------------------- */
@@ -734,7 +864,7 @@ static void test_bug_repros(void **state)
 {
     (void)state;
     static const char *const repro[] = {
-        "\033[b",                 /* REP before any glyph: libvterm loops */
+        "\033[b", /* REP before any glyph: libvterm loops */
         "\033[3b",
         "\033[2J\033[b",
         "\342\200\213\033[b",     /* ZWSP then REP */
@@ -743,7 +873,7 @@ static void test_bug_repros(void **state)
         "\033[;;;;;;;;;;;;;;;;m", /* 16 separators: out-of-bounds write */
         "\033[1;2;3;4;5;6;7;8;9;10;11;12;13;14;15;16;17;18;19;20;21;22;23;24m",
         "\033[::::::::::::::::::::::::::::::::38m",
-        "\302\215\033[K",         /* UTF-8 C1 then EL: invalid write */
+        "\302\215\033[K", /* UTF-8 C1 then EL: invalid write */
         "\302\233\302\215\302\220\302\235\302\237",
         "\033[99999999999999999999C\033[99999999999999999999X\033[4294967295@",
     };
@@ -790,13 +920,14 @@ static void test_bug_repros(void **state)
 static void test_split_every_byte(void **state)
 {
     (void)state;
-    const char *inputs[] = {rich_input,
-                            "\033[?1049h\033P$qm\033\\\033]2;a\033\\\033[38:2::1:2:3mx\033_apc\033\\y"
-                            "\xf0\x9f\x98\x80\xe4\xb8\x96\xcc\x81\033[3b\033[5;10r\033[?6h\033[2;2Hz",
-                            /* a mark after a glyph in the last column (libvterm joins
-                             * them only within one write) */
-                            "\033[1;80Ha\xcc\x81x\033[?7l\033[2;80Hb\xcc\x81\xcc\x82\033[3;79H"
-                            "\xe4\xb8\x96\xcc\x81\033[31m\xcc\x82"};
+    const char *inputs[] = {
+        rich_input,
+        "\033[?1049h\033P$qm\033\\\033]2;a\033\\\033[38:2::1:2:3mx\033_apc\033\\y"
+        "\xf0\x9f\x98\x80\xe4\xb8\x96\xcc\x81\033[3b\033[5;10r\033[?6h\033[2;2Hz",
+        /* a mark after a glyph in the last column (libvterm joins
+         * them only within one write) */
+        "\033[1;80Ha\xcc\x81x\033[?7l\033[2;80Hb\xcc\x81\xcc\x82\033[3;79H"
+        "\xe4\xb8\x96\xcc\x81\033[31m\xcc\x82"};
     for (size_t k = 0; k < sizeof inputs / sizeof inputs[0]; k++) {
         const uint8_t *p = (const uint8_t *)inputs[k];
         size_t n = strlen(inputs[k]);
@@ -899,13 +1030,12 @@ static int have_tmux(void)
 }
 
 /* Shows a file in a tmux pane and captures it with attributes. */
-static void tmux_render(const char *sock, const char *name, const char *path, char *out,
-                        size_t cap)
+static void tmux_render(const char *sock, const char *name, const char *path, char *out, size_t cap)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "cat %s; printf '\\033[?25l'; sleep 60", path);
     char *start[] = {"tmux", "-L", (char *)sock, "new-session", "-d", "-s", (char *)name,
-                     "-x",   "80", "-y", "24", cmd, NULL};
+                     "-x",   "80", "-y",         "24",          cmd,  NULL};
     assert_int_equal(run_cmd(start, out, cap), 0);
     /* Wait until two captures a little apart agree. */
     char *prev = calloc(1, cap);
@@ -915,7 +1045,7 @@ static void tmux_render(const char *sock, const char *name, const char *path, ch
         nanosleep(&ts, NULL);
         char target[64];
         snprintf(target, sizeof target, "%s:0.0", name);
-        char *cap_argv[] = {"tmux", "-L", (char *)sock, "capture-pane", "-e", "-p",
+        char *cap_argv[] = {"tmux", "-L",   (char *)sock, "capture-pane", "-e", "-p",
                             "-t",   target, NULL};
         assert_int_equal(run_cmd(cap_argv, out, cap), 0);
         if (i > 2 && strcmp(out, prev) == 0)
@@ -996,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_modes),
         cmocka_unit_test(test_pending_wrap),
         cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_resize_cursor_off_screen),
         cmocka_unit_test(test_title),
         cmocka_unit_test(test_charsets_tabs_saved),
         cmocka_unit_test(test_line_attrs),
