@@ -31,7 +31,9 @@ await run('runner_flow', async () => {
   const after = cpuTicks(yesPid);
   const got = y.output().length;
   check(got <= 512 * 1024 + 65536, `without credit the client got only its window (${got} bytes)`);
-  check(peak - rss0 < 16 * 1024, `runner RSS grew by ${peak - rss0} KiB (< 16 MiB) over 20 s of yes`);
+  // the ring (1 MiB) plus a small constant: the terminal, its screen model,
+  // buffers (measured: ~1.0 MiB normal, ~1.3 MiB under ASan)
+  check(peak - rss0 < 1024 + 2048, `runner RSS grew by ${peak - rss0} KiB (< ring 1 MiB + 2 MiB) over 20 s of yes`);
   check(after - before <= 20, `yes is blocked, not spinning (${after - before} ticks in its last 5 s)`);
   const state = fs.readFileSync(`/proc/${yesPid}/stat`, 'utf8').split(') ')[1][0];
   check(state === 'S', `yes sleeps on write (state ${state})`);

@@ -1,16 +1,25 @@
 // An independent client (npm ws + tests/interop/airlock.mjs, not our C code)
 // drives airlock-runner: several terminals over one connection, output,
 // exit codes, resize, pipes, environment scrubbing, snapshots, errors.
-import { run, check, tmpdir, keygen, mint, startRunner } from '../interop/harness.mjs';
+// The same scenario runs twice: the runner listening (a platform ingress
+// dials in), and the runner dialing out to a test listener.
+import { run, check, tmpdir, keygen, mint, startRunner, startDialRunner } from '../interop/harness.mjs';
 import { Controller, STDOUT } from '../interop/airlock.mjs';
 
-await run('runner_terminals', async () => {
-  const dir = tmpdir('term');
+async function scenario(mode) {
+  console.log(`# runner ${mode}`);
+  const dir = tmpdir(`term-${mode}`);
   keygen(dir);
-  const r = await startRunner({ dir, env: { AIRLOCK_SECRET_SHOULD_NOT_LEAK: 'shh' } });
-  const ctl = new Controller();
-  const token = mint(dir, r.id);
-  await ctl.connect(r.url, { Authorization: `Bearer ${token}` });
+  const runnerEnv = { AIRLOCK_SECRET_SHOULD_NOT_LEAK: 'shh' };
+  let ctl, token;
+  if (mode === 'listening') {
+    const r = await startRunner({ dir, env: runnerEnv });
+    ctl = new Controller();
+    token = mint(dir, r.id);
+    await ctl.connect(r.url, { Authorization: `Bearer ${token}` });
+  } else {
+    ({ ctl, token } = await startDialRunner({ dir, env: runnerEnv, Controller }));
+  }
 
   // two terminals over one connection
   const a = ctl.open(['sh', '-c', 'echo one; exit 3']);
@@ -78,4 +87,9 @@ await run('runner_terminals', async () => {
   await s.wait(() => s.closed, 'close confirmation');
   check(s.closed, 'CLOSE confirmed by the host');
   void STDOUT;
+}
+
+await run('runner_terminals', async () => {
+  await scenario('listening');
+  await scenario('dialing out');
 });

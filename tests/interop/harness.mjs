@@ -110,6 +110,42 @@ export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}
   throw new Error(`runner did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
 }
 
+// Start airlock-runner --connect towards a controller that a test runs as a
+// ws server on 127.0.0.1; resolves once the runner has dialed in and the
+// Controller (tests/interop/airlock.mjs) has it. Returns { ctl, proc, token, log }.
+export async function startDialRunner({ id = 'sbx-1', dir, args = [], env = {}, Controller }) {
+  const { WebSocketServer } = await import('ws');
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.on('listening', r));
+  const ctl = new Controller();
+  wss.on('connection', (ws) => ctl.adopt(ws));
+  const token = mint(dir, id, 'runner:connect', 600);
+  const tokfile = path.join(dir, `token-${id}`);
+  fs.writeFileSync(tokfile, `${token}\n`, { mode: 0o600 });
+  const log = path.join(dir, `runner-dial-${wss.address().port}.log`);
+  const out = fs.openSync(log, 'a');
+  logs.push(log);
+  const p = spawn(path.join(BIN, 'airlock-runner'), ['--connect', `ws://127.0.0.1:${wss.address().port}/v1/runners/connect`,
+    '--identifier', id, '--jwks', path.join(dir, 'jwks.json'), '--token-file', tokfile, ...args],
+  { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
+  fs.closeSync(out);
+  const exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
+  cleanups.push(async () => {
+    let st;
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill('SIGTERM');
+      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+      st = await exited; clearTimeout(t);
+    } else {
+      st = await exited;
+    }
+    wss.close();
+    if (st.code !== 0 || st.sig) throw new Error(`dialing runner stopped badly: ${JSON.stringify(st)} (see ${log})`);
+  });
+  await ctl.wait(() => ctl.ready, 'the runner to dial in', 10000);
+  return { ctl, proc: p, token, log };
+}
+
 export function rssKb(pid) {
   const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+)/.exec(s)[1]);
