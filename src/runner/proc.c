@@ -496,6 +496,19 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
     for (int sig = 1; sig < NSIG; sig++)
         if (sig != SIGKILL && sig != SIGSTOP)
             (void)sigaction(sig, &sa, NULL);
+    /* glibc's sigaction() refuses the realtime signals it reserves (32, 33),
+     * yet an ignored disposition survives exec: GNU make 4.3, for one,
+     * starts its children with them ignored. Reset them with the raw
+     * system call (the kernel's struct sigaction: handler, flags,
+     * restorer, mask). */
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        uint64_t mask;
+    } kdfl = {SIG_DFL, 0, NULL, 0};
+    for (int sig = 32; sig < SIGRTMIN; sig++)
+        (void)syscall(SYS_rt_sigaction, sig, &kdfl, NULL, sizeof kdfl.mask);
 
     if (pl->set_user) {
         if (setgroups(1, &pl->gid) < 0 || setresgid(pl->gid, pl->gid, pl->gid) < 0 ||
@@ -508,8 +521,7 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
         child_fail(errfd, STEP_CHDIR, errno);
 
     /* An empty mask, including the realtime signals glibc reserves and its
-     * sigprocmask() refuses to touch (a parent may have left them blocked,
-     * and the mask survives exec). */
+     * sigprocmask() refuses to touch (the mask survives exec too). */
     uint64_t none = 0;
     if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none) < 0)
         child_fail(errfd, STEP_SIGNALS, errno);

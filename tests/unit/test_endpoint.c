@@ -612,6 +612,11 @@ static void probe_init(struct probe *p, enum fr_role role)
     ep_link_up(p->ep, 0);
 }
 
+static void probe_free(struct probe *p)
+{
+    app_free(&p->app); /* frees p->ep too: app.ep is the same endpoint */
+}
+
 static int probe_send(struct probe *p, const struct fr_frame *f, uint64_t now)
 {
     uint8_t buf[AL_MAX_FRAME];
@@ -656,14 +661,14 @@ static void test_version_and_roles(void **state)
     assert_int_equal(probe_drain(&p, 0), FR_ERR_VERSION);
     assert_true(ep_closing(p.ep, &code, NULL));
     assert_int_equal(code, EP_CLOSE_VERSION);
-    ep_free(p.ep);
+    probe_free(&p);
 
     probe_init(&p, FR_ROLE_HOST);
     probe_hello(&p, FR_ROLE_HOST, 1, 1);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
     assert_true(ep_closing(p.ep, &code, NULL));
     assert_int_equal(code, EP_CLOSE_PROTOCOL);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* a newer peer that also speaks 1 is fine */
     probe_init(&p, FR_ROLE_HOST);
@@ -674,7 +679,7 @@ static void test_version_and_roles(void **state)
     /* a second HELLO is an error */
     probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
-    ep_free(p.ep);
+    probe_free(&p);
 }
 
 static void test_bad_input(void **state)
@@ -693,7 +698,7 @@ static void test_bad_input(void **state)
     assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
     /* after a fatal error, input is refused */
     assert_int_equal(probe_send(&p, &f, 0), AL_E_CLOSED);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* unknown frame type: a clear error naming it */
     probe_init(&p, FR_ROLE_HOST);
@@ -703,7 +708,7 @@ static void test_bad_input(void **state)
     assert_int_equal(probe_drain(&p, 0), FR_ERR_UNKNOWN_TYPE);
     assert_true(ep_closing(p.ep, &code, &why));
     assert_non_null(strstr(why, "0x42"));
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* a frame only a host may send, sent to a host */
     probe_init(&p, FR_ROLE_HOST);
@@ -712,7 +717,7 @@ static void test_bad_input(void **state)
     f.type = FR_OPENED;
     f.channel = 1;
     assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* data beyond the credit, data leaving a hole */
     probe_init(&p, FR_ROLE_HOST);
@@ -735,7 +740,7 @@ static void test_bad_input(void **state)
     f.u.data.offset = 10;
     f.u.data.bytes = (struct fr_bytes){big, 5};
     assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO); /* hole */
-    ep_free(p.ep);
+    probe_free(&p);
 
     probe_init(&p, FR_ROLE_HOST);
     probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
@@ -762,7 +767,7 @@ static void test_bad_input(void **state)
     }
     assert_int_equal(rc, AL_E_PROTO); /* the window was 512 KiB and nothing was consumed? */
     assert_true(sent > EP_DEFAULT_WINDOW);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* a stream the channel's mode does not have */
     probe_init(&p, FR_ROLE_CONTROLLER);
@@ -786,7 +791,7 @@ static void test_bad_input(void **state)
     f.flags = FR_STDERR;
     f.u.data.bytes = (struct fr_bytes){big, 1};
     assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* frames for channels nobody opened: a non-fatal NO_CHANNEL */
     probe_init(&p, FR_ROLE_HOST);
@@ -799,7 +804,7 @@ static void test_bad_input(void **state)
     assert_int_equal(probe_send(&p, &f, 0), 0);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_NO_CHANNEL);
     assert_false(ep_closing(p.ep, NULL, NULL));
-    ep_free(p.ep);
+    probe_free(&p);
 }
 
 static void test_ping_idle_token(void **state)
@@ -837,7 +842,7 @@ static void test_ping_idle_token(void **state)
     assert_true(ep_closing(p.ep, &code, NULL));
     assert_int_equal(code, EP_CLOSE_IDLE);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_TIMEOUT);
-    ep_free(p.ep);
+    probe_free(&p);
 
     /* the token deadline: a fresh token in band, then expiry */
     ep_set_token_deadline(s->host.ep, s->now + 50000);
@@ -978,7 +983,7 @@ static void test_open_failed_and_limits(void **state)
     assert_int_equal(probe_send(&p, &f, 0), 0);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_CHANNEL_EXISTS);
     assert_false(ep_closing(p.ep, NULL, NULL));
-    ep_free(p.ep);
+    probe_free(&p);
 }
 
 /* EXIT waits for all output, even when credit holds the output back. */
