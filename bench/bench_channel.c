@@ -28,47 +28,11 @@
 #include <unistd.h>
 
 #include "al_limits.h"
+#include "benchutil.h"
 #include "endpoint.h"
 #include "frame.h"
 
 enum { CHUNK = 4096, MAX_RUNS = 21 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        c += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
 
 static void fill(char *buf, size_t n)
 {
@@ -89,13 +53,13 @@ static double bench_pty(size_t total)
         char buf[CHUNK];
         fill(buf, sizeof buf);
         for (size_t done = 0; done < total; done += sizeof buf)
-            if (write_all(1, buf, sizeof buf) != 0)
+            if (bu_write_all(1, buf, sizeof buf) != 0)
                 _exit(1);
         _exit(0);
     }
     char buf[65536];
     size_t got = 0;
-    double t0 = now_s();
+    double t0 = bu_now_s();
     while (got < total) {
         ssize_t r = read(master, buf, sizeof buf);
         if (r < 0 && errno == EINTR)
@@ -104,7 +68,7 @@ static double bench_pty(size_t total)
             break;
         got += (size_t)r;
     }
-    double dt = now_s() - t0;
+    double dt = bu_now_s() - t0;
     close(master);
     waitpid(pid, NULL, 0);
     return got >= total ? (double)total / dt / 1e6 : -1;
@@ -150,21 +114,21 @@ static double bench_loopback(size_t total)
         char buf[CHUNK];
         fill(buf, sizeof buf);
         for (size_t done = 0; done < total; done += sizeof buf)
-            if (write_all(fds[0], buf, sizeof buf) != 0)
+            if (bu_write_all(fds[0], buf, sizeof buf) != 0)
                 _exit(1);
         _exit(0);
     }
     close(fds[0]);
     char buf[65536];
     size_t got = 0;
-    double t0 = now_s();
+    double t0 = bu_now_s();
     while (got < total) {
         ssize_t r = read(fds[1], buf, sizeof buf);
         if (r <= 0)
             break;
         got += (size_t)r;
     }
-    double dt = now_s() - t0;
+    double dt = bu_now_s() - t0;
     close(fds[1]);
     waitpid(pid, NULL, 0);
     return got >= total ? (double)total / dt / 1e6 : -1;
@@ -174,16 +138,16 @@ static double bench_loopback(size_t total)
 static int send_msg(int fd, const uint8_t *p, size_t n)
 {
     uint8_t hdr[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n};
-    return write_all(fd, hdr, 4) == 0 && write_all(fd, p, n) == 0 ? 0 : -1;
+    return bu_write_all(fd, hdr, 4) == 0 && bu_write_all(fd, p, n) == 0 ? 0 : -1;
 }
 
 static long recv_msg(int fd, uint8_t *p, size_t cap)
 {
     uint8_t hdr[4];
-    if (read_all(fd, hdr, 4) != 0)
+    if (bu_read_all(fd, hdr, 4) != 0)
         return -1;
     size_t n = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 | (size_t)hdr[2] << 8 | hdr[3];
-    if (n > cap || read_all(fd, p, n) != 0)
+    if (n > cap || bu_read_all(fd, p, n) != 0)
         return -1;
     return (long)n;
 }
@@ -298,7 +262,7 @@ static double bench_endpoints(size_t total)
     o.argc = 1;
     o.argv[0] = (struct fr_str){"yes", 3};
     (void)ep_open(s.ep, &o);
-    double t0 = now_s();
+    double t0 = bu_now_s();
     double rate = -1;
     for (;;) {
         if (flush_out(s.ep, fd, buf) != 0)
@@ -308,7 +272,7 @@ static double bench_endpoints(size_t total)
             break;
         (void)ep_input(s.ep, buf, (size_t)n, 0);
         if (s.got >= total) {
-            rate = (double)total / (now_s() - t0) / 1e6;
+            rate = (double)total / (bu_now_s() - t0) / 1e6;
             break;
         }
     }
@@ -316,18 +280,6 @@ static double bench_endpoints(size_t total)
     close(fd);
     waitpid(pid, NULL, 0);
     return rate;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv)
@@ -350,7 +302,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    double mp = median(pty, (int)runs), ml = median(lo, (int)runs), mo = median(ours, (int)runs);
+    double mp = bu_median(pty, (int)runs), ml = bu_median(lo, (int)runs),
+           mo = bu_median(ours, (int)runs);
     printf("bench_channel: %ld MiB one way, median of %ld interleaved runs\n\n", mb, runs);
     printf("| path | MB/s | / bare PTY | / raw loopback |\n|---|---|---|---|\n");
     printf("| bare PTY (limit) | %.1f | 1.00 | %.2f |\n", mp, mp / ml);

@@ -57,6 +57,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "benchutil.h"
 #include "endpoint.h"
 #include "frame.h"
 
@@ -206,21 +207,6 @@ static void on_signal(int sig)
 }
 
 /* ---- processes ------------------------------------------------------------ */
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Reap pid within ms; 0 and *st set, or -1 if it is still running. */
 static int wait_bounded(pid_t pid, unsigned ms, int *st)
@@ -488,7 +474,7 @@ static void make_dataset(struct dataset *d, size_t len)
                 col = 0;
             }
         }
-        if (write_all(fd, buf, n) != 0)
+        if (bu_write_all(fd, buf, n) != 0)
             fail("cannot write %s: %s", g.data, strerror(errno));
         done += n;
     }
@@ -948,7 +934,7 @@ static void ws_open(struct wsc *c, int port)
                       IDENT, API_VERSION, port, key, AL_SUBPROTOCOL, token);
     if (rl < 0 || (size_t)rl >= sizeof req)
         fail("upgrade request too long");
-    if (write_all(c->fd, req, (size_t)rl) != 0)
+    if (bu_write_all(c->fd, req, (size_t)rl) != 0)
         fail("cannot send the upgrade request: %s", strerror(errno));
     /* the response head; whatever follows it is WebSocket data */
     char *head = (char *)c->rx;
@@ -1223,17 +1209,11 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* p50, p90, p99 (nearest rank) and max of n samples, sorted in place. */
 static void percentiles(double *v, int n, double out[4])
 {
     static const int pct[3] = {50, 90, 99};
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bu_cmp_double);
     for (int i = 0; i < 3; i++)
         out[i] = v[(pct[i] * n + 99) / 100 - 1];
     out[3] = v[n - 1];
@@ -1332,7 +1312,7 @@ static struct stat3 stat3_of(const double *v, int n)
 {
     double s[MAX_RUNS];
     memcpy(s, v, (size_t)n * sizeof *v);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    qsort(s, (size_t)n, sizeof *s, bu_cmp_double);
     struct stat3 r = {s[0], n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[n - 1]};
     return r;
 }
