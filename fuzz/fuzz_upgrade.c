@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "token.h"
+#include "bearer.h"
 #include "upgrade.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (res.status != 101 && res.status != 200 && res.status != 400 && res.status != 403 &&
         res.status != 404)
         abort();
-    (void)upg_bearer(part[3]);
+    (void)bearer_token(part[3]);
     tok_keyset_free(ks);
     free(buf);
     return 0;

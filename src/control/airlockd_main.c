@@ -22,6 +22,7 @@
  * --data defaults to $AIRLOCK_DATA, else ./airlock-data.
  */
 #include "al_err.h"
+#include "api.h"
 #include "db.h"
 #include "keys.h"
 #include "tok_sign.h"
@@ -65,6 +66,7 @@ struct cmd {
 static int cmd_keygen(const struct cmd *self, int argc, char **argv);
 static int cmd_token(const struct cmd *self, int argc, char **argv);
 static int cmd_user(const struct cmd *self, int argc, char **argv);
+static int cmd_serve(const struct cmd *self, int argc, char **argv);
 static int cmd_help(const struct cmd *self, int argc, char **argv);
 
 static const struct cmd cmds[] = {
@@ -78,6 +80,10 @@ static const struct cmd cmds[] = {
      "manage the people who may use airlockd (roles: admin, operator, viewer); add prints the "
      "new API key once, DIR/" DB_FILE_NAME " keeps only its hash",
      cmd_user},
+    {"serve", "[--data DIR] --listen HOST:PORT [--verbose]",
+     "run the control plane: today the JSON API (GET /healthz, /v1/sandboxes, /v1/terminals, "
+     "/v1/audit) with API keys; runners, terminals and attach come next",
+     cmd_serve},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
@@ -234,6 +240,38 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
                res.jwks_keys == 1 ? "" : "s") < 0 ||
         fflush(stdout) != 0)
         return RC_FAIL;
+    return 0;
+}
+
+static int cmd_serve(const struct cmd *self, int argc, char **argv)
+{
+    const char *data = NULL, *listen = NULL;
+    bool verbose = false;
+    const struct opt opts[] = {
+        {"--data", &data, NULL},
+        {"--listen", &listen, NULL},
+        {"--verbose", NULL, &verbose},
+    };
+    int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : prc;
+    if (!listen) {
+        errline("serve", "--listen HOST:PORT is required");
+        return RC_USAGE;
+    }
+    if (!data)
+        data = default_data_dir();
+    if (mkdir(data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
+        errline("serve", "cannot create data directory %s: %s", data, strerror(errno));
+        return RC_FAIL;
+    }
+    struct api_config cfg = {data, listen, verbose ? 2 : 1};
+    char err[512] = "";
+    int rc = api_serve(&cfg, err, sizeof err);
+    if (rc != AL_OK) {
+        errline("serve", "%s", err[0] ? err : al_strerror(rc));
+        return rc == AL_E_INVAL ? RC_USAGE : RC_FAIL;
+    }
     return 0;
 }
 

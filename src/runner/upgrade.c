@@ -6,19 +6,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "al_err.h"
-
-const char *upg_bearer(const char *value)
-{
-    if (!value || strncasecmp(value, "Bearer ", 7) != 0)
-        return NULL;
-    const char *t = value + 7;
-    while (*t == ' ')
-        t++;
-    return *t ? t : NULL;
-}
+#include "bearer.h"
 
 static void answer(struct upg_result *out, int status, const char *body, const char *why)
 {
@@ -56,7 +46,7 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
         answer(out, 403, "Unauthenticated\n", "no token");
         return;
     }
-    const char *tok = upg_bearer(req->auth);
+    const char *tok = bearer_token(req->auth);
     if (!tok) {
         answer(out, 403, "Unauthenticated\n", "token header is not 'Bearer <token>'");
         return;

@@ -48,8 +48,4 @@ struct upg_result {
 void upg_decide(const struct upg_config *cfg, const struct upg_request *req,
                 struct upg_result *out);
 
-/* The token in a header value: "Bearer <token>" (scheme case-insensitive),
- * or NULL. Points into value. */
-const char *upg_bearer(const char *value);
-
 #endif

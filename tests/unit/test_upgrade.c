@@ -17,6 +17,7 @@
 #include "keys.h"
 #include "tok_sign.h"
 #include "token.h"
+#include "bearer.h"
 #include "upgrade.h"
 
 #define NOW 1800000000
@@ -122,12 +123,12 @@ static void test_matrix(void **state)
 static void test_bearer(void **state)
 {
     (void)state;
-    assert_string_equal(upg_bearer("Bearer abc"), "abc");
-    assert_string_equal(upg_bearer("bearer   abc"), "abc");
-    assert_null(upg_bearer("Bearer"));
-    assert_null(upg_bearer("Bearer   "));
-    assert_null(upg_bearer("Token abc"));
-    assert_null(upg_bearer(NULL));
+    assert_string_equal(bearer_token("Bearer abc"), "abc");
+    assert_string_equal(bearer_token("bearer   abc"), "abc");
+    assert_null(bearer_token("Bearer"));
+    assert_null(bearer_token("Bearer   "));
+    assert_null(bearer_token("Token abc"));
+    assert_null(bearer_token(NULL));
 }
 
 int main(void)
