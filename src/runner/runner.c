@@ -47,6 +47,7 @@ struct term {
     struct vt *vt;
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
+    int ev_out, ev_err, ev_in;             /* the events each one polls now */
     uv_timer_t drain;
     int handles; /* handles still open (freed at 0 after closing) */
     int closing;
@@ -107,6 +108,7 @@ static struct term *term_find(const struct runner *r, uint32_t ch)
 /* ---- terminal lifecycle -------------------------------------------------- */
 
 static void term_update_polls(struct term *t);
+static void poll_set(uv_poll_t *h, int *cur, int events);
 
 static void term_handle_closed(uv_handle_t *h)
 {
@@ -235,7 +237,7 @@ static void term_write_in(struct term *t)
     if (t->inlen == 0 && t->in_eof && !t->in_closed) {
         t->in_closed = 1;
         if (t->proc.mode == PROC_PIPES && t->poll_in.data)
-            (void)uv_poll_stop(&t->poll_in); /* before the fd closes */
+            poll_set(&t->poll_in, &t->ev_in, 0); /* before the fd closes */
         int rc = proc_close_stdin(&t->proc);
         if (rc != AL_OK)
             runner_log(r, 2, "channel %u: close stdin: %s", (unsigned)t->ch, al_strerror(rc));
@@ -268,10 +270,13 @@ static void on_poll(uv_poll_t *h, int status, int events)
         term_read(t, FR_STDOUT);
 }
 
-static void poll_set(uv_poll_t *h, int events)
+/* Change what h polls, only when it changes: each change costs an epoll_ctl
+ * at the next loop turn, and this runs for every read on the PTY path. */
+static void poll_set(uv_poll_t *h, int *cur, int events)
 {
-    if (!h->data)
+    if (!h->data || *cur == events)
         return;
+    *cur = events;
     if (events)
         (void)uv_poll_start(h, events, on_poll);
     else
@@ -294,10 +299,10 @@ static void term_update_polls(struct term *t)
     } else {
         if (!t->err_eof && ep_writable(r->ep, t->ch, FR_STDERR) > 0)
             err |= UV_READABLE;
-        poll_set(&t->poll_in, want_in ? UV_WRITABLE : 0);
+        poll_set(&t->poll_in, &t->ev_in, want_in ? UV_WRITABLE : 0);
     }
-    poll_set(&t->poll_out, out);
-    poll_set(&t->poll_err, err);
+    poll_set(&t->poll_out, &t->ev_out, out);
+    poll_set(&t->poll_err, &t->ev_err, err);
 }
 
 static void on_drain_timeout(uv_timer_t *h)
