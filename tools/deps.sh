@@ -13,8 +13,10 @@ DEB_PKGS=(
   # libraries (see STYLE.md: chosen dependencies)
   libssl-dev libjansson-dev libcmocka-dev
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libsqlite3-dev
-  # tests
-  nodejs openssl procps util-linux tmux
+  # run: local sandboxes (bubblewrap), make run (curl)
+  bubblewrap curl
+  # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests)
+  nodejs openssl procps util-linux tmux vim chromium
 )
 
 missing=()

@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
-# `make run`: build, prepare a local data dir, and show what runs today.
-# (Later issues make this start airlockd with a local sandbox and attach.)
+# `make run`: airlockd on SQLite in a local data dir, a local sandbox (its
+# runner under bubblewrap), and one terminal running $AGENT (default:
+# $SHELL). Prints the address, an admin API key and how to attach, then
+# stays in the foreground until Ctrl-C (terminals keep running in the
+# runner; the next `make run` relinks to them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 data=${2:-./airlock-data}
+port=${AIRLOCK_PORT:-7700}
+agent=${AGENT:-${SHELL:-/bin/sh}}
 
-if [ ! -f "$data/signing-key.pem" ]; then
-  "$build/airlockd" keygen --data "$data"
+mkdir -p "$data" && chmod 700 "$data"
+keyfile="$data/admin.key"
+if [ ! -s "$keyfile" ]; then
+  (umask 077 && "$build/airlockd" user add admin --role admin --data "$data" | tail -n 1 >"$keyfile")
 fi
-tok=$("$build/airlockd" token --data "$data" --aud local-sandbox --scope runner:connect --ttl 300)
+key=$(cat "$keyfile")
+url="http://127.0.0.1:$port"
+
+"$build/airlockd" serve --data "$data" --listen "127.0.0.1:$port" >>"$data/airlockd.log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' INT TERM EXIT
+for _ in $(seq 100); do
+  curl -fs "$url/healthz" >/dev/null 2>&1 && break
+  kill -0 $pid 2>/dev/null || { echo "airlockd did not start: see $data/airlockd.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+api() { curl -s -H "Authorization: Bearer $key" -H 'Content-Type: application/json' "$@"; }
+if ! api "$url/v1/sandboxes" | grep -q '"id":"local"'; then
+  api -X POST "$url/v1/sandboxes" -d '{"id":"local","kind":"local"}' >/dev/null
+fi
+for _ in $(seq 100); do
+  api "$url/v1/sandboxes" | grep -q '"id":"local"[^}]*"link_up":true' && break
+  sleep 0.1
+done
+# argv as a JSON array of strings, from the words of $agent
+argv=$(printf '%s\n' $agent | sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' | paste -sd, -)
+term=$(api -X POST "$url/v1/terminals" -d "{\"sandbox\":\"local\",\"argv\":[$argv]}" |
+  sed -n 's/.*"id":"\(t-[0-9a-f]*\)".*/\1/p')
 
 cat <<MSG
 
-Airlock is built ($build/). Data dir: $data (signing key, jwks.json).
+airlockd is serving on $url (data: $data, log: $data/airlockd.log)
+  admin API key:  $key   (also in $keyfile)
+  sandbox:        local (airlock-runner under bubblewrap, workspace $data/sandboxes/local/work)
+  terminal:       ${term:-"(not created: see the log)"} running: $agent
 
-  $build/airlockd      control plane  (today: keygen, token)
-  $build/airlock-runner sandbox side   (terminals over one airlock.v1 WebSocket;
-                        links no signing code)
-  $build/airlock       command-line client
+  list:    curl -H 'Authorization: Bearer $key' $url/v1/terminals
+  attach:  ws://127.0.0.1:$port/v1/terminals/$term/attach (airlock.v1; the CLI's
+           'airlock attach $term' and the web page come with the next issues)
+  record:  curl -H 'Authorization: Bearer $key' $url/v1/terminals/$term/recording
 
-A runner:connect token for the sandbox "local-sandbox", valid 5 minutes:
-  $tok
-
-Try the runner (it serves terminals to a controller; airlockd's relay and
-the CLI that attach to it come with the next issues):
-  $build/airlock-runner --listen 127.0.0.1:7681 --identifier local-sandbox --jwks $data/jwks.json
+Ctrl-C stops airlockd; the terminal keeps running and the next 'make run' relinks.
 MSG
+wait $pid

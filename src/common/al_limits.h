@@ -25,5 +25,7 @@
 #define AL_MAX_ROWS 4096
 #define AL_MAX_PENDING_SIGNALS 8 /* signals queued per channel */
 #define AL_MAX_PENDING_ERRORS 16 /* error frames queued per endpoint */
+#define AL_MAX_VIEWERS 64        /* entries in one VIEWERS frame */
+#define AL_MAX_VIEWER_NAME 64    /* bytes in one VIEWERS entry's name */
 
 #endif

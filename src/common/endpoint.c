@@ -21,8 +21,17 @@
  * buffers and fixed arrays; a retransmission after a new link is just a
  * rewind of `sent`.
  *
+ * Snapshots (host): a snapshot at stdout offset X goes out once stdout has
+ * been sent up to X (and any GAP before it), and no stdout beyond X goes
+ * before its last chunk; so the receiver's next is X when it arrives. A
+ * snapshot queued while another is half sent waits in snap_next.
+ *
+ * Relay sessions (host): a channel may be a viewer, whose stdin gets no
+ * credit; the application moves stdin offsets with ep_set_role() because it
+ * merges several writers into one stream. The controller follows ROLE.
+ *
  * Ownership: the endpoint owns its channels; a channel owns its rings, its
- * saved OPEN frame and its snapshot buffer.
+ * saved OPEN frame, its snapshot buffers and its VIEWERS list.
  */
 #include "endpoint.h"
 
@@ -49,13 +58,36 @@ enum {
     P_SNAPREQ = 1 << 4,  /* controller */
     P_OPENED = 1 << 5,   /* host */
     P_ATTACHED = 1 << 6, /* host */
+    P_ROLE = 1 << 7,     /* host */
+    P_VIEWERS = 1 << 8,  /* host */
+    P_TAKEOVER = 1 << 9, /* controller */
 };
 
 struct txs {
     struct ring ring;
     uint64_t sent, acked, limit;
     uint64_t gap_from, gap_to; /* GAP to send when gap_to > gap_from */
+    uint64_t role_sent;        /* controller stdin: sent before a ROLE moved `sent`
+                                * back; the host may still acknowledge up to here */
     int eof, eof_sent;
+};
+
+/* A whole snapshot: the host's outgoing one, or the controller's partial
+ * incoming one. */
+struct snap {
+    int active;
+    uint8_t *p; /* owned */
+    size_t len, pos;
+    uint64_t off; /* stdout offset the screen corresponds to */
+    uint16_t cols, rows;
+};
+
+/* A VIEWERS frame to send (host). */
+struct vlist {
+    unsigned count;
+    uint8_t role[AL_MAX_VIEWERS];
+    uint8_t len[AL_MAX_VIEWERS];
+    char name[AL_MAX_VIEWERS][AL_MAX_VIEWER_NAME];
 };
 
 struct rxs {
@@ -70,6 +102,8 @@ struct chan {
     int linked;    /* resumed/opened on the current link: data may flow */
     int open_sent; /* controller: OPEN went out at least once */
     int adopted;   /* controller: stdin offsets come from the host */
+    int viewer;    /* host: a relay viewer, its stdin never gets credit */
+    int in_stale;  /* host: stdin sent before our last ROLE may still come */
     int dead;      /* released at the next safe point */
     uint32_t pending;
     uint32_t pid;
@@ -84,12 +118,10 @@ struct chan {
     int exited, exit_sent;
     int32_t exit_code;
     uint8_t exit_sig, exit_core;
-    /* snapshot: host's outgoing one, or controller's partial incoming one */
-    int snap_active;
-    uint8_t *snap;
-    size_t snap_len, snap_pos;
-    uint64_t snap_off;
-    uint16_t snap_cols, snap_rows;
+    /* snapshot: host's outgoing one, or controller's partial incoming one;
+     * host: the next one, queued while snap is half sent */
+    struct snap snap, snap_next;
+    struct vlist *viewers; /* host: VIEWERS to send (P_VIEWERS) */
 };
 
 struct errq {
@@ -123,6 +155,7 @@ struct ep {
     unsigned rr; /* round-robin start for fair output */
     uint32_t next_id;
     int in_callback;
+    uint32_t attach_ch;       /* host: channel of the ATTACH in EP_EV_ATTACH */
     struct fr_frame *scratch; /* decoded input frame; owned */
 };
 
@@ -162,12 +195,20 @@ static struct chan *find(const struct ep *ep, uint32_t id)
     return NULL;
 }
 
+static void snap_clear(struct snap *s)
+{
+    free(s->p);
+    memset(s, 0, sizeof *s);
+}
+
 static void chan_free(struct chan *c)
 {
     for (unsigned s = 0; s < FR_NSTREAMS; s++)
         ring_free(&c->tx[s].ring);
     free(c->open_frame);
-    free(c->snap);
+    snap_clear(&c->snap);
+    snap_clear(&c->snap_next);
+    free(c->viewers);
     free(c);
 }
 
@@ -249,6 +290,44 @@ static void rx_grant(struct ep *ep, struct rxs *r)
     r->limit_sent = r->consumed + ep->cfg.window;
 }
 
+/* Host: grant stdin credit afresh, none to a viewer. */
+static void stdin_grant(struct ep *ep, struct chan *c)
+{
+    struct rxs *r = &c->rx[FR_STDIN];
+    if (!c->viewer) {
+        rx_grant(ep, r);
+        return;
+    }
+    r->ack_sent = r->consumed;
+    r->limit_sent = r->next;
+}
+
+/* An outgoing stream restarts, empty, at offset off. */
+static void tx_restart(struct txs *t, uint64_t off)
+{
+    ring_reset(&t->ring, off);
+    t->sent = t->acked = off;
+    t->gap_from = t->gap_to = 0;
+    t->role_sent = 0;
+}
+
+/*
+ * Host: queue a snapshot whose bytes `p` (owned from now on) redraw the
+ * screen at stdout offset off. One already half sent finishes first.
+ */
+static void snap_put(struct chan *c, uint64_t off, uint16_t cols, uint16_t rows, uint8_t *p,
+                     size_t n)
+{
+    struct snap *s = c->snap.active && c->snap.pos > 0 ? &c->snap_next : &c->snap;
+    snap_clear(s);
+    s->active = 1;
+    s->p = p;
+    s->len = n; /* an empty screen is one empty final chunk */
+    s->off = off;
+    s->cols = cols;
+    s->rows = rows;
+}
+
 /*
  * The peer says it has received up to `next` of an outgoing stream and lets
  * us send below `limit`: rewind to there, or past a gap if the ring no
@@ -271,6 +350,7 @@ static int tx_resume(struct txs *t, uint64_t next, uint64_t limit, int may_skip)
     t->acked = next;
     t->limit = limit;
     t->eof_sent = 0;
+    t->role_sent = 0;
     return AL_OK;
 }
 
@@ -345,17 +425,20 @@ void ep_link_down(struct ep *ep)
         c->linked = 0;
         c->exit_sent = 0;
         c->nsigs = 0; /* signals are at most once */
+        c->in_stale = 0;
+        /* ROLE, VIEWERS and TAKEOVER are about this link only */
         c->pending &= P_CLOSE | P_RESIZE | P_SNAPREQ;
+        free(c->viewers);
+        c->viewers = NULL;
         for (unsigned s = 0; s < FR_NSTREAMS; s++) {
             c->tx[s].sent = c->tx[s].acked;
             c->tx[s].eof_sent = 0;
             c->tx[s].gap_from = c->tx[s].gap_to = 0;
+            c->tx[s].role_sent = 0;
         }
         /* a half-sent or half-received snapshot is worthless */
-        free(c->snap);
-        c->snap = NULL;
-        c->snap_len = c->snap_pos = 0;
-        c->snap_active = 0;
+        snap_clear(&c->snap);
+        snap_clear(&c->snap_next);
         if (is_host(ep) && c->state == CH_CLOSING)
             c->dead = 1; /* the next controller learns it from ATTACH */
         if (is_host(ep) && c->state == CH_OPENING)
@@ -441,7 +524,7 @@ static int on_attach(struct ep *ep, struct chan *c, const struct fr_frame *f)
         tx_resume(&c->tx[FR_STDERR], f->u.attach.err_next, f->u.attach.err_limit, 0))
         return fail_proto(ep, "ATTACH beyond the end of the stream", f);
     c->linked = 1;
-    rx_grant(ep, &c->rx[FR_STDIN]);
+    stdin_grant(ep, c);
     c->pending |= P_ATTACHED;
     if (f->u.attach.cols && (f->u.attach.cols != c->cols || f->u.attach.rows != c->rows)) {
         c->cols = f->u.attach.cols;
@@ -457,8 +540,9 @@ static int on_attached(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     if (c->linked || c->state == CH_CLOSING)
         return fail_proto(ep, "unexpected ATTACHED", f);
-    if (tx_resume(&c->tx[FR_STDIN], f->u.attached.in_next, f->u.attached.in_limit, c->adopted))
-        return fail_proto(ep, "ATTACHED beyond the end of stdin", f);
+    /* in_next beyond what we wrote: we restarted, or (relay session) another
+     * writer typed in between; either way stdin goes on there */
+    (void)tx_resume(&c->tx[FR_STDIN], f->u.attached.in_next, f->u.attached.in_limit, 1);
     c->adopted = 0;
     c->linked = 1;
     c->state = CH_OPEN;
@@ -474,6 +558,8 @@ static int on_data(struct ep *ep, struct chan *c, const struct fr_frame *f)
     uint64_t off = f->u.data.offset, n = f->u.data.bytes.len;
     if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
         return fail_proto(ep, "DATA on a stream we do not receive", f);
+    if (c->in_stale && s == FR_STDIN && (r->eof || off > r->next || off + n > r->limit_sent))
+        return AL_OK; /* sent before our ROLE reached the controller */
     if (r->eof)
         return fail_proto(ep, "DATA after EOF", f);
     if (off > r->next)
@@ -500,9 +586,11 @@ static int on_ack(struct ep *ep, struct chan *c, const struct fr_frame *f)
     struct txs *t = &c->tx[s];
     if (!is_tx(ep, s) || !stream_used(c, s) || !c->linked)
         return fail_proto(ep, "ACK on a stream we do not send", f);
-    if (f->u.ack.ack > t->sent)
+    if (f->u.ack.ack > t->sent && f->u.ack.ack > t->role_sent)
         return fail_proto(ep, "ACK of bytes never sent", f);
     size_t before = ep_writable(ep, c->id, s);
+    if (f->u.ack.ack > t->sent)
+        t->sent = f->u.ack.ack; /* sent before a ROLE: no need to send them again */
     if (f->u.ack.ack > t->acked)
         t->acked = f->u.ack.ack;
     if (f->u.ack.limit > t->limit)
@@ -520,6 +608,12 @@ static int on_eof(struct ep *ep, struct chan *c, const struct fr_frame *f)
     struct rxs *r = &c->rx[s];
     if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
         return fail_proto(ep, "EOF on a stream we do not receive", f);
+    if (s == FR_STDIN && c->in_stale && (c->viewer || f->u.eof.offset != r->next))
+        return AL_OK; /* sent before our ROLE reached the controller */
+    if (s == FR_STDIN && c->viewer) {
+        queue_error(ep, c->id, FR_ERR_FORBIDDEN, "a viewer may not end the input");
+        return AL_OK;
+    }
     if (f->u.eof.offset != r->next)
         return fail_proto(ep, "EOF not at the end of the received data", f);
     if (r->eof)
@@ -575,41 +669,74 @@ static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
     const struct fr_bytes *b = &f->u.snapshot.bytes;
     if (!c->linked)
         return fail_proto(ep, "SNAPSHOT before OPENED/ATTACHED", f);
-    if (!c->snap_active) {
-        c->snap_active = 1;
-        c->snap_off = f->u.snapshot.offset;
-        c->snap_cols = f->u.snapshot.cols;
-        c->snap_rows = f->u.snapshot.rows;
-    } else if (c->snap_off != f->u.snapshot.offset || c->snap_cols != f->u.snapshot.cols ||
-               c->snap_rows != f->u.snapshot.rows) {
+    struct snap *sn = &c->snap;
+    if (!sn->active) {
+        sn->active = 1;
+        sn->off = f->u.snapshot.offset;
+        sn->cols = f->u.snapshot.cols;
+        sn->rows = f->u.snapshot.rows;
+    } else if (sn->off != f->u.snapshot.offset || sn->cols != f->u.snapshot.cols ||
+               sn->rows != f->u.snapshot.rows) {
         return fail_proto(ep, "SNAPSHOT chunks disagree", f);
     }
-    if (b->len > AL_MAX_SNAPSHOT - c->snap_len)
+    if (b->len > AL_MAX_SNAPSHOT - sn->len)
         return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG, EP_CLOSE_LIMIT,
                     "snapshot larger than %u bytes", (unsigned)AL_MAX_SNAPSHOT);
     if (b->len) {
-        uint8_t *p = realloc(c->snap, c->snap_len + b->len);
+        uint8_t *p = realloc(sn->p, sn->len + b->len);
         if (!p)
             return fail(ep, AL_E_NOMEM, FR_ERR_INTERNAL, EP_CLOSE_LIMIT, "out of memory");
-        memcpy(p + c->snap_len, b->p, b->len);
-        c->snap = p;
-        c->snap_len += b->len;
+        memcpy(p + sn->len, b->p, b->len);
+        sn->p = p;
+        sn->len += b->len;
     }
     if (f->flags & FR_SNAPSHOT_MORE)
         return AL_OK;
     c->pending &= ~(uint32_t)P_SNAPREQ;
     struct ep_event ev = {.type = EP_EV_SNAPSHOT,
                           .channel = c->id,
-                          .data = c->snap,
-                          .len = c->snap_len,
-                          .offset = c->snap_off,
-                          .cols = c->snap_cols,
-                          .rows = c->snap_rows};
+                          .data = sn->p,
+                          .len = sn->len,
+                          .offset = sn->off,
+                          .cols = sn->cols,
+                          .rows = sn->rows};
     emit(ep, &ev);
-    free(c->snap);
-    c->snap = NULL;
-    c->snap_len = 0;
-    c->snap_active = 0;
+    snap_clear(sn);
+    return AL_OK;
+}
+
+/* Controller: the host (a relay) says whether we write, and where stdin
+ * goes on. Unsent input was typed under the old role: it is dropped. */
+static int on_role(struct ep *ep, struct chan *c, const struct fr_frame *f)
+{
+    if (!c->linked)
+        return fail_proto(ep, "ROLE before ATTACHED", f);
+    struct txs *t = &c->tx[FR_STDIN];
+    uint64_t next = f->u.role.in_next;
+    size_t before = ep_writable(ep, c->id, FR_STDIN);
+    t->ring.end = t->sent; /* drop [sent, end): base <= sent <= end holds */
+    if (next > t->ring.end || next < t->ring.base) {
+        ring_reset(&t->ring, next);
+        t->role_sent = 0;
+    } else {
+        /* [next, end) went out under the old role: sent again from next,
+         * and the host may still acknowledge it */
+        t->role_sent = t->ring.end;
+    }
+    t->sent = t->acked = next;
+    t->limit = f->u.role.in_limit;
+    t->gap_from = t->gap_to = 0;
+    t->eof_sent = 0;
+    struct ep_event ev = {.type = EP_EV_ROLE,
+                          .channel = c->id,
+                          .state = f->u.role.role,
+                          .offset = next,
+                          .to = f->u.role.in_limit};
+    emit(ep, &ev);
+    if (ep_writable(ep, c->id, FR_STDIN) > before) {
+        struct ep_event w = {.type = EP_EV_WRITABLE, .channel = c->id, .stream = FR_STDIN};
+        emit(ep, &w);
+    }
     return AL_OK;
 }
 
@@ -671,8 +798,9 @@ static int allowed(const struct ep *ep, unsigned type)
     case FR_SIGNAL:
     case FR_ATTACH:
     case FR_SNAPSHOT_REQ:
+    case FR_TAKEOVER:
         return is_host(ep);
-    default: /* LIST_REPLY, OPENED, EXIT, ATTACHED, SNAPSHOT */
+    default: /* LIST_REPLY, OPENED, EXIT, ATTACHED, SNAPSHOT, ROLE, VIEWERS */
         return !is_host(ep);
     }
 }
@@ -743,6 +871,24 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
             emit(ep, &ev);
         }
         return AL_OK;
+    case FR_TAKEOVER:
+        if (!c->linked)
+            return fail_proto(ep, "TAKEOVER before ATTACH", f);
+        {
+            struct ep_event ev = {.type = EP_EV_TAKEOVER, .channel = c->id};
+            emit(ep, &ev);
+        }
+        return AL_OK;
+    case FR_ROLE:
+        return on_role(ep, c, f);
+    case FR_VIEWERS:
+        if (!c->linked)
+            return fail_proto(ep, "VIEWERS before ATTACHED", f);
+        {
+            struct ep_event ev = {.type = EP_EV_VIEWERS, .channel = c->id, .list = f};
+            emit(ep, &ev);
+        }
+        return AL_OK;
     case FR_CLOSE: {
         struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
         if (is_host(ep)) {
@@ -760,6 +906,22 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
     default:
         return fail_proto(ep, "unexpected frame", f);
     }
+}
+
+/* Host: an ATTACH for a channel we do not hold; the application may adopt
+ * it (ep_host_adopt) in the callback. Returns the channel, or NULL. */
+static struct chan *offer_attach(struct ep *ep, const struct fr_frame *f)
+{
+    struct ep_event ev = {.type = EP_EV_ATTACH,
+                          .channel = f->channel,
+                          .offset = f->u.attach.out_next,
+                          .to = f->u.attach.err_next,
+                          .cols = f->u.attach.cols,
+                          .rows = f->u.attach.rows};
+    ep->attach_ch = f->channel;
+    emit(ep, &ev);
+    ep->attach_ch = 0;
+    return find(ep, f->channel);
 }
 
 int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
@@ -820,10 +982,15 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
             break;
         default: {
             struct chan *c = find(ep, f->channel);
+            if (!c && is_host(ep) && f->type == FR_ATTACH) {
+                c = offer_attach(ep, f);
+                if (!ep->up || ep->closing)
+                    break; /* the application dropped the link */
+            }
             if (!c) {
                 if (is_host(ep) &&
                     (f->type == FR_ATTACH || f->type == FR_RESIZE || f->type == FR_SIGNAL ||
-                     f->type == FR_SNAPSHOT_REQ || f->type == FR_CLOSE))
+                     f->type == FR_SNAPSHOT_REQ || f->type == FR_CLOSE || f->type == FR_TAKEOVER))
                     queue_error(ep, f->channel, FR_ERR_NO_CHANNEL, "no such channel");
                 else if (f->type != FR_CLOSE && f->type != FR_ACK && f->type != FR_DATA &&
                          f->type != FR_EOF)
@@ -849,6 +1016,32 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
 static long put(const struct fr_frame *f, uint8_t *buf, size_t cap)
 {
     return fr_encode(f, buf, cap);
+}
+
+/* Host: the next chunk of the outgoing snapshot. */
+static long out_snap(const struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf,
+                     size_t cap)
+{
+    struct snap *sn = &c->snap;
+    size_t max = AL_MAX_PAYLOAD - 12;
+    if (ep->peer_max_frame - AL_FRAME_HEADER - 12 < max)
+        max = ep->peer_max_frame - AL_FRAME_HEADER - 12;
+    size_t n = sn->len - sn->pos < max ? sn->len - sn->pos : max;
+    f->type = FR_SNAPSHOT;
+    f->flags = sn->pos + n < sn->len ? FR_SNAPSHOT_MORE : 0;
+    f->u.snapshot.offset = sn->off;
+    f->u.snapshot.cols = sn->cols;
+    f->u.snapshot.rows = sn->rows;
+    f->u.snapshot.bytes.p = sn->p ? sn->p + sn->pos : NULL;
+    f->u.snapshot.bytes.len = n;
+    sn->pos += n;
+    long rc = put(f, buf, cap);
+    if (sn->pos >= sn->len) {
+        snap_clear(sn);
+        *sn = c->snap_next; /* the one queued meanwhile, if any */
+        memset(&c->snap_next, 0, sizeof c->snap_next);
+    }
+    return rc;
 }
 
 static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
@@ -884,6 +1077,7 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.u.attach.out_limit = c->rx[FR_STDOUT].limit_sent;
         f.u.attach.err_next = c->rx[FR_STDERR].next;
         f.u.attach.err_limit = c->rx[FR_STDERR].limit_sent;
+        f.u.attach.cols = f.u.attach.rows = 0; /* only the header was zeroed */
         if (c->pending & P_RESIZE) {
             c->pending &= ~(uint32_t)P_RESIZE;
             f.u.attach.cols = c->cols;
@@ -926,11 +1120,44 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.type = FR_SNAPSHOT_REQ;
         return put(&f, buf, cap);
     }
+    if (c->pending & P_TAKEOVER) {
+        c->pending &= ~(uint32_t)P_TAKEOVER;
+        f.type = FR_TAKEOVER;
+        return put(&f, buf, cap);
+    }
+    if ((c->pending & P_ROLE) && c->state == CH_OPEN) {
+        const struct rxs *r = &c->rx[FR_STDIN];
+        c->pending &= ~(uint32_t)P_ROLE;
+        f.type = FR_ROLE;
+        f.u.role.role = c->viewer ? FR_VIEWER : FR_WRITER;
+        f.u.role.in_next = r->next;
+        f.u.role.in_limit = r->limit_sent > r->next ? r->limit_sent : r->next;
+        return put(&f, buf, cap);
+    }
+    if ((c->pending & P_VIEWERS) && c->state == CH_OPEN) {
+        c->pending &= ~(uint32_t)P_VIEWERS;
+        const struct vlist *v = c->viewers;
+        if (!v)
+            return AL_E_STATE; /* cannot happen: P_VIEWERS comes with a list */
+        f.type = FR_VIEWERS;
+        f.u.viewers.count = (uint16_t)v->count;
+        for (unsigned i = 0; i < v->count; i++) {
+            f.u.viewers.e[i].name.p = v->name[i];
+            f.u.viewers.e[i].name.len = v->len[i];
+            f.u.viewers.e[i].role = v->role[i];
+        }
+        long n = put(&f, buf, cap);
+        free(c->viewers);
+        c->viewers = NULL;
+        return n;
+    }
     /* acknowledgements: when a quarter window of credit can be returned */
     for (unsigned s = 0; s < FR_NSTREAMS; s++) {
         struct rxs *r = &c->rx[s];
         if (is_tx(ep, s) || !stream_used(c, s) || r->eof)
             continue;
+        if (s == FR_STDIN && c->viewer)
+            continue; /* a relay viewer never gets stdin credit */
         uint64_t limit = r->consumed + ep->cfg.window;
         if (limit - r->limit_sent >= ep->cfg.window / 4 && limit > r->limit_sent) {
             r->ack_sent = r->consumed;
@@ -942,11 +1169,16 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
             return put(&f, buf, cap);
         }
     }
-    /* outgoing streams: gap, data, eof */
+    /* outgoing streams: gap, data, eof; the host's snapshot at X goes in
+     * stdout's place once stdout is sent up to X, and nothing beyond X
+     * goes before its last chunk */
     for (unsigned s = 0; s < FR_NSTREAMS; s++) {
         struct txs *t = &c->tx[s];
         if (!is_tx(ep, s) || !stream_used(c, s))
             continue;
+        int snap = is_host(ep) && s == FR_STDOUT && c->snap.active;
+        if (snap && c->snap.pos > 0)
+            return out_snap(ep, c, &f, buf, cap); /* half sent: finish it first */
         if (t->gap_to > t->gap_from) {
             f.type = FR_GAP;
             f.flags = (uint8_t)s;
@@ -955,12 +1187,17 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
             t->gap_from = t->gap_to = 0;
             return put(&f, buf, cap);
         }
-        if (t->sent < t->ring.end && t->sent < t->limit) {
+        uint64_t end = t->ring.end;
+        if (snap && end > c->snap.off)
+            end = c->snap.off > t->sent ? c->snap.off : t->sent; /* nothing beyond X */
+        if (t->sent < end && t->sent < t->limit) {
             size_t max = AL_MAX_DATA;
             if (ep->peer_max_frame - AL_FRAME_HEADER - 8 < max)
                 max = ep->peer_max_frame - AL_FRAME_HEADER - 8;
             if (t->limit - t->sent < max)
                 max = (size_t)(t->limit - t->sent);
+            if (end - t->sent < max)
+                max = (size_t)(end - t->sent);
             const uint8_t *p;
             size_t n = ring_peek(&t->ring, t->sent, max, &p);
             if (n == 0)
@@ -972,6 +1209,11 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
             f.u.data.bytes.len = n;
             t->sent += n;
             return put(&f, buf, cap);
+        }
+        if (snap) {
+            if (t->sent >= c->snap.off)
+                return out_snap(ep, c, &f, buf, cap);
+            continue; /* stdout below X waits for credit */
         }
         if (t->eof && !t->eof_sent && t->sent == t->ring.end) {
             t->eof_sent = 1;
@@ -991,28 +1233,6 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.u.exit.out_end = c->tx[FR_STDOUT].ring.end;
         f.u.exit.err_end = c->tx[FR_STDERR].ring.end;
         return put(&f, buf, cap);
-    }
-    if (is_host(ep) && c->snap_active) {
-        size_t max = AL_MAX_PAYLOAD - 12;
-        if (ep->peer_max_frame - AL_FRAME_HEADER - 12 < max)
-            max = ep->peer_max_frame - AL_FRAME_HEADER - 12;
-        size_t n = c->snap_len - c->snap_pos < max ? c->snap_len - c->snap_pos : max;
-        f.type = FR_SNAPSHOT;
-        f.flags = c->snap_pos + n < c->snap_len ? FR_SNAPSHOT_MORE : 0;
-        f.u.snapshot.offset = c->snap_off;
-        f.u.snapshot.cols = c->snap_cols;
-        f.u.snapshot.rows = c->snap_rows;
-        f.u.snapshot.bytes.p = c->snap + c->snap_pos;
-        f.u.snapshot.bytes.len = n;
-        c->snap_pos += n;
-        long rc = put(&f, buf, cap);
-        if (c->snap_pos >= c->snap_len) {
-            free(c->snap);
-            c->snap = NULL;
-            c->snap_len = c->snap_pos = 0;
-            c->snap_active = 0;
-        }
-        return rc;
     }
     return 0;
 }
@@ -1330,6 +1550,8 @@ int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint
         return AL_E_NOCHAN;
     if (n > AL_MAX_SNAPSHOT)
         return AL_E_TOOBIG;
+    if (offset > c->tx[FR_STDOUT].ring.end)
+        return AL_E_INVAL; /* a screen of bytes never written */
     if (!c->linked)
         return AL_E_STATE;
     uint8_t *copy = malloc(n ? n : 1);
@@ -1337,20 +1559,132 @@ int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint
         return AL_E_NOMEM;
     if (n)
         memcpy(copy, p, n);
-    free(c->snap);
-    c->snap = copy;
-    c->snap_len = n; /* an empty screen is one empty final chunk */
-    c->snap_pos = 0;
-    c->snap_off = offset;
-    c->snap_cols = cols;
-    c->snap_rows = rows;
-    c->snap_active = 1;
+    snap_put(c, offset, cols, rows, copy, n);
     return AL_OK;
 }
 
 void ep_set_token_deadline(struct ep *ep, uint64_t deadline_us)
 {
     ep->token_deadline_us = deadline_us;
+}
+
+int ep_host_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_base, uint64_t err_base,
+                  uint64_t in_next)
+{
+    if (!is_host(ep) || ch == 0 || mode > FR_MODE_PIPES)
+        return AL_E_INVAL;
+    if (find(ep, ch))
+        return AL_E_EXISTS;
+    struct chan *c = chan_new(ep, ch, mode);
+    if (!c)
+        return ep->nch >= AL_MAX_CHANNELS ? AL_E_LIMIT : AL_E_NOMEM;
+    c->state = CH_OPEN;
+    c->viewer = 1;                             /* until ep_set_role(FR_WRITER) */
+    c->linked = ep->up && ep->attach_ch == ch; /* its ATTACH is being processed */
+    tx_restart(&c->tx[FR_STDOUT], out_base);
+    tx_restart(&c->tx[FR_STDERR], err_base);
+    struct rxs *r = &c->rx[FR_STDIN];
+    r->next = r->consumed = r->ack_sent = r->limit_sent = in_next;
+    return AL_OK;
+}
+
+int ep_resync(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16_t rows,
+              const uint8_t *snap, size_t n)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!is_host(ep))
+        return AL_E_INVAL;
+    if (snap && (cols < 1 || cols > AL_MAX_COLS || rows < 1 || rows > AL_MAX_ROWS))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    struct txs *t = &c->tx[FR_STDOUT];
+    if (offset < t->ring.end)
+        return AL_E_INVAL; /* only forward, past everything written */
+    if (c->state != CH_OPEN || t->eof)
+        return AL_E_STATE;
+    if (snap && n > AL_MAX_SNAPSHOT)
+        return AL_E_TOOBIG;
+    uint8_t *copy = NULL;
+    if (snap && c->linked) { /* copy first: a failure changes nothing */
+        copy = malloc(n ? n : 1);
+        if (!copy)
+            return AL_E_NOMEM;
+        if (n)
+            memcpy(copy, snap, n);
+    }
+    if (c->linked && t->sent < offset) {
+        /* a pending GAP ends at `sent` (no DATA passes it): extend it */
+        if (t->gap_to <= t->gap_from)
+            t->gap_from = t->sent;
+        t->gap_to = offset;
+    }
+    ring_reset(&t->ring, offset);
+    t->sent = t->acked = offset;
+    /* a snapshot not yet started shows the screen before the jump; one half
+     * sent finishes first (stdout waits for it) */
+    if (!(c->snap.active && c->snap.pos > 0))
+        snap_clear(&c->snap);
+    snap_clear(&c->snap_next);
+    if (copy)
+        snap_put(c, offset, cols, rows, copy, n);
+    return AL_OK;
+}
+
+int ep_set_role(struct ep *ep, uint32_t ch, uint8_t role, uint64_t in_next)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!is_host(ep) || (role != FR_WRITER && role != FR_VIEWER))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->state != CH_OPEN)
+        return AL_E_STATE;
+    if (c->linked && !c->viewer)
+        c->in_stale = 1; /* it may have stdin in flight, numbered the old way */
+    c->viewer = role == FR_VIEWER;
+    struct rxs *r = &c->rx[FR_STDIN];
+    r->next = r->consumed = in_next;
+    r->eof = 0;
+    stdin_grant(ep, c);
+    c->pending |= P_ROLE;
+    return AL_OK;
+}
+
+int ep_viewers(struct ep *ep, uint32_t ch, unsigned count, const char *const *names,
+               const uint8_t *roles)
+{
+    struct chan *c = find_live(ep, ch);
+    if (!is_host(ep) || (count && (!names || !roles)))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (c->state != CH_OPEN)
+        return AL_E_STATE;
+    if (count > AL_MAX_VIEWERS)
+        return AL_E_TOOBIG;
+    for (unsigned i = 0; i < count; i++) {
+        if (!names[i] || (roles[i] != FR_WRITER && roles[i] != FR_VIEWER))
+            return AL_E_INVAL;
+        size_t len = strnlen(names[i], AL_MAX_VIEWER_NAME + 1);
+        if (len == 0)
+            return AL_E_INVAL;
+        if (len > AL_MAX_VIEWER_NAME)
+            return AL_E_TOOBIG;
+    }
+    struct vlist *v = malloc(sizeof *v);
+    if (!v)
+        return AL_E_NOMEM;
+    v->count = count;
+    for (unsigned i = 0; i < count; i++) {
+        v->len[i] = (uint8_t)strnlen(names[i], AL_MAX_VIEWER_NAME);
+        memcpy(v->name[i], names[i], v->len[i]);
+        v->role[i] = roles[i];
+    }
+    free(c->viewers);
+    c->viewers = v;
+    c->pending |= P_VIEWERS;
+    return AL_OK;
 }
 
 /* controller */
@@ -1472,5 +1806,18 @@ int ep_send_token(struct ep *ep, const char *token, size_t len)
         return AL_E_INVAL;
     memcpy(ep->token, token, len);
     ep->token_len = len;
+    return AL_OK;
+}
+
+int ep_takeover(struct ep *ep, uint32_t ch)
+{
+    struct chan *c = find_live(ep, ch);
+    if (is_host(ep))
+        return AL_E_INVAL;
+    if (!c)
+        return AL_E_NOCHAN;
+    if (!ep->up)
+        return AL_E_STATE;    /* about a link: the next one would drop it */
+    c->pending |= P_TAKEOVER; /* sent once the channel is linked */
     return AL_OK;
 }

@@ -57,6 +57,14 @@ enum ep_ev_type {
     EP_EV_PONG,         /* ev->rtt_us */
     EP_EV_ERROR,        /* peer sent ERROR: ev->code, ev->data/len message */
     EP_EV_WRITABLE,     /* room freed in an outgoing stream (ev->stream) */
+    /* relay sessions (docs/protocol.md, "Relay sessions") */
+    EP_EV_ATTACH,   /* host: ATTACH of a channel it does not hold; ev->offset =
+                     * out_next, ev->to = err_next, ev->cols/rows (0,0: none).
+                     * Call ep_host_adopt() in the callback to serve it. */
+    EP_EV_TAKEOVER, /* host: the controller asks to become the writer */
+    EP_EV_ROLE,     /* controller: ev->state = enum fr_relay_role; stdin goes
+                     * on at ev->offset with credit up to ev->to */
+    EP_EV_VIEWERS,  /* controller: ev->list is the VIEWERS frame */
 };
 
 struct ep_event {
@@ -67,7 +75,7 @@ struct ep_event {
     const uint8_t *data;
     size_t len;
     const struct fr_open *open;
-    const struct fr_frame *list; /* the LIST_REPLY frame */
+    const struct fr_frame *list; /* the LIST_REPLY or VIEWERS frame */
     uint32_t pid;
     uint16_t cols, rows, code, version;
     uint8_t state, signo, scope, core;
@@ -167,11 +175,58 @@ int ep_opened(struct ep *ep, uint32_t ch, uint32_t pid);
 int ep_open_failed(struct ep *ep, uint32_t ch, const char *why);
 /* The process ended; output streams end where they are. */
 int ep_exit(struct ep *ep, uint32_t ch, int32_t code, uint8_t signo, uint8_t core);
-/* Answer EP_EV_SNAPSHOT_REQ: bytes that redraw the screen as of stdout offset. */
+/*
+ * Answer EP_EV_SNAPSHOT_REQ: bytes that redraw the screen as of stdout
+ * offset (<= what was written: AL_E_INVAL otherwise; normally the end).
+ * Stdout before offset goes first, then the snapshot, then the rest.
+ */
 int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16_t rows,
                 const uint8_t *p, size_t n);
 /* A fresh token was accepted: the link may live until deadline_us. */
 void ep_set_token_deadline(struct ep *ep, uint64_t deadline_us);
+
+/*
+ * Relay sessions: the host serves terminals that live elsewhere (airlockd
+ * relaying a runner's terminal to its clients). docs/protocol.md, "Relay
+ * sessions".
+ *
+ * ep_host_adopt: declare channel ch, open, with empty stdout/stderr rings
+ * starting at out_base/err_base and stdin next = consumed = in_next. Called
+ * from the EP_EV_ATTACH callback for that channel, the channel is linked at
+ * once and the ATTACH is then processed against it (out_next < out_base:
+ * GAP [out_next, out_base); out_next beyond what the ring holds: protocol
+ * error), so adopt with out_base = out_next to serve from there. Elsewhere
+ * the channel just exists until a controller ATTACHes it. An adopted channel
+ * starts as a viewer (no stdin credit) until ep_set_role(FR_WRITER). Its
+ * size is unknown, so an ATTACH carrying one also gives EP_EV_RESIZE.
+ * AL_E_EXISTS (id in use), AL_E_LIMIT, AL_E_NOMEM, AL_E_INVAL.
+ */
+int ep_host_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_base, uint64_t err_base,
+                  uint64_t in_next);
+/*
+ * Jump stdout forward to offset (>= every byte written: AL_E_INVAL
+ * otherwise). Unsent bytes are dropped, the ring restarts empty at offset, a
+ * GAP [sent, offset) goes out if anything was skipped, and, with snap !=
+ * NULL, a SNAPSHOT at offset (cols x rows, n bytes, n may be 0; copied)
+ * follows the GAP, before any later DATA. snap == NULL: only the GAP (pipe
+ * mode). On a channel not linked now, only the jump happens: the next
+ * ATTACH learns of it as a GAP. AL_E_STATE after ep_exit()/ep_eof().
+ */
+int ep_resync(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16_t rows,
+              const uint8_t *snap, size_t n);
+/*
+ * Queue a ROLE frame (sent after ATTACHED, on this link only). FR_WRITER:
+ * stdin next = consumed = in_next, credit granted from there. FR_VIEWER:
+ * stdin next = consumed = in_next, no credit ever (its DATA is a protocol
+ * error, its EOF is refused with FORBIDDEN). Stdin a demoted writer had in
+ * flight when the ROLE went out is dropped, not treated as an error.
+ */
+int ep_set_role(struct ep *ep, uint32_t ch, uint8_t role, uint64_t in_next);
+/* Queue a VIEWERS frame (copied; replaces an unsent one; this link only).
+ * AL_E_TOOBIG: count > AL_MAX_VIEWERS or a name > AL_MAX_VIEWER_NAME bytes;
+ * AL_E_INVAL: an empty name or a bad role. */
+int ep_viewers(struct ep *ep, uint32_t ch, unsigned count, const char *const *names,
+               const uint8_t *roles);
 
 /* ---- controller side ----------------------------------------------------- */
 
@@ -187,5 +242,9 @@ int ep_signal(struct ep *ep, uint32_t ch, uint8_t signo, uint8_t scope);
 int ep_request_snapshot(struct ep *ep, uint32_t ch);
 int ep_list(struct ep *ep);
 int ep_send_token(struct ep *ep, const char *token, size_t len);
+/* Relay session: ask the host to become the channel's writer (TAKEOVER),
+ * on the current link (AL_E_STATE when there is none; sent after ATTACHED).
+ * The host answers with ROLE (EP_EV_ROLE) or ERROR FORBIDDEN (EP_EV_ERROR). */
+int ep_takeover(struct ep *ep, uint32_t ch);
 
 #endif

@@ -169,6 +169,11 @@ static void wr_check(struct wr *w, int ok)
 
 /* ---- shared validity rules ---------------------------------------------- */
 
+static int relay_role_ok(uint8_t role)
+{
+    return role == FR_WRITER || role == FR_VIEWER;
+}
+
 static int size_ok(uint16_t cols, uint16_t rows)
 {
     return cols >= 1 && cols <= AL_MAX_COLS && rows >= 1 && rows <= AL_MAX_ROWS;
@@ -201,7 +206,7 @@ static int type_is_conn(unsigned t)
 
 static int type_is_chan(unsigned t)
 {
-    return t >= FR_OPEN && t <= FR_SNAPSHOT;
+    return t >= FR_OPEN && t <= FR_VIEWERS;
 }
 
 static int type_has_stream(unsigned t)
@@ -233,6 +238,9 @@ const char *fr_type_name(unsigned type)
         [FR_GAP] = "GAP",
         [FR_SNAPSHOT_REQ] = "SNAPSHOT_REQ",
         [FR_SNAPSHOT] = "SNAPSHOT",
+        [FR_ROLE] = "ROLE",
+        [FR_TAKEOVER] = "TAKEOVER",
+        [FR_VIEWERS] = "VIEWERS",
     };
     if (type < sizeof names / sizeof names[0] && names[type])
         return names[type];
@@ -271,6 +279,7 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
     case FR_LIST:
     case FR_CLOSE:
     case FR_SNAPSHOT_REQ:
+    case FR_TAKEOVER:
         break;
     case FR_LIST_REPLY:
         f->u.list.count = rd_u16(r);
@@ -381,6 +390,22 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.snapshot.bytes = rd_rest(r);
         rd_check(r, size_ok(f->u.snapshot.cols, f->u.snapshot.rows));
         break;
+    case FR_ROLE:
+        f->u.role.role = rd_u8(r);
+        f->u.role.in_next = rd_u64(r);
+        f->u.role.in_limit = rd_u64(r);
+        rd_check(r, relay_role_ok(f->u.role.role) && f->u.role.in_limit >= f->u.role.in_next);
+        break;
+    case FR_VIEWERS:
+        f->u.viewers.count = rd_u16(r);
+        rd_check(r, f->u.viewers.count <= AL_MAX_VIEWERS);
+        for (unsigned i = 0; !r->err && i < f->u.viewers.count; i++) {
+            struct fr_viewer *v = &f->u.viewers.e[i];
+            v->name = rd_str(r, AL_MAX_VIEWER_NAME);
+            v->role = rd_u8(r);
+            rd_check(r, v->name.len >= 1 && relay_role_ok(v->role));
+        }
+        break;
     default:
         r->err = AL_E_TYPE;
         break;
@@ -417,6 +442,7 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
     case FR_LIST:
     case FR_CLOSE:
     case FR_SNAPSHOT_REQ:
+    case FR_TAKEOVER:
         break;
     case FR_LIST_REPLY:
         wr_check(w, f->u.list.count <= AL_MAX_CHANNELS);
@@ -523,6 +549,22 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u16(w, f->u.snapshot.cols);
         wr_u16(w, f->u.snapshot.rows);
         wr_bytes(w, f->u.snapshot.bytes.p, f->u.snapshot.bytes.len);
+        break;
+    case FR_ROLE:
+        wr_check(w, relay_role_ok(f->u.role.role) && f->u.role.in_limit >= f->u.role.in_next);
+        wr_u8(w, f->u.role.role);
+        wr_u64(w, f->u.role.in_next);
+        wr_u64(w, f->u.role.in_limit);
+        break;
+    case FR_VIEWERS:
+        wr_check(w, f->u.viewers.count <= AL_MAX_VIEWERS);
+        wr_u16(w, f->u.viewers.count);
+        for (unsigned i = 0; !w->err && i < f->u.viewers.count; i++) {
+            const struct fr_viewer *v = &f->u.viewers.e[i];
+            wr_check(w, v->name.len >= 1 && relay_role_ok(v->role));
+            wr_str(w, v->name, AL_MAX_VIEWER_NAME);
+            wr_u8(w, v->role);
+        }
         break;
     default:
         w->err = AL_E_INVAL;

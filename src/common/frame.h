@@ -45,6 +45,10 @@ enum fr_type {
     FR_GAP = 0x1b,
     FR_SNAPSHOT_REQ = 0x1c,
     FR_SNAPSHOT = 0x1d,
+    /* relay sessions (airlockd as host to its clients) */
+    FR_ROLE = 0x1e,     /* host -> controller: writer or viewer, stdin offsets */
+    FR_TAKEOVER = 0x1f, /* controller -> host: asks to become the writer */
+    FR_VIEWERS = 0x20,  /* host -> controller: who is attached */
 };
 
 /* Streams of a channel; carried in the flags of DATA, ACK, EOF and GAP. */
@@ -59,6 +63,9 @@ enum fr_role { FR_ROLE_HOST = 1, FR_ROLE_CONTROLLER = 2 };
 enum fr_mode { FR_MODE_PTY = 0, FR_MODE_PIPES = 1 };
 enum fr_sigscope { FR_SIG_GROUP = 0, FR_SIG_TREE = 1 };
 enum fr_chstate { FR_CH_RUNNING = 1, FR_CH_EXITED = 2 };
+/* Role of a relay session's client (ROLE, VIEWERS): only the writer's stdin
+ * reaches the terminal. */
+enum fr_relay_role { FR_WRITER = 1, FR_VIEWER = 2 };
 #define FR_SNAPSHOT_MORE 0x01 /* SNAPSHOT flag: another chunk follows */
 
 /* Wire error codes (ERROR frame). */
@@ -96,6 +103,11 @@ struct fr_list_entry {
     int32_t exit_code;
     uint8_t exit_signal;
     uint64_t out_end, err_end, in_next;
+};
+
+struct fr_viewer {
+    struct fr_str name; /* 1..AL_MAX_VIEWER_NAME bytes */
+    uint8_t role;       /* enum fr_relay_role */
 };
 
 struct fr_open {
@@ -174,6 +186,15 @@ struct fr_frame {
             uint16_t cols, rows;
             struct fr_bytes bytes;
         } snapshot;
+        struct {
+            uint8_t role;      /* enum fr_relay_role */
+            uint64_t in_next;  /* stdin goes on at this offset */
+            uint64_t in_limit; /* stdin credit (== in_next for a viewer) */
+        } role;
+        struct {
+            uint16_t count;
+            struct fr_viewer e[AL_MAX_VIEWERS];
+        } viewers;
     } u;
 };
 

@@ -15,6 +15,9 @@
  *   airlockd user add NAME --role admin|operator|viewer [--data DIR]
  *   airlockd user ls [--data DIR]
  *   airlockd user rm NAME [--data DIR]
+ *   airlockd serve [--config FILE] [--data DIR] --listen HOST:PORT [...]
+ *                  (api.h; a --config file holds "key = value" lines named
+ *                  like the flags, which win over it)
  *
  * The database is DIR/airlock.db (db.h); user add creates DIR (0700) and
  * the database when missing and prints the new API key, once, on stdout.
@@ -41,7 +44,8 @@
 enum {
     RC_FAIL = 1,
     RC_USAGE = 2,
-    OPT_MAX = 8,          /* flags per subcommand */
+    OPT_MAX = 16,         /* flags per subcommand */
+    CONF_MAX = 16384,     /* bytes of a --config file */
     DATA_DIR_MODE = 0700, /* a data directory user add creates */
     TIME_TEXT_MAX = 32,   /* "2025-01-31T23:59:59Z" */
 };
@@ -80,9 +84,11 @@ static const struct cmd cmds[] = {
      "manage the people who may use airlockd (roles: admin, operator, viewer); add prints the "
      "new API key once, DIR/" DB_FILE_NAME " keeps only its hash",
      cmd_user},
-    {"serve", "[--data DIR] --listen HOST:PORT [--verbose]",
-     "run the control plane: today the JSON API (GET /healthz, /v1/sandboxes, /v1/terminals, "
-     "/v1/audit) with API keys; runners, terminals and attach come next",
+    {"serve",
+     "[--config FILE] [--data DIR] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
+     "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose]",
+     "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
+     "static, reverse), terminals relayed to clients and recorded, the web page",
      cmd_serve},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
 };
@@ -243,29 +249,132 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
     return 0;
 }
 
+/* What `serve` takes from flags, then from --config for what flags left unset. */
+struct serve_conf {
+    const char *data, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+};
+
+/*
+ * A config file: "key = value" lines, '#' comments, keys as the flags
+ * without "--" (data, listen, runner, log-level, tls-cert, tls-key, web,
+ * no-bwrap = true|false). Fills what is still NULL; values live in store.
+ */
+static int read_config(const char *path, struct serve_conf *c, char *store, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        errline("serve", "cannot read --config %s: %s", path, strerror(errno));
+        return RC_FAIL;
+    }
+    size_t n = fread(store, 1, cap - 1, f);
+    int big = n == cap - 1 && fgetc(f) != EOF;
+    (void)fclose(f);
+    if (big) {
+        errline("serve", "--config %s: over %d bytes", path, CONF_MAX);
+        return RC_USAGE;
+    }
+    store[n] = 0;
+    struct {
+        const char *key;
+        const char **dst;
+    } keys[] = {{"data", &c->data},         {"listen", &c->listen},
+                {"runner", &c->runner},     {"log-level", &c->log_level},
+                {"tls-cert", &c->tls_cert}, {"tls-key", &c->tls_key},
+                {"web", &c->web},           {"no-bwrap", &c->no_bwrap}};
+    unsigned lineno = 0;
+    for (char *line = store, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = 0;
+        lineno++;
+        line += strspn(line, " \t");
+        if (!*line || *line == '#')
+            continue;
+        char *eq = strchr(line, '=');
+        if (!eq) {
+            errline("serve", "%s:%u: expected key = value", path, lineno);
+            return RC_USAGE;
+        }
+        char *k_end = eq;
+        while (k_end > line && (k_end[-1] == ' ' || k_end[-1] == '\t'))
+            k_end--;
+        *k_end = 0;
+        char *v = eq + 1 + strspn(eq + 1, " \t");
+        size_t vl = strlen(v);
+        while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t' || v[vl - 1] == '\r'))
+            v[--vl] = 0;
+        size_t i = 0;
+        while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i].key, line) != 0)
+            i++;
+        if (i == sizeof keys / sizeof keys[0]) {
+            errline("serve", "%s:%u: unknown key '%s'", path, lineno, line);
+            return RC_USAGE;
+        }
+        if (!*keys[i].dst)
+            *keys[i].dst = v;
+    }
+    return 0;
+}
+
 static int cmd_serve(const struct cmd *self, int argc, char **argv)
 {
-    const char *data = NULL, *listen = NULL;
-    bool verbose = false;
+    struct serve_conf c;
+    memset(&c, 0, sizeof c);
+    const char *config = NULL;
+    bool verbose = false, no_bwrap = false;
     const struct opt opts[] = {
-        {"--data", &data, NULL},
-        {"--listen", &listen, NULL},
-        {"--verbose", NULL, &verbose},
+        {"--data", &c.data, NULL},         {"--listen", &c.listen, NULL},
+        {"--runner", &c.runner, NULL},     {"--no-bwrap", NULL, &no_bwrap},
+        {"--verbose", NULL, &verbose},     {"--log-level", &c.log_level, NULL},
+        {"--tls-cert", &c.tls_cert, NULL}, {"--tls-key", &c.tls_key, NULL},
+        {"--web", &c.web, NULL},           {"--config", &config, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
-    if (!listen) {
-        errline("serve", "--listen HOST:PORT is required");
+    if (no_bwrap)
+        c.no_bwrap = "true";
+    if (verbose && !c.log_level)
+        c.log_level = "debug";
+    static char store[CONF_MAX];
+    if (config && (prc = read_config(config, &c, store, sizeof store)) != 0)
+        return prc;
+    if (!c.listen) {
+        errline("serve", "--listen HOST:PORT is required (or listen = in --config)");
         return RC_USAGE;
     }
-    if (!data)
-        data = default_data_dir();
-    if (mkdir(data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
-        errline("serve", "cannot create data directory %s: %s", data, strerror(errno));
+    int level = 1;
+    if (c.log_level) {
+        static const char *const levels[] = {"error", "info", "debug"};
+        level = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(c.log_level, levels[i]))
+                level = i;
+        if (level < 0) {
+            errline("serve", "log level '%s': error, info or debug", c.log_level);
+            return RC_USAGE;
+        }
+    }
+    if (c.no_bwrap && strcmp(c.no_bwrap, "true") != 0 && strcmp(c.no_bwrap, "false") != 0) {
+        errline("serve", "no-bwrap = true or false");
+        return RC_USAGE;
+    }
+    if (!c.data)
+        c.data = default_data_dir();
+    if (mkdir(c.data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
+        errline("serve", "cannot create data directory %s: %s", c.data, strerror(errno));
         return RC_FAIL;
     }
-    struct api_config cfg = {data, listen, verbose ? 2 : 1};
+    struct api_config cfg = {
+        .data_dir = c.data,
+        .listen = c.listen,
+        .runner_bin = c.runner,
+        .no_bwrap = c.no_bwrap && !strcmp(c.no_bwrap, "true"),
+        .log_level = level,
+        .tls_cert = c.tls_cert,
+        .tls_key = c.tls_key,
+        .web_dir = c.web,
+    };
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     if (rc != AL_OK) {

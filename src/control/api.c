@@ -2,42 +2,104 @@
  * api: see api.h.
  *
  * Data model: struct api is the lws context's user data (no globals): the
- * configuration, the database, the signing key (loaded at start so a key
- * others can read stops airlockd before it listens), and the loop. A
- * request is answered within its LWS_CALLBACK_HTTP: read the route and the
- * key, check the role, build a JSON body with jansson, write it.
+ * configuration, the database, the signing key, the relay, the loop and a
+ * tick timer. An HTTP request keeps its body in its per-session struct
+ * http_req until it is complete, then is answered at once. A WebSocket
+ * connection (client, accepted runner or dialed runner) owns a struct conn
+ * attached to its wsi as lws "opaque user data": the message being
+ * reassembled, what it is linked to in the relay, and its close state.
  */
 #include "api.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <libwebsockets.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "al_err.h"
+#include "al_limits.h"
 #include "al_log.h"
+#include "apireq.h"
 #include "bearer.h"
 #include "db.h"
 #include "keys.h"
+#include "relay.h"
+#include "tok_sign.h"
+#include "token.h"
 
 #define API_MAX_URI 512
-#define API_MAX_AUTH 512        /* an API key header is far shorter */
+#define API_MAX_AUTH 512        /* an API key or token header is far shorter */
 #define API_MAX_BODY (1u << 20) /* a JSON answer */
+#define API_MAX_REQ (64u << 10) /* a JSON request body (APIREQ_MAX_BODY) */
 #define API_LIST_MAX 1000       /* rows in one list answer */
 #define API_TIMEOUT_S 10
 #define API_HEADER_DATA 8192
+#define API_TICK_MS 50
+#define API_WRITES_PER_CALLBACK 64
+#define API_ENROLL_TTL_S 3600
+#define API_SESSION_TTL_S 3600 /* a session cookie; GET /v1/session renews it */
+#define API_SESSION_AUD "airlockd-session"
+#define API_SESSION_SCOPE "session"
+#define API_COOKIE "airlock_session"
+#define API_MAX_COOKIE 4096
+#define API_MAX_FILE_NAME 128
+/* lws 4.1's private value for a close frame (the public enum skips 4). */
+#define AL_LWS_WRITE_CLOSE 4
+
+enum method { M_GET, M_POST, M_DELETE, M_OTHER };
+enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct api {
     struct api_config cfg;
+    char data_dir[PATH_MAX];
+    char runner_bin[PATH_MAX];
+    char self_url[300];
+    char web_dir[PATH_MAX];
+    int tls;
+    struct tok_keyset *keys; /* to verify our own session cookies */
     struct db *db;
     struct keys_signing *key;
+    struct relay *relay;
+    struct lws_context *ctx;
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint;
+    uv_timer_t tick;
+    /* an accepted upgrade, handed from CONFIRM_UPGRADE to ESTABLISHED */
+    struct lws *pending_wsi;
+    struct conn *pending;
+};
+
+struct conn {
+    enum conn_kind kind;
+    struct rl_sbx *sb;
+    struct rl_client *cl;
+    char token[AL_MAX_TOKEN + 1]; /* dial: the bearer we present */
+    uint8_t *msg;
+    size_t len;
+    int close_code;
+    char close_why[124];
+    int close_sent;
+};
+
+struct http_req {
+    enum method method;
+    char uri[API_MAX_URI];
+    char *body;
+    size_t len;
+    int too_big;
 };
 
 __attribute__((format(printf, 3, 4))) static void logf_(const struct api *a, int level,
@@ -53,13 +115,20 @@ __attribute__((format(printf, 3, 4))) static void logf_(const struct api *a, int
 
 /* ---- answers ------------------------------------------------------------- */
 
-static int reply(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len)
+/* Answer with a body; cookie, when not NULL, is a whole Set-Cookie value. */
+static int reply_with(struct lws *wsi, unsigned status, const char *type, const char *body,
+                      size_t len, const char *cookie)
 {
-    uint8_t hdr[LWS_PRE + 1024];
+    uint8_t hdr[LWS_PRE + 1024 + API_MAX_COOKIE + 128];
     uint8_t *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof hdr - 1;
     if (lws_add_http_common_headers(wsi, status, type, len, &p, end) ||
         lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
                                     (const unsigned char *)"no-store", 8, &p, end) ||
+        lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",
+                                    (const unsigned char *)"nosniff", 7, &p, end) ||
+        (cookie && lws_add_http_header_by_name(
+                       wsi, (const unsigned char *)"set-cookie:", (const unsigned char *)cookie,
+                       (int)strlen(cookie), &p, end)) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     uint8_t *buf = malloc(LWS_PRE + len + 1);
@@ -73,8 +142,13 @@ static int reply(struct lws *wsi, unsigned status, const char *type, const char 
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-/* Send a JSON value (stolen) as the answer. */
-static int reply_json(struct lws *wsi, unsigned status, json_t *v)
+static int reply(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len)
+{
+    return reply_with(wsi, status, type, body, len, NULL);
+}
+
+/* Send a JSON value (stolen) as the answer, with a cookie if not NULL. */
+static int reply_json_cookie(struct lws *wsi, unsigned status, json_t *v, const char *cookie)
 {
     if (!v)
         return reply(wsi, 500, "application/json", "{\"error\":\"out of memory\"}\n", 26);
@@ -93,9 +167,14 @@ static int reply_json(struct lws *wsi, unsigned status, json_t *v)
     memcpy(body, s, n); // NOLINT(bugprone-not-null-terminated-result): a body, not a string
     body[n] = '\n';
     free(s);
-    int rc = reply(wsi, status, "application/json", body, n + 1);
+    int rc = reply_with(wsi, status, "application/json", body, n + 1, cookie);
     free(body);
     return rc;
+}
+
+static int reply_json(struct lws *wsi, unsigned status, json_t *v)
+{
+    return reply_json_cookie(wsi, status, v, NULL);
 }
 
 static int reply_error(struct lws *wsi, unsigned status, const char *msg)
@@ -103,22 +182,74 @@ static int reply_error(struct lws *wsi, unsigned status, const char *msg)
     return reply_json(wsi, status, json_pack("{s:s}", "error", msg));
 }
 
-/* ---- routes ---------------------------------------------------------------- */
+static unsigned status_of(int rc)
+{
+    switch (rc) {
+    case AL_E_NOENT:
+        return 404;
+    case AL_E_EXISTS:
+    case AL_E_STATE:
+        return 409;
+    case AL_E_INVAL:
+    case AL_E_TOOBIG:
+    case AL_E_FORMAT:
+        return 400;
+    case AL_E_LIMIT:
+        return 429;
+    default:
+        return 500;
+    }
+}
+
+/* ---- JSON views ----------------------------------------------------------- */
 
 struct list_ctx {
+    struct api *a;
     json_t *arr;
     size_t n;
 };
+
+static json_t *sandbox_json(const struct db_sandbox *s)
+{
+    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I}", "id", s->id, "kind",
+                     db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
+                     "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us);
+}
 
 static int add_sandbox(void *ctx, const struct db_sandbox *s)
 {
     struct list_ctx *l = ctx;
     if (l->n++ >= API_LIST_MAX)
         return 1;
-    json_t *o = json_pack("{s:s, s:s, s:b, s:I, s:I}", "id", s->id, "kind",
-                          db_sandbox_kind_name(s->kind), "link_up", (int)s->link_up, "link_since",
-                          (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us);
+    json_t *o = sandbox_json(s);
     return o && json_array_append_new(l->arr, o) == 0 ? 0 : AL_E_NOMEM;
+}
+
+static json_t *terminal_json(struct api *a, const struct db_terminal *t)
+{
+    json_error_t jerr;
+    json_t *argv = json_loads(t->argv_json, JSON_REJECT_DUPLICATES, &jerr);
+    struct rl_term_info info;
+    relay_terminal_info(a->relay, t->id, &info);
+    json_t *viewers = json_array();
+    for (unsigned i = 0; viewers && i < info.clients; i++)
+        (void)json_array_append_new(viewers, json_pack("{s:s, s:s}", "name", info.names[i], "role",
+                                                       info.roles[i] == 1 ? "writer" : "viewer"));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:i, s:o*, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:o*}", "id",
+        t->id, "sandbox", t->sandbox_id, "channel", (int)t->channel, "argv", argv, "cwd", t->cwd,
+        "mode", db_term_mode_name(t->mode), "state", db_term_state_name(t->state), "cols",
+        info.live ? info.cols : t->cols, "rows", info.live ? info.rows : t->rows, "exit_code",
+        t->exit_code, "exit_signal", t->exit_signal, "created_at", (json_int_t)t->created_at,
+        "ended_at", (json_int_t)t->ended_at, "out_bytes",
+        (json_int_t)(info.live && info.out_end > t->out_offset ? info.out_end : t->out_offset),
+        "recording_bytes", (json_int_t)(info.live ? info.rec_bytes : t->rec_bytes), "viewers",
+        viewers);
+    if (o && info.rec_failed)
+        (void)json_object_set_new(o, "recording_error", json_string(info.rec_error));
+    if (o && info.writer[0])
+        (void)json_object_set_new(o, "writer", json_string(info.writer));
+    return o;
 }
 
 static int add_terminal(void *ctx, const struct db_terminal *t)
@@ -126,14 +257,7 @@ static int add_terminal(void *ctx, const struct db_terminal *t)
     struct list_ctx *l = ctx;
     if (l->n++ >= API_LIST_MAX)
         return 1;
-    json_error_t jerr;
-    json_t *argv = json_loads(t->argv_json, JSON_REJECT_DUPLICATES, &jerr);
-    json_t *o = json_pack("{s:s, s:s, s:o*, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "id",
-                          t->id, "sandbox", t->sandbox_id, "argv", argv, "mode",
-                          db_term_mode_name(t->mode), "state", db_term_state_name(t->state), "cols",
-                          t->cols, "rows", t->rows, "exit_code", t->exit_code, "exit_signal",
-                          t->exit_signal, "created_at", (json_int_t)t->created_at, "ended_at",
-                          (json_int_t)t->ended_at, "out_bytes", (json_int_t)t->out_offset);
+    json_t *o = terminal_json(l->a, t);
     return o && json_array_append_new(l->arr, o) == 0 ? 0 : AL_E_NOMEM;
 }
 
@@ -146,51 +270,166 @@ static int add_audit(void *ctx, const struct db_audit *e)
     return o && json_array_append_new(l->arr, o) == 0 ? 0 : AL_E_NOMEM;
 }
 
-/* Who is asking: 0 and *u, or an answer already sent (401) and -2. */
-static int authenticate(struct api *a, struct lws *wsi, const char *uri, struct db_user *u)
+/* ---- who is asking ---------------------------------------------------------- */
+
+static void peer_of(struct lws *wsi, char *peer, size_t cap)
 {
-    char auth[API_MAX_AUTH + 1] = "";
-    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-    if (n > 0 && n <= API_MAX_AUTH)
-        (void)lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION);
-    const char *key = bearer_token(auth[0] ? auth : NULL);
-    int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
-    if (rc == AL_OK)
-        return 0;
-    char peer[64] = "?";
-    lws_get_peer_simple(wsi, peer, sizeof peer);
-    /* the key itself is never logged, not even in part */
-    const char *why = !key               ? "no API key"
-                      : rc == AL_E_NOENT ? "unknown API key"
-                                         : "malformed API key";
-    logf_(a, 1, "401 %s from %s: %s", uri, peer, why);
-    char detail[128];
-    (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%s\"}", peer, why);
-    if (db_audit_add(a->db, 0, "anonymous", "auth_failed", uri, detail) != AL_OK)
-        logf_(a, 0, "audit: %s", db_errmsg(a->db));
-    (void)reply_error(wsi, 401, "a valid API key is required (Authorization: Bearer <key>)");
-    return -2;
+    (void)snprintf(peer, cap, "?");
+    lws_get_peer_simple(wsi, peer, cap);
 }
 
-static int route(struct api *a, struct lws *wsi)
+static const char *header_bearer(struct lws *wsi, char *buf, size_t cap)
 {
-    char uri[API_MAX_URI] = "";
-    int is_get = lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0;
-    if (!is_get) {
-        (void)lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_POST_URI);
-        return reply_error(wsi, 405, "only GET is served yet");
-    }
-    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0)
-        return reply_error(wsi, 414, "URI too long");
-    if (!strcmp(uri, "/healthz"))
-        return reply(wsi, 200, "text/plain", "ok\n", 3);
-    if (strncmp(uri, "/v1/", 4) != 0)
-        return reply_error(wsi, 404, "not found");
+    buf[0] = 0;
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (n > 0 && (size_t)n < cap)
+        (void)lws_hdr_copy(wsi, buf, (int)cap, WSI_TOKEN_HTTP_AUTHORIZATION);
+    return bearer_token(buf[0] ? buf : NULL);
+}
 
-    struct db_user u;
-    if (authenticate(a, wsi, uri, &u) != 0)
+/* ---- the web page's sessions: a cookie holding a token we signed ----------------- */
+
+struct find_user {
+    const char *name;
+    struct db_user *out;
+    int found;
+};
+
+static int match_user(void *ctx, const struct db_user *u)
+{
+    struct find_user *f = ctx;
+    if (strcmp(u->name, f->name) != 0)
         return 0;
-    struct list_ctx l = {json_array(), 0};
+    *f->out = *u;
+    f->found = 1;
+    return 1;
+}
+
+/* The user of a valid session cookie (who must still exist): 0, or -1. */
+static int cookie_user(struct api *a, struct lws *wsi, struct db_user *u)
+{
+    char buf[API_MAX_COOKIE + 1];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_COOKIE);
+    if (n <= 0 || n > API_MAX_COOKIE ||
+        lws_hdr_copy(wsi, buf, sizeof buf, WSI_TOKEN_HTTP_COOKIE) < 0)
+        return -1;
+    const char *p = buf;
+    while ((p = strstr(p, API_COOKIE "=")) != NULL && p != buf && p[-1] != ' ' && p[-1] != ';')
+        p++;
+    if (!p)
+        return -1;
+    p += strlen(API_COOKIE "=");
+    size_t len = strcspn(p, "; ");
+    struct tok_verify_params vp;
+    tok_verify_params_init(&vp, API_SESSION_AUD, API_SESSION_SCOPE, (int64_t)time(NULL));
+    struct tok_claims cl;
+    char why[128];
+    if (len == 0 || tok_verify(a->keys, p, len, &vp, &cl, why, sizeof why) != AL_OK)
+        return -1;
+    struct find_user f = {cl.sub, u, 0};
+    if (db_user_list(a->db, match_user, &f) < 0 || !f.found)
+        return -1;
+    return 0;
+}
+
+/* A Set-Cookie value for a fresh session of user name ("" when it fails). */
+static void session_cookie(struct api *a, const char *name, char *out, size_t cap)
+{
+    struct tok_sign_req r;
+    memset(&r, 0, sizeof r);
+    r.aud = API_SESSION_AUD;
+    r.sub = name;
+    r.scope = API_SESSION_SCOPE;
+    r.now = (int64_t)time(NULL);
+    r.ttl = API_SESSION_TTL_S;
+    char tok[AL_MAX_TOKEN], why[128];
+    size_t len;
+    out[0] = 0;
+    if (tok_sign_mint(a->key, &r, tok, sizeof tok, &len, why, sizeof why) != AL_OK) {
+        logf_(a, 0, "session for %s: %s", name, why);
+        return;
+    }
+    (void)snprintf(out, cap, "%s=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%d%s", API_COOKIE,
+                   tok, API_SESSION_TTL_S, a->tls ? "; Secure" : "");
+}
+
+/* Whether the request's Origin is our own address; *present: it has one. */
+static int origin_ok(const struct api *a, struct lws *wsi, int *present)
+{
+    char origin[300], host[300], want[640];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
+    *present = n > 0;
+    if (n <= 0)
+        return 0;
+    if ((size_t)n >= sizeof origin ||
+        lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0 ||
+        lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) <= 0)
+        return 0;
+    (void)snprintf(want, sizeof want, "%s://%s", a->tls ? "https" : "http", host);
+    return strcmp(origin, want) == 0;
+}
+
+/*
+ * Who is asking: an API key (Authorization: Bearer), else the session
+ * cookie. 0 and *u (*via_cookie set), or -1 with why (for a 401), audited.
+ */
+static int who(struct api *a, struct lws *wsi, const char *uri, struct db_user *u, const char **why,
+               int *via_cookie)
+{
+    char auth[API_MAX_AUTH + 1];
+    const char *key = header_bearer(wsi, auth, sizeof auth);
+    *via_cookie = 0;
+    if (!key && cookie_user(a, wsi, u) == 0) {
+        *via_cookie = 1;
+        *why = NULL;
+        return 0;
+    }
+    int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
+    if (rc == AL_OK) {
+        *why = NULL;
+        return 0;
+    }
+    char peer[64];
+    peer_of(wsi, peer, sizeof peer);
+    /* the key itself is never logged, not even in part */
+    *why = !key               ? "no API key or session"
+           : rc == AL_E_NOENT ? "unknown API key"
+                              : "malformed API key";
+    logf_(a, 1, "401 %s from %s: %s", uri, peer, *why);
+    char detail[128];
+    (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%s\"}", peer, *why);
+    if (db_audit_add(a->db, 0, "anonymous", "auth_failed", uri, detail) != AL_OK)
+        logf_(a, 0, "audit: %s", db_errmsg(a->db));
+    return -1;
+}
+
+/* ---- routes ------------------------------------------------------------------ */
+
+/* "/v1/terminals/ID/rest": copies ID, returns rest ("" or "/kill"), NULL if no match. */
+static const char *path_id(const char *uri, const char *prefix, char *id, size_t cap)
+{
+    size_t pl = strlen(prefix);
+    if (strncmp(uri, prefix, pl) != 0)
+        return NULL;
+    const char *s = uri + pl, *e = strchr(s, '/');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    if (n == 0 || n >= cap)
+        return NULL;
+    memcpy(id, s, n);
+    id[n] = 0;
+    return db_name_valid(id) ? s + n : NULL;
+}
+
+static void audit(struct api *a, const char *actor, const char *action, const char *target,
+                  const char *detail)
+{
+    if (db_audit_add(a->db, 0, actor, action, target, detail) != AL_OK)
+        logf_(a, 0, "audit: %s", db_errmsg(a->db));
+}
+
+static int route_list(struct api *a, struct lws *wsi, const char *uri, const struct db_user *u)
+{
+    struct list_ctx l = {a, json_array(), 0};
     if (!l.arr)
         return reply_error(wsi, 500, "out of memory");
     int rc;
@@ -198,8 +437,8 @@ static int route(struct api *a, struct lws *wsi)
         rc = db_sandbox_list(a->db, add_sandbox, &l);
     } else if (!strcmp(uri, "/v1/terminals")) {
         rc = db_terminal_list(a->db, NULL, add_terminal, &l);
-    } else if (!strcmp(uri, "/v1/audit")) {
-        if (u.role != DB_ROLE_ADMIN) {
+    } else {
+        if (u->role != DB_ROLE_ADMIN) {
             json_decref(l.arr);
             return reply_error(wsi, 403, "the audit log is for admins");
         }
@@ -207,17 +446,622 @@ static int route(struct api *a, struct lws *wsi)
         memset(&f, 0, sizeof f);
         f.limit = API_LIST_MAX;
         rc = db_audit_query(a->db, &f, add_audit, &l);
-    } else {
-        json_decref(l.arr);
-        return reply_error(wsi, 404, "not found");
     }
     if (rc < 0) {
         json_decref(l.arr);
         logf_(a, 0, "%s: %s", uri, db_errmsg(a->db));
         return reply_error(wsi, 500, "database error");
     }
-    logf_(a, 2, "200 %s for %s", uri, u.name);
     return reply_json(wsi, 200, l.arr);
+}
+
+static int route_metrics(struct api *a, struct lws *wsi)
+{
+    struct rl_metrics m;
+    relay_metrics(a->relay, &m);
+    char body[2048];
+    int n = snprintf(body, sizeof body,
+                     "# TYPE airlock_sandboxes gauge\nairlock_sandboxes %u\n"
+                     "# TYPE airlock_links_up gauge\nairlock_links_up %u\n"
+                     "# TYPE airlock_terminals gauge\nairlock_terminals %u\n"
+                     "# TYPE airlock_viewers gauge\nairlock_viewers %u\n"
+                     "# TYPE airlock_output_bytes_total counter\nairlock_output_bytes_total %llu\n"
+                     "# TYPE airlock_input_bytes_total counter\nairlock_input_bytes_total %llu\n"
+                     "# TYPE airlock_resyncs_total counter\nairlock_resyncs_total %llu\n"
+                     "# TYPE airlock_recording_errors_total counter\n"
+                     "airlock_recording_errors_total %llu\n",
+                     m.sandboxes, m.links_up, m.terminals, m.clients,
+                     (unsigned long long)m.bytes_out, (unsigned long long)m.bytes_in,
+                     (unsigned long long)m.resyncs, (unsigned long long)m.rec_errors);
+    if (n < 0 || (size_t)n >= sizeof body)
+        return reply_error(wsi, 500, "metrics too large");
+    return reply(wsi, 200, "text/plain; version=0.0.4", body, (size_t)n);
+}
+
+static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_user *u,
+                             const struct http_req *q)
+{
+    struct apireq_sandbox s;
+    char why[256];
+    int rc = apireq_sandbox(q->body ? q->body : "", q->len, &s, why, sizeof why);
+    if (rc != AL_OK)
+        return reply_error(wsi, 400, why);
+    rc = db_sandbox_add(a->db, s.id, s.kind, s.kind == DB_SANDBOX_STATIC ? s.url : NULL);
+    if (rc != AL_OK)
+        return reply_error(wsi, status_of(rc), db_errmsg(a->db));
+    audit(a, u->name, "sandbox_add", s.id, NULL);
+    rc = relay_sandbox_added(a->relay, s.id, why, sizeof why);
+    if (rc != AL_OK)
+        return reply_error(wsi, 500, why);
+    struct db_sandbox row;
+    if (db_sandbox_get(a->db, s.id, &row) != AL_OK)
+        return reply_error(wsi, 500, db_errmsg(a->db));
+    return reply_json(wsi, 201, sandbox_json(&row));
+}
+
+static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u, const char *id)
+{
+    struct db_sandbox row;
+    if (db_sandbox_get(a->db, id, &row) != AL_OK)
+        return reply_error(wsi, 404, "no such sandbox");
+    if (row.kind != DB_SANDBOX_REVERSE)
+        return reply_error(wsi, 409, "only reverse sandboxes enroll");
+    struct tok_sign_req r;
+    memset(&r, 0, sizeof r);
+    r.aud = id;
+    r.sub = u->name;
+    r.scope = "runner:connect";
+    r.now = (int64_t)time(NULL);
+    r.ttl = API_ENROLL_TTL_S;
+    char tok[AL_MAX_TOKEN], why[128];
+    size_t len;
+    if (tok_sign_mint(a->key, &r, tok, sizeof tok, &len, why, sizeof why) != AL_OK)
+        return reply_error(wsi, 500, why);
+    audit(a, u->name, "token_mint", id, "{\"scope\":\"runner:connect\",\"for\":\"enroll\"}");
+    char url[600], cmd[1200];
+    (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", a->self_url, id);
+    (void)snprintf(cmd, sizeof cmd,
+                   "airlock-runner --connect '%s' --identifier %s --jwks jwks.json "
+                   "--token-file token",
+                   url, id);
+    json_error_t jerr;
+    char jwks_path[PATH_MAX + 16];
+    (void)snprintf(jwks_path, sizeof jwks_path, "%s/%s", a->data_dir, KEYS_JWKS_FILE);
+    json_t *jwks = json_load_file(jwks_path, JSON_REJECT_DUPLICATES, &jerr);
+    return reply_json(wsi, 200,
+                      json_pack("{s:s, s:s, s:s, s:o*, s:I}", "token", tok, "url", url, "command",
+                                cmd, "jwks", jwks, "expires_in", (json_int_t)API_ENROLL_TTL_S));
+}
+
+static int route_terminal_create(struct api *a, struct lws *wsi, const struct db_user *u,
+                                 const struct http_req *q)
+{
+    struct apireq_terminal t;
+    memset(&t, 0, sizeof t);
+    char why[256];
+    int rc = apireq_terminal(q->body ? q->body : "", q->len, &t, why, sizeof why);
+    if (rc != AL_OK) {
+        apireq_terminal_free(&t);
+        return reply_error(wsi, 400, why);
+    }
+    char id[DB_NAME_MAX + 1];
+    rc = relay_terminal_create(a->relay, &t, id, sizeof id, why, sizeof why);
+    apireq_terminal_free(&t);
+    if (rc != AL_OK)
+        return reply_error(wsi, status_of(rc), why);
+    audit(a, u->name, "terminal_create", id, NULL);
+    struct db_terminal *row = malloc(sizeof *row);
+    if (!row || db_terminal_get(a->db, id, row) != AL_OK) {
+        free(row);
+        return reply_error(wsi, 500, "terminal vanished");
+    }
+    json_t *o = terminal_json(a, row);
+    free(row);
+    return reply_json(wsi, 201, o);
+}
+
+static int route_terminal(struct api *a, struct lws *wsi, const struct db_user *u,
+                          const struct http_req *q, const char *id, const char *rest)
+{
+    struct db_terminal *row = malloc(sizeof *row);
+    if (!row)
+        return reply_error(wsi, 500, "out of memory");
+    int rc = db_terminal_get(a->db, id, row);
+    if (rc != AL_OK) {
+        free(row);
+        return reply_error(wsi, 404, "no such terminal");
+    }
+    free(row);
+    char why[256];
+    if (q->method == M_GET && !*rest) {
+        row = malloc(sizeof *row);
+        if (!row || db_terminal_get(a->db, id, row) != AL_OK) {
+            free(row);
+            return reply_error(wsi, 500, "database error");
+        }
+        json_t *o = terminal_json(a, row);
+        free(row);
+        return reply_json(wsi, 200, o);
+    }
+    if (q->method == M_GET && !strcmp(rest, "/recording")) {
+        char path[PATH_MAX + DB_NAME_MAX + 32];
+        (void)snprintf(path, sizeof path, "%s/recordings/%s.cast", a->data_dir, id);
+        struct stat st;
+        if (stat(path, &st) != 0)
+            return reply_error(wsi, 404, "no recording");
+        int n = lws_serve_http_file(wsi, path, "application/x-asciicast", NULL, 0);
+        return n < 0 ? -1 : 0;
+    }
+    if (u->role < DB_ROLE_OPERATOR)
+        return reply_error(wsi, 403, "viewers may only observe");
+    if (q->method == M_POST && !strcmp(rest, "/kill")) {
+        unsigned signo;
+        rc = apireq_signal(q->body ? q->body : "", q->len, &signo, why, sizeof why);
+        if (rc != AL_OK)
+            return reply_error(wsi, 400, why);
+        rc = relay_terminal_signal(a->relay, id, signo);
+        if (rc != AL_OK)
+            return reply_error(wsi, 409, "the terminal is not running");
+        char detail[64];
+        (void)snprintf(detail, sizeof detail, "{\"signal\":%u}", signo);
+        audit(a, u->name, "kill", id, detail);
+        return reply_json(wsi, 202, json_pack("{s:s, s:i}", "id", id, "signal", (int)signo));
+    }
+    if (q->method == M_DELETE && !*rest) {
+        rc = relay_terminal_close(a->relay, id);
+        if (rc == AL_E_NOENT) { /* not live: only the row is left */
+            rc = db_terminal_remove(a->db, id);
+            if (rc != AL_OK)
+                return reply_error(wsi, status_of(rc), db_errmsg(a->db));
+        } else if (rc != AL_OK) {
+            return reply_error(wsi, status_of(rc), al_strerror(rc));
+        }
+        audit(a, u->name, "terminal_close", id, NULL);
+        return reply_json(wsi, 202, json_pack("{s:s}", "id", id));
+    }
+    return reply_error(wsi, 405, "method not allowed here");
+}
+
+/* The web page's files: GET /, /app/NAME, /vendor/NAME from web_dir. */
+static int serve_static(struct api *a, struct lws *wsi, const char *uri)
+{
+    const char *sub = "", *name = "index.html";
+    if (!strncmp(uri, "/app/", 5)) {
+        name = uri + 5;
+    } else if (!strncmp(uri, "/vendor/", 8)) {
+        sub = "vendor/";
+        name = uri + 8;
+    }
+    size_t n = strlen(name);
+    if (n == 0 || n > API_MAX_FILE_NAME || name[0] == '.' ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+        return reply_error(wsi, 404, "not found");
+    static const struct {
+        const char *ext, *mime;
+    } types[] = {{".html", "text/html; charset=utf-8"},
+                 {".js", "text/javascript"},
+                 {".mjs", "text/javascript"},
+                 {".css", "text/css"},
+                 {".svg", "image/svg+xml"},
+                 {".png", "image/png"},
+                 {".json", "application/json"},
+                 {".map", "application/json"}};
+    const char *mime = NULL;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        size_t el = strlen(types[i].ext);
+        if (n > el && !strcmp(name + n - el, types[i].ext))
+            mime = types[i].mime;
+    }
+    char path[PATH_MAX + API_MAX_FILE_NAME + 16];
+    (void)snprintf(path, sizeof path, "%s/%s%s", a->web_dir, sub, name);
+    struct stat st;
+    if (!mime || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return reply_error(wsi, 404, "not found");
+    return lws_serve_http_file(wsi, path, mime, NULL, 0) < 0 ? -1 : 0;
+}
+
+/* POST /v1/session {"key": API key}: a session cookie for the web page. */
+static int session_login(struct api *a, struct lws *wsi, const struct http_req *q)
+{
+    json_error_t jerr;
+    json_t *o = q->body ? json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    const char *key = o ? json_string_value(json_object_get(o, "key")) : NULL;
+    struct db_user u;
+    int rc = key ? db_user_by_key(a->db, key, &u) : AL_E_INVAL;
+    json_decref(o);
+    char peer[64];
+    peer_of(wsi, peer, sizeof peer);
+    if (rc != AL_OK) {
+        char detail[128];
+        (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"sign-in\"}", peer);
+        audit(a, "anonymous", "auth_failed", "/v1/session", detail);
+        logf_(a, 1, "401 sign-in from %s", peer);
+        return reply_error(wsi, 401, "unknown API key");
+    }
+    char cookie[API_MAX_COOKIE + 128];
+    session_cookie(a, u.name, cookie, sizeof cookie);
+    if (!cookie[0])
+        return reply_error(wsi, 500, "cannot make a session");
+    char detail[96];
+    (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\"}", peer);
+    audit(a, u.name, "login", "/v1/session", detail);
+    return reply_json_cookie(
+        wsi, 200, json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role)), cookie);
+}
+
+static int route(struct api *a, struct lws *wsi, struct http_req *q)
+{
+    const char *uri = q->uri;
+    if (!strcmp(uri, "/healthz"))
+        return reply(wsi, 200, "text/plain", "ok\n", 3);
+    if (q->method == M_GET &&
+        (!strcmp(uri, "/") || !strncmp(uri, "/app/", 5) || !strncmp(uri, "/vendor/", 8)))
+        return serve_static(a, wsi, uri);
+    if (strncmp(uri, "/v1/", 4) != 0 && strcmp(uri, "/metrics") != 0)
+        return reply_error(wsi, 404, "not found");
+    if (q->too_big)
+        return reply_error(wsi, 413, "request body over 64 KiB");
+    if (!strcmp(uri, "/v1/session") && q->method == M_POST)
+        return session_login(a, wsi, q);
+    if (!strcmp(uri, "/v1/session") && q->method == M_DELETE)
+        return reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 1),
+                                 API_COOKIE "=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
+    struct db_user u;
+    const char *why;
+    int via_cookie;
+    if (who(a, wsi, uri, &u, &why, &via_cookie) != 0)
+        return reply_error(wsi, 401, "a valid API key is required (Authorization: Bearer <key>)");
+    int has_origin;
+    if (via_cookie && q->method != M_GET && !origin_ok(a, wsi, &has_origin))
+        return reply_error(wsi, 403, "a change through a session needs our own Origin");
+    if (!strcmp(uri, "/v1/session") && q->method == M_GET) {
+        char cookie[API_MAX_COOKIE + 128];
+        session_cookie(a, u.name, cookie, sizeof cookie);
+        return reply_json_cookie(
+            wsi, 200, json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role)),
+            via_cookie && cookie[0] ? cookie : NULL);
+    }
+    logf_(a, 2, "%s %s for %s",
+          q->method == M_GET    ? "GET"
+          : q->method == M_POST ? "POST"
+                                : "DELETE",
+          uri, u.name);
+    char id[DB_NAME_MAX + 1];
+    const char *rest;
+    if (!strcmp(uri, "/metrics") && q->method == M_GET)
+        return route_metrics(a, wsi);
+    if ((!strcmp(uri, "/v1/sandboxes") || !strcmp(uri, "/v1/terminals") ||
+         !strcmp(uri, "/v1/audit")) &&
+        q->method == M_GET)
+        return route_list(a, wsi, uri, &u);
+    if (!strcmp(uri, "/v1/sandboxes") && q->method == M_POST) {
+        if (u.role != DB_ROLE_ADMIN)
+            return reply_error(wsi, 403, "sandboxes are managed by admins");
+        return route_sandbox_add(a, wsi, &u, q);
+    }
+    if ((rest = path_id(uri, "/v1/sandboxes/", id, sizeof id))) {
+        if (u.role != DB_ROLE_ADMIN)
+            return reply_error(wsi, 403, "sandboxes are managed by admins");
+        if (q->method == M_POST && !strcmp(rest, "/enroll"))
+            return route_enroll(a, wsi, &u, id);
+        if (q->method == M_DELETE && !*rest) {
+            int rc = db_sandbox_remove(a->db, id);
+            if (rc != AL_OK)
+                return reply_error(wsi, status_of(rc), db_errmsg(a->db));
+            relay_sandbox_removed(a->relay, id);
+            audit(a, u.name, "sandbox_remove", id, NULL);
+            return reply_json(wsi, 200, json_pack("{s:s}", "id", id));
+        }
+        return reply_error(wsi, 405, "method not allowed here");
+    }
+    if (!strcmp(uri, "/v1/terminals") && q->method == M_POST) {
+        if (u.role < DB_ROLE_OPERATOR)
+            return reply_error(wsi, 403, "viewers may only observe");
+        return route_terminal_create(a, wsi, &u, q);
+    }
+    if ((rest = path_id(uri, "/v1/terminals/", id, sizeof id)))
+        return route_terminal(a, wsi, &u, q, id, rest);
+    return reply_error(wsi, 404, "not found");
+}
+
+/* ---- WebSocket connections ------------------------------------------------------ */
+
+static void wake_conn(void *conn)
+{
+    lws_callback_on_writable((struct lws *)conn);
+}
+
+static struct conn *conn_of(struct lws *wsi)
+{
+    return lws_get_opaque_user_data(wsi);
+}
+
+static void conn_free(struct lws *wsi, struct conn *c)
+{
+    if (!c)
+        return;
+    free(c->msg);
+    free(c);
+    lws_set_opaque_user_data(wsi, NULL);
+}
+
+static void close_later(struct lws *wsi, struct conn *c, int code, const char *why)
+{
+    if (!c || c->close_code)
+        return;
+    c->close_code = code;
+    (void)snprintf(c->close_why, sizeof c->close_why, "%s", why);
+    lws_callback_on_writable(wsi);
+}
+
+/* lws 4.1.6 on libuv drops the close frame lws_close_reason() prepares:
+ * write it ourselves, then drop the socket at the next WRITEABLE. */
+static int close_now(struct lws *wsi, struct conn *c)
+{
+    if (c->close_sent)
+        return -1;
+    uint8_t buf[LWS_PRE + 2 + sizeof c->close_why];
+    size_t n = strlen(c->close_why);
+    buf[LWS_PRE] = (uint8_t)(c->close_code >> 8);
+    buf[LWS_PRE + 1] = (uint8_t)c->close_code;
+    memcpy(buf + LWS_PRE + 2, c->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
+    c->close_sent = 1;
+    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
+        return -1;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static void set_nodelay(struct lws *wsi)
+{
+    int one = 1;
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static int ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
+{
+    if (!c || c->close_code)
+        return 0;
+    if (lws_is_first_fragment(wsi)) {
+        c->len = 0;
+        if (!lws_frame_is_binary(wsi)) {
+            close_later(wsi, c, 4000, "text messages are not allowed");
+            return 0;
+        }
+    }
+    if (len > AL_MAX_FRAME - c->len) {
+        close_later(wsi, c, 4004, "message larger than the frame limit");
+        return 0;
+    }
+    if (!c->msg) {
+        c->msg = malloc(AL_MAX_FRAME);
+        if (!c->msg)
+            return -1;
+    }
+    memcpy(c->msg + c->len, in, len);
+    c->len += len;
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
+        return 0;
+    size_t n = c->len;
+    c->len = 0;
+    int rc = AL_OK;
+    if (c->cl)
+        rc = relay_client_input(c->cl, c->msg, n);
+    else if (c->sb)
+        rc = relay_runner_input(c->sb, wsi, c->msg, n);
+    if (rc != AL_OK)
+        logf_(a, 1, "peer broke the protocol: %s", al_strerror(rc));
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
+{
+    if (!c)
+        return -1;
+    if (c->close_code)
+        return close_now(wsi, c);
+    static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
+    int wrote = 0;
+    for (int i = 0; i < API_WRITES_PER_CALLBACK; i++) {
+        long n = c->cl   ? relay_client_output(c->cl, buf + LWS_PRE, AL_MAX_FRAME)
+                 : c->sb ? relay_runner_output(c->sb, wsi, buf + LWS_PRE, AL_MAX_FRAME)
+                         : 0;
+        if (n < 0) {
+            logf_(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_BINARY) < n)
+            return -1;
+        wrote = 1;
+        if (lws_send_pipe_choked(wsi)) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        if (i == API_WRITES_PER_CALLBACK - 1)
+            lws_callback_on_writable(wsi);
+    }
+    int code = 0;
+    const char *reason = NULL;
+    int closing = c->cl   ? relay_client_closing(c->cl, &code, &reason)
+                  : c->sb ? relay_runner_closing(c->sb, wsi, &code, &reason)
+                          : 1;
+    if (closing) {
+        if (wrote) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        close_later(wsi, c, code ? code : 1000, reason ? reason : "closing");
+    }
+    return 0;
+}
+
+static void ws_closed(struct api *a, struct lws *wsi, struct conn *c)
+{
+    (void)a;
+    if (!c)
+        return;
+    if (c->cl)
+        relay_client_gone(c->cl);
+    else if (c->sb)
+        relay_runner_down(c->sb, wsi);
+    conn_free(wsi, c);
+}
+
+/* A query argument's value (lws 4.1 hands back "name=value"). */
+static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
+{
+    char key[64];
+    (void)snprintf(key, sizeof key, "%s=", name);
+    if (!lws_get_urlarg_by_name(wsi, key, buf, cap))
+        return NULL;
+    size_t kl = strlen(key);
+    return !strncmp(buf, key, kl) ? buf + kl : buf;
+}
+
+/* Decide a WebSocket upgrade: 0 (accepted, a->pending set) or -1 (answered). */
+static int confirm_upgrade(struct api *a, struct lws *wsi)
+{
+    char uri[API_MAX_URI] = "", peer[64], why[256];
+    if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0)
+        uri[0] = 0;
+    peer_of(wsi, peer, sizeof peer);
+    int has_origin;
+    if (!origin_ok(a, wsi, &has_origin) && has_origin) {
+        logf_(a, 1, "upgrade %s from %s refused: foreign Origin", uri, peer);
+        audit(a, "anonymous", "origin_refused", uri, NULL);
+        (void)reply_error(wsi, 403, "cross-site WebSocket refused (foreign Origin)");
+        return -1;
+    }
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    char id[DB_NAME_MAX + 1], argb[300];
+    const char *rest;
+    if (!strcmp(uri, "/v1/runners/connect")) {
+        const char *ident = urlarg(wsi, "identifier", argb, sizeof argb);
+        struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
+        char auth[AL_MAX_TOKEN + 16];
+        const char *tok = header_bearer(wsi, auth, sizeof auth);
+        int rc = !sb ? AL_E_NOENT : relay_runner_token_ok(a->relay, ident, tok, why, sizeof why);
+        if (rc != AL_OK) {
+            logf_(a, 1, "runner upgrade from %s refused: %s", peer, !sb ? "unknown sandbox" : why);
+            audit(a, "anonymous", "runner_refused", ident ? ident : "", NULL);
+            free(c);
+            (void)reply_error(wsi, 403, "a valid runner:connect token is required");
+            return -1;
+        }
+        c->kind = CONN_RUNNER;
+        c->sb = sb;
+    } else if ((rest = path_id(uri, "/v1/terminals/", id, sizeof id)) && !strcmp(rest, "/attach")) {
+        struct db_user u;
+        const char *w;
+        int via_cookie;
+        if (who(a, wsi, uri, &u, &w, &via_cookie) != 0) {
+            free(c);
+            (void)reply_error(wsi, 401, "a valid API key is required");
+            return -1;
+        }
+        const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
+        struct rl_attach at = {id, u.name, u.role, mode && !strcmp(mode, "read"), wsi};
+        int rc = relay_attach(a->relay, &at, &c->cl);
+        if (rc != AL_OK) {
+            free(c);
+            (void)reply_error(wsi, rc == AL_E_NOENT ? 404 : 429,
+                              rc == AL_E_NOENT ? "no such live terminal" : "too many viewers");
+            return -1;
+        }
+        c->kind = CONN_CLIENT;
+    } else {
+        free(c);
+        (void)reply_error(wsi, 404, "not found");
+        return -1;
+    }
+    lws_set_opaque_user_data(wsi, c);
+    return 0;
+}
+
+/* ---- dialing static sandboxes ------------------------------------------------------ */
+
+static int dial(void *ud, struct rl_sbx *sb, const char *url, const char *token)
+{
+    struct api *a = ud;
+    char parsed[DB_SANDBOX_URL_MAX + 1], path[DB_SANDBOX_URL_MAX + 2];
+    (void)snprintf(parsed, sizeof parsed, "%s", url);
+    const char *prot, *addr, *p;
+    int port;
+    if (lws_parse_uri(parsed, &prot, &addr, &port, &p))
+        return AL_E_INVAL;
+    (void)snprintf(path, sizeof path, "/%s", p);
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return AL_E_NOMEM;
+    c->kind = CONN_DIAL;
+    c->sb = sb;
+    (void)snprintf(c->token, sizeof c->token, "%s", token);
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = a->ctx;
+    ci.address = addr;
+    ci.port = port;
+    ci.path = path;
+    ci.host = addr;
+    ci.origin = addr;
+    ci.protocol = AL_SUBPROTOCOL;
+    ci.ssl_connection = !strcmp(prot, "wss") ? LCCSCF_USE_SSL : 0;
+    ci.opaque_user_data = c;
+    if (!lws_client_connect_via_info(&ci)) {
+        free(c);
+        return AL_E_IO;
+    }
+    return AL_OK;
+}
+
+/* ---- the lws callback ------------------------------------------------------------------ */
+
+static int http_request(struct api *a, struct lws *wsi, struct http_req *q)
+{
+    memset(q, 0, sizeof *q);
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_GET_URI) > 0) {
+        q->method = M_GET;
+        (void)lws_hdr_copy(wsi, q->uri, sizeof q->uri, WSI_TOKEN_GET_URI);
+    } else if (lws_hdr_total_length(wsi, WSI_TOKEN_POST_URI) > 0) {
+        q->method = M_POST;
+        (void)lws_hdr_copy(wsi, q->uri, sizeof q->uri, WSI_TOKEN_POST_URI);
+    } else if (lws_hdr_total_length(wsi, WSI_TOKEN_DELETE_URI) > 0) {
+        q->method = M_DELETE;
+        (void)lws_hdr_copy(wsi, q->uri, sizeof q->uri, WSI_TOKEN_DELETE_URI);
+    } else {
+        return reply_error(wsi, 405, "method not allowed");
+    }
+    if (q->method == M_POST) {
+        char cl[32] = "";
+        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 &&
+            strtol(cl, NULL, 10) != 0)
+            return 0; /* answered once the body is in */
+    }
+    return route(a, wsi, q);
+}
+
+static int http_body(struct http_req *q, const void *in, size_t len)
+{
+    if (q->too_big || len > API_MAX_REQ - q->len) {
+        q->too_big = 1;
+        return 0;
+    }
+    char *p = realloc(q->body, q->len + len + 1);
+    if (!p)
+        return -1;
+    q->body = p;
+    memcpy(q->body + q->len, in, len);
+    q->len += len;
+    q->body[q->len] = 0;
+    return 0;
 }
 
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
@@ -225,13 +1069,101 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 {
     struct lws_context *ctx = lws_get_context(wsi);
     struct api *a = ctx ? lws_context_user(ctx) : NULL;
-    if (a && reason == LWS_CALLBACK_HTTP)
-        return route(a, wsi);
+    if (!a)
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    struct http_req *q = user;
+    switch (reason) {
+    case LWS_CALLBACK_HTTP:
+        return q ? http_request(a, wsi, q) : -1;
+    case LWS_CALLBACK_HTTP_BODY:
+        return q ? http_body(q, in, len) : -1;
+    case LWS_CALLBACK_HTTP_BODY_COMPLETION: {
+        if (!q)
+            return -1;
+        /* answering may end the transaction and reset q: own the body first */
+        struct http_req req = *q;
+        q->body = NULL;
+        int rc = route(a, wsi, &req);
+        free(req.body);
+        return rc;
+    }
+    case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+    case LWS_CALLBACK_CLOSED_HTTP:
+        if (q) {
+            free(q->body);
+            q->body = NULL;
+        }
+        break;
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        if (!in || strcmp((const char *)in, "websocket") != 0) {
+            (void)reply_error(wsi, 400, "only WebSocket upgrades");
+            return -1;
+        }
+        return confirm_upgrade(a, wsi);
+    case LWS_CALLBACK_ESTABLISHED: {
+        struct conn *c = conn_of(wsi);
+        if (!c)
+            return -1;
+        set_nodelay(wsi);
+        if (c->kind == CONN_RUNNER)
+            (void)relay_runner_up(c->sb, wsi);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED: {
+        struct conn *c = conn_of(wsi);
+        if (!c)
+            return -1;
+        set_nodelay(wsi);
+        logf_(a, 1, "dialed a runner");
+        (void)relay_runner_up(c->sb, wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        struct conn *c = conn_of(wsi);
+        unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+        char hv[AL_MAX_TOKEN + 16];
+        int n = snprintf(hv, sizeof hv, "Bearer %s", c ? c->token : "");
+        if (n < 0 || (size_t)n >= sizeof hv)
+            return -1;
+        return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv,
+                                            n, p, end)
+                   ? -1
+                   : 0;
+    }
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        struct conn *c = conn_of(wsi);
+        if (c) {
+            relay_dial_failed(c->sb, in ? (const char *)in : "connection failed");
+            conn_free(wsi, c);
+        }
+        return 0;
+    }
+    case LWS_CALLBACK_RECEIVE:
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        return ws_receive(a, wsi, conn_of(wsi), in, len);
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        return ws_writeable(a, wsi, conn_of(wsi));
+    case LWS_CALLBACK_CLOSED:
+    case LWS_CALLBACK_CLIENT_CLOSED:
+        ws_closed(a, wsi, conn_of(wsi));
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY: {
+        struct conn *c = conn_of(wsi);
+        if (c) /* never established */
+            ws_closed(a, wsi, c);
+        break;
+    }
+    default:
+        break;
+    }
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
 static const struct lws_protocols protocols[] = {
-    {"http", callback, 0, 0, 0, NULL, 0},
+    {"http", callback, sizeof(struct http_req), AL_MAX_FRAME, 0, NULL, AL_MAX_FRAME},
+    {AL_SUBPROTOCOL, callback, sizeof(struct http_req), AL_MAX_FRAME, 0, NULL, AL_MAX_FRAME},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -240,8 +1172,14 @@ static const struct lws_protocols protocols[] = {
 static void on_stop(uv_signal_t *h, int signum)
 {
     struct api *a = h->data;
-    logf_(a, 1, "signal %d: stopping", signum);
+    logf_(a, 1, "signal %d: stopping (terminals keep running in their runners)", signum);
     uv_stop(a->loop);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    struct api *a = h->data;
+    relay_tick(a->relay, relay_now_us());
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
@@ -254,8 +1192,8 @@ static void close_walk(uv_handle_t *h, void *arg)
 /* The signing key: created on first start, refused if others can read it. */
 static int load_key(struct api *a, char *err, size_t cap)
 {
-    char path[4096], why[256];
-    int rc = keys_path(a->cfg.data_dir, KEYS_PRIVATE_FILE, path, sizeof path);
+    char path[PATH_MAX + 32], why[256];
+    int rc = keys_path(a->data_dir, KEYS_PRIVATE_FILE, path, sizeof path);
     if (rc != AL_OK) {
         al_errf(err, cap, "--data path too long");
         return rc;
@@ -263,7 +1201,7 @@ static int load_key(struct api *a, char *err, size_t cap)
     rc = keys_load_private(path, &a->key, why, sizeof why);
     if (rc == AL_E_NOENT) {
         struct keys_init_result res;
-        rc = keys_init_dir(a->cfg.data_dir, false, &res, why, sizeof why);
+        rc = keys_init_dir(a->data_dir, false, &res, why, sizeof why);
         if (rc == AL_OK) {
             logf_(a, 1, "created signing key %s", res.kid);
             rc = keys_load_private(path, &a->key, why, sizeof why);
@@ -277,7 +1215,7 @@ static int load_key(struct api *a, char *err, size_t cap)
 static int open_db(struct api *a, char *err, size_t cap)
 {
     char url[DB_URL_MAX + 1], why[DB_MSG_MAX];
-    int n = snprintf(url, sizeof url, "%s%s/%s", DB_SQLITE_PREFIX, a->cfg.data_dir, DB_FILE_NAME);
+    int n = snprintf(url, sizeof url, "%s%s/%s", DB_SQLITE_PREFIX, a->data_dir, DB_FILE_NAME);
     if (n < 0 || (size_t)n >= sizeof url) {
         al_errf(err, cap, "--data path too long");
         return AL_E_TOOBIG;
@@ -288,11 +1226,61 @@ static int open_db(struct api *a, char *err, size_t cap)
     return rc;
 }
 
+static int resolve_paths(struct api *a, char *err, size_t cap)
+{
+    if (!realpath(a->cfg.data_dir, a->data_dir)) {
+        al_errf(err, cap, "data directory %s: %s", a->cfg.data_dir, strerror(errno));
+        return AL_E_IO;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        al_errf(err, cap, "cannot find this program's directory");
+        return AL_E_IO;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    int m = snprintf(a->web_dir, sizeof a->web_dir, "%s", a->cfg.web_dir ? a->cfg.web_dir : "");
+    if (!a->cfg.web_dir)
+        m = snprintf(a->web_dir, sizeof a->web_dir, "%s/web", self);
+    if (m < 0 || (size_t)m >= sizeof a->web_dir)
+        return AL_E_TOOBIG;
+    if (a->cfg.runner_bin) {
+        if (!realpath(a->cfg.runner_bin, a->runner_bin)) {
+            al_errf(err, cap, "runner %s: %s", a->cfg.runner_bin, strerror(errno));
+            return AL_E_IO;
+        }
+        return AL_OK;
+    }
+    m = snprintf(a->runner_bin, sizeof a->runner_bin, "%s/airlock-runner", self);
+    if (m < 0 || (size_t)m >= sizeof a->runner_bin)
+        return AL_E_TOOBIG;
+    return AL_OK;
+}
+
+static void teardown(struct api *a)
+{
+    if (a->ctx)
+        lws_context_destroy(a->ctx);
+    a->ctx = NULL;
+    relay_free(a->relay);
+    a->relay = NULL;
+    for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
+        ;
+    uv_walk(a->loop, close_walk, NULL);
+    for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
+        ;
+    (void)uv_loop_close(a->loop);
+}
+
 int api_serve(const struct api_config *cfg, char *err, size_t cap)
 {
-    struct api a;
-    memset(&a, 0, sizeof a);
-    a.cfg = *cfg;
+    struct api *a = calloc(1, sizeof *a);
+    if (!a)
+        return AL_E_NOMEM;
+    a->cfg = *cfg;
     char host[256];
     const char *colon = cfg->listen ? strrchr(cfg->listen, ':') : NULL;
     char *end = NULL;
@@ -300,60 +1288,109 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     if (!colon || !end || *end || port < 1 || port > 65535 ||
         (size_t)(colon - cfg->listen) >= sizeof host) {
         al_errf(err, cap, "--listen wants HOST:PORT");
+        free(a);
         return AL_E_INVAL;
     }
     memcpy(host, cfg->listen, (size_t)(colon - cfg->listen));
     host[colon - cfg->listen] = 0;
-    int rc = load_key(&a, err, cap);
+    if (!cfg->tls_cert != !cfg->tls_key) {
+        al_errf(err, cap, "TLS wants both --tls-cert and --tls-key");
+        free(a);
+        return AL_E_INVAL;
+    }
+    a->tls = cfg->tls_cert != NULL;
+    (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%ld", a->tls ? "wss" : "ws",
+                   host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1", port);
+    int rc = resolve_paths(a, err, cap);
     if (rc == AL_OK)
-        rc = open_db(&a, err, cap);
+        rc = load_key(a, err, cap);
+    if (rc == AL_OK)
+        rc = open_db(a, err, cap);
+    if (rc == AL_OK) {
+        char path[PATH_MAX + 32], why[256];
+        (void)snprintf(path, sizeof path, "%s/%s", a->data_dir, KEYS_JWKS_FILE);
+        rc = tok_keyset_from_file(path, &a->keys, why, sizeof why);
+        if (rc != AL_OK)
+            al_errf(err, cap, "public keys %s: %s", path, why);
+    }
     if (rc != AL_OK) {
-        keys_free(a.key);
+        (void)db_close(a->db);
+        keys_free(a->key);
+        tok_keyset_free(a->keys);
+        free(a);
         return rc;
     }
     signal(SIGPIPE, SIG_IGN);
     lws_set_log_level(LLL_ERR, NULL);
-    a.loop = uv_default_loop();
+    a->loop = uv_default_loop();
+    struct relay_config rc_cfg = {
+        .db = a->db,
+        .key = a->key,
+        .data_dir = a->data_dir,
+        .runner_bin = a->runner_bin,
+        .self_url = a->self_url,
+        .use_bwrap = !cfg->no_bwrap && access("/usr/bin/bwrap", X_OK) == 0,
+        .insecure_tls = a->tls, /* local runners dial our own certificate */
+        .log_level = cfg->log_level,
+        .loop = a->loop,
+        .wake = wake_conn,
+        .dial = dial,
+        .dial_ud = a,
+    };
+    rc = relay_new(&rc_cfg, &a->relay, err, cap);
+    if (rc != AL_OK) {
+        (void)db_close(a->db);
+        keys_free(a->key);
+        free(a);
+        return rc;
+    }
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
-    void *loops[] = {a.loop};
+    void *loops[] = {a->loop};
     info.port = (int)port;
     info.iface = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL;
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6;
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
+                   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.foreign_loops = loops;
     info.protocols = protocols;
-    info.user = &a;
+    info.user = a;
     info.timeout_secs = API_TIMEOUT_S;
     info.max_http_header_data = API_HEADER_DATA;
     info.gid = -1;
     info.uid = -1;
-    struct lws_context *ctx = lws_create_context(&info);
-    if (!ctx) {
-        al_errf(err, cap, "cannot listen on %s (is the port free?)", cfg->listen);
-        (void)db_close(a.db);
-        keys_free(a.key);
+    info.ssl_cert_filepath = cfg->tls_cert;
+    info.ssl_private_key_filepath = cfg->tls_key;
+    a->ctx = lws_create_context(&info);
+    if (!a->ctx) {
+        al_errf(err, cap, "cannot listen on %s (is the port free? %s)", cfg->listen,
+                a->tls ? "are the certificate and key readable PEM files?" : "");
+        teardown(a);
+        (void)db_close(a->db);
+        keys_free(a->key);
+        tok_keyset_free(a->keys);
+        free(a);
         return AL_E_IO;
     }
-    (void)uv_signal_init(a.loop, &a.sigterm);
-    (void)uv_signal_init(a.loop, &a.sigint);
-    a.sigterm.data = a.sigint.data = &a;
-    (void)uv_signal_start(&a.sigterm, on_stop, SIGTERM);
-    (void)uv_signal_start(&a.sigint, on_stop, SIGINT);
-    logf_(&a, 1, "serving on %s (data %s, key %s)", cfg->listen, cfg->data_dir, keys_kid(a.key));
+    (void)uv_signal_init(a->loop, &a->sigterm);
+    (void)uv_signal_init(a->loop, &a->sigint);
+    (void)uv_timer_init(a->loop, &a->tick);
+    a->sigterm.data = a->sigint.data = a->tick.data = a;
+    (void)uv_signal_start(&a->sigterm, on_stop, SIGTERM);
+    (void)uv_signal_start(&a->sigint, on_stop, SIGINT);
+    (void)uv_timer_start(&a->tick, on_tick, API_TICK_MS, API_TICK_MS);
+    logf_(a, 1, "serving %s on %s (data %s, key %s, runner %s, web %s)", a->tls ? "https" : "http",
+          cfg->listen, a->data_dir, keys_kid(a->key), a->runner_bin, a->web_dir);
 
-    uv_run(a.loop, UV_RUN_DEFAULT);
+    uv_run(a->loop, UV_RUN_DEFAULT);
 
-    uv_close((uv_handle_t *)&a.sigterm, NULL);
-    uv_close((uv_handle_t *)&a.sigint, NULL);
-    lws_context_destroy(ctx);
-    for (int i = 0; i < 100 && uv_run(a.loop, UV_RUN_NOWAIT); i++)
-        ;
-    uv_walk(a.loop, close_walk, NULL);
-    for (int i = 0; i < 100 && uv_run(a.loop, UV_RUN_NOWAIT); i++)
-        ;
-    (void)uv_loop_close(a.loop);
-    rc = db_close(a.db);
-    keys_free(a.key);
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->tick, NULL);
+    teardown(a);
+    rc = db_close(a->db);
+    keys_free(a->key);
+    tok_keyset_free(a->keys);
+    free(a);
     if (rc != AL_OK)
         al_errf(err, cap, "closing the database: %s", al_strerror(rc));
     return rc;

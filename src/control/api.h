@@ -1,15 +1,34 @@
 /*
- * api: `airlockd serve`, the control plane's HTTP side (first slice).
+ * api: `airlockd serve`, the control plane's network side: the JSON API
+ * behind API keys, the WebSocket endpoints (runners dialing in at
+ * /v1/runners/connect, clients attaching at /v1/terminals/ID/attach), and
+ * the dialer for static sandboxes. The live state is relay.c's; this file
+ * is the libwebsockets glue and the routes.
  *
- * Today it opens the data directory (signing key created on first start,
- * refused if others can read it; the SQLite database), and serves
- *   GET /healthz            200, no auth
- *   GET /v1/sandboxes       any role
- *   GET /v1/terminals       any role
- *   GET /v1/audit           admin
- * with `Authorization: Bearer <API key>`: 401 without a valid key, 403 when
- * the role does not allow it. Keys are never logged. Runners, terminals,
- * attach, recordings and the web UI come next (issue 4).
+ * Routes (Authorization: Bearer <API key>, or the session cookie of the
+ * web page; 401 without either, 403 when the role does not allow it).
+ * A request authenticated by cookie that changes something (POST, DELETE,
+ * a WebSocket upgrade) must carry an Origin equal to our own address, and
+ * any WebSocket upgrade with a foreign Origin is refused (403):
+ *   GET    /, /app/FILE, /vendor/FILE    no auth: the web page (web_dir)
+ *   POST   /v1/session                   {"key": API key} -> session cookie
+ *   GET    /v1/session                   who the cookie is (and a fresh cookie)
+ *   DELETE /v1/session                   sign out (clears the cookie)
+ *   GET    /healthz                      no auth
+ *   GET    /metrics                      any role (Prometheus text)
+ *   GET    /v1/sandboxes                 any role
+ *   POST   /v1/sandboxes                 admin    {"id","kind","url"}
+ *   DELETE /v1/sandboxes/ID              admin
+ *   POST   /v1/sandboxes/ID/enroll       admin    reverse: token + command line
+ *   GET    /v1/terminals                 any role
+ *   POST   /v1/terminals                 operator (apireq.h)
+ *   GET    /v1/terminals/ID              any role: state, exit, bytes, viewers
+ *   POST   /v1/terminals/ID/kill         operator {"signal":"TERM"}
+ *   DELETE /v1/terminals/ID              operator: close it (ends its processes)
+ *   GET    /v1/terminals/ID/recording    any role: the asciicast file
+ *   GET    /v1/audit                     admin
+ *   WS     /v1/terminals/ID/attach[?mode=read]   any role (viewers read only)
+ *   WS     /v1/runners/connect?identifier=ID     runner:connect token
  */
 #ifndef AL_API_H
 #define AL_API_H
@@ -18,8 +37,13 @@
 
 struct api_config {
     const char *data_dir;
-    const char *listen; /* HOST:PORT */
-    int log_level;      /* 0 errors, 1 info, 2 debug */
+    const char *listen;     /* HOST:PORT */
+    const char *runner_bin; /* NULL: airlock-runner beside this program */
+    int no_bwrap;           /* local runners without bubblewrap */
+    int log_level;          /* 0 errors, 1 info, 2 debug */
+    const char *tls_cert;   /* PEM files: serve https/wss (both or neither) */
+    const char *tls_key;
+    const char *web_dir; /* NULL: web/ beside this program */
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

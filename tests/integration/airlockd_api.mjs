@@ -55,7 +55,9 @@ await run('airlockd_api', async () => {
   r = await get(port, '/v1/nothing', admin);
   check(r.status === 404, 'an unknown route: 404');
   r = await rawHttp(port, `POST /v1/terminals HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nAuthorization: Bearer ${admin}\r\n\r\n`);
-  check(r.status === 405, 'POST is not served yet: 405, not a crash');
+  check(r.status === 400 && /body|JSON|json/.test(r.body), 'POST /v1/terminals with an empty body: 400 with a reason');
+  r = await rawHttp(port, `PUT /v1/terminals HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nAuthorization: Bearer ${admin}\r\n\r\n`);
+  check(r.status === 405 || r.status === 400, `an unserved method gets ${r.status}, not a crash`);
 
   s.p.kill('SIGTERM');
   const ex = await s.exited;

@@ -1,7 +1,9 @@
 // An independent JavaScript implementation of airlock.v1 (docs/protocol.md),
 // written from the spec, for interop tests against the C code. It is a
 // controller: it opens channels on a host, tracks offsets, grants credit,
-// and resumes after a dropped connection with ATTACH.
+// and resumes after a dropped connection with ATTACH. As a relay session's
+// client (spec §9) it follows ROLE (stdin only within the writer's credit),
+// keeps VIEWERS, asks for TAKEOVER and records resyncs (GAP then SNAPSHOT).
 
 import WebSocket from 'ws';
 
@@ -9,9 +11,11 @@ export const T = {
   HELLO: 0x01, PING: 0x02, PONG: 0x03, TOKEN: 0x04, ERROR: 0x05, LIST: 0x06, LIST_REPLY: 0x07,
   OPEN: 0x10, OPENED: 0x11, DATA: 0x12, ACK: 0x13, RESIZE: 0x14, SIGNAL: 0x15, EOF: 0x16,
   EXIT: 0x17, CLOSE: 0x18, ATTACH: 0x19, ATTACHED: 0x1a, GAP: 0x1b, SNAPSHOT_REQ: 0x1c,
-  SNAPSHOT: 0x1d,
+  SNAPSHOT: 0x1d, ROLE: 0x1e, TAKEOVER: 0x1f, VIEWERS: 0x20,
 };
 export const STDIN = 0, STDOUT = 1, STDERR = 2;
+export const WRITER = 1, VIEWER = 2; // relay roles (ROLE, VIEWERS)
+export const MAX_VIEWERS = 64, MAX_VIEWER_NAME = 64;
 
 function header(type, flags, channel, plen) {
   const b = Buffer.alloc(10);
@@ -63,6 +67,13 @@ export const enc = {
     return frame(T.ATTACH, 0, ch, Buffer.concat([u64(outNext), u64(outLimit), u64(errNext), u64(errLimit), p]));
   },
   snapshotReq: (ch) => frame(T.SNAPSHOT_REQ, 0, ch),
+  takeover: (ch) => frame(T.TAKEOVER, 0, ch),
+  // host -> controller; here to build test inputs
+  role: (ch, role, inNext, inLimit) => frame(T.ROLE, 0, ch, Buffer.concat([Buffer.from([role]), u64(inNext), u64(inLimit)])),
+  viewers: (ch, list) => {
+    const n = Buffer.alloc(2); n.writeUInt16BE(list.length);
+    return frame(T.VIEWERS, 0, ch, Buffer.concat([n, ...list.map((v) => Buffer.concat([str(v.name), Buffer.from([v.role])]))]));
+  },
   token: (tok) => frame(T.TOKEN, 0, 0, Buffer.from(tok)),
   ping: (ts) => frame(T.PING, 0, 0, u64(ts)),
   pong: (ts) => frame(T.PONG, 0, 0, u64(ts)),
@@ -88,6 +99,32 @@ export function decode(buf) {
     case T.ATTACHED: f.state = p[0]; f.inNext = Number(p.readBigUInt64BE(1)); f.inLimit = Number(p.readBigUInt64BE(9)); break;
     case T.GAP: f.from = Number(p.readBigUInt64BE(0)); f.to = Number(p.readBigUInt64BE(8)); break;
     case T.SNAPSHOT: f.offset = Number(p.readBigUInt64BE(0)); f.cols = p.readUInt16BE(8); f.rows = p.readUInt16BE(10); f.bytes = p.subarray(12); break;
+    case T.ROLE:
+      if (p.length !== 17) throw new Error('ROLE: bad length');
+      f.role = p[0]; f.inNext = Number(p.readBigUInt64BE(1)); f.inLimit = Number(p.readBigUInt64BE(9));
+      if (f.role !== WRITER && f.role !== VIEWER) throw new Error(`ROLE: bad role ${f.role}`);
+      if (f.inLimit < f.inNext) throw new Error('ROLE: in_limit < in_next');
+      break;
+    case T.TAKEOVER:
+      if (p.length !== 0) throw new Error('TAKEOVER: payload');
+      break;
+    case T.VIEWERS: {
+      const n = p.readUInt16BE(0); f.viewers = [];
+      if (n > MAX_VIEWERS) throw new Error(`VIEWERS: ${n} entries`);
+      let o = 2;
+      for (let i = 0; i < n; i++) {
+        const l = p.readUInt16BE(o);
+        if (l < 1 || l > MAX_VIEWER_NAME || o + 2 + l + 1 > p.length) throw new Error('VIEWERS: bad name');
+        const name = p.subarray(o + 2, o + 2 + l);
+        if (name.includes(0)) throw new Error('VIEWERS: NUL in a name');
+        const role = p[o + 2 + l];
+        if (role !== WRITER && role !== VIEWER) throw new Error(`VIEWERS: bad role ${role}`);
+        f.viewers.push({ name: name.toString('utf8'), role });
+        o += 2 + l + 1;
+      }
+      if (o !== p.length) throw new Error('VIEWERS: trailing bytes');
+      break;
+    }
     case T.LIST_REPLY: {
       const n = p.readUInt16BE(0); f.entries = [];
       for (let i = 0, o = 2; i < n; i++, o += 35) {
@@ -115,6 +152,10 @@ class Channel {
     this.opened = false; this.exit = null; this.closed = false; this.linked = false;
     this.waiters = [];
     this.paused = false; // stop granting credit (a reader that stops)
+    // relay sessions: role from the last ROLE (undefined before), who is
+    // attached, snapshots seen, resyncs (a stdout GAP then a SNAPSHOT)
+    this.role = undefined; this.roles = 0; this.viewers = [];
+    this.snapshots = 0; this.resyncs = []; this.lastGap = null;
   }
   output() { return Buffer.concat(this.out); }
   stderr() { return Buffer.concat(this.err); }
@@ -123,7 +164,9 @@ class Channel {
   resize(cols, rows) { this.ctl.send(enc.resize(this.id, cols, rows)); }
   signal(signo, scope = 0) { this.ctl.send(enc.signal(this.id, signo, scope)); }
   close() { this.ctl.send(enc.close(this.id)); }
-  // send stdin within the host's credit, from the resend buffer
+  takeover() { this.ctl.takeover(this.id); }
+  // send stdin within the host's credit, from the resend buffer (a relay
+  // viewer has none: what it types stays here)
   pump() {
     if (!this.linked || !this.ctl.ready) return;
     const end = this.inBase + this.inBuf.length;
@@ -197,6 +240,8 @@ export class Controller {
     ws.send(enc.hello());
   }
   send(buf) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(buf); }
+  // relay session: ask to become the channel's writer (answer: ROLE or ERROR 11)
+  takeover(ch) { this.send(enc.takeover(ch)); }
   onReady() {
     for (const c of this.channels.values()) {
       if (c.closed) continue;
@@ -228,6 +273,7 @@ export class Controller {
       case T.PONG: this.pongs++; this.lastPongTs = f.ts; break;
       case T.ERROR:
         this.errors.push(f);
+        if (c) c.lastError = f;
         if (c && f.code === 5 && !c.opened) { this.send(enc.open(c.id, c.argv, c.opts)); break; }
         if (c && f.code === 8) { c.openError = f.msg; c.closed = true; }
         if (this.onError) this.onError(f);
@@ -239,12 +285,30 @@ export class Controller {
       case T.ATTACHED:
         c.opened = true; c.linked = true;
         if (f.inNext < c.inBase) throw new Error('host wants stdin we dropped');
+        if (f.inNext > c.inBase + c.inBuf.length) {
+          // beyond what we wrote: a relay host merged another writer's input
+          // (or we restarted); stdin goes on there
+          c.inBuf = Buffer.alloc(0); c.inBase = f.inNext; c.inAcked = f.inNext;
+        }
         c.inSent = f.inNext; c.inLimit = f.inLimit; c.inEofSent = false; c.pump();
         break;
+      case T.ROLE: {
+        if (!c.linked) throw new Error(`ROLE before ATTACHED on channel ${c.id}`);
+        c.role = f.role; c.roles++;
+        // what was never sent is dropped; what was sent from inNext on is sent again
+        const sent = c.inBuf.subarray(0, c.inSent - c.inBase);
+        if (f.inNext >= c.inBase && f.inNext <= c.inSent) c.inBuf = sent.subarray(f.inNext - c.inBase);
+        else c.inBuf = Buffer.alloc(0);
+        c.inBase = f.inNext; c.inAcked = f.inNext; c.inSent = f.inNext; c.inLimit = f.inLimit;
+        c.inEofSent = false; c.pump();
+        break;
+      }
+      case T.VIEWERS: c.viewers = f.viewers; break;
       case T.ACK:
         if (f.flags === STDIN) {
           if (f.ack > c.inAcked) { // release acknowledged input
             c.inBuf = c.inBuf.subarray(f.ack - c.inBase); c.inBase = f.ack; c.inAcked = f.ack;
+            if (c.inSent < f.ack) c.inSent = f.ack; // sent before a ROLE, no need to again
           }
           if (f.limit > c.inLimit) c.inLimit = f.limit;
           c.pump();
@@ -254,6 +318,7 @@ export class Controller {
         const s = f.flags;
         if (f.offset > c.next[s]) throw new Error(`hole on channel ${c.id}: got ${f.offset}, want ${c.next[s]}`);
         const skip = c.next[s] - f.offset;
+        if (s === STDOUT) c.lastGap = null;
         if (skip < f.bytes.length) {
           const b = Buffer.from(f.bytes.subarray(skip));
           (s === STDOUT ? c.out : c.err).push(b);
@@ -263,7 +328,10 @@ export class Controller {
         c.grant(s);
         break;
       }
-      case T.GAP: c.gaps = (c.gaps || 0) + 1; c.next[f.flags] = f.to; c.grant(f.flags); break;
+      case T.GAP:
+        c.gaps = (c.gaps || 0) + 1;
+        if (f.flags === STDOUT) c.lastGap = { from: f.from, to: f.to };
+        c.next[f.flags] = f.to; c.grant(f.flags); break;
       case T.EOF: c.eof = c.eof || {}; c.eof[f.flags] = true; break;
       case T.EXIT:
         if (f.outEnd !== c.next[STDOUT] || f.errEnd !== c.next[STDERR]) throw new Error('EXIT before all output');
@@ -272,7 +340,15 @@ export class Controller {
       case T.SNAPSHOT:
         c.snapParts = c.snapParts || [];
         c.snapParts.push(Buffer.from(f.bytes));
-        if (!(f.flags & 1)) { c.snapshot = { bytes: Buffer.concat(c.snapParts), offset: f.offset, cols: f.cols, rows: f.rows }; c.snapParts = []; }
+        if (!(f.flags & 1)) {
+          // next: where stdout stood when it arrived (the host sends it at next = offset)
+          c.snapshot = { bytes: Buffer.concat(c.snapParts), offset: f.offset, cols: f.cols, rows: f.rows, next: c.next[STDOUT] };
+          // stdout bytes already in c.out: the screen is the snapshot, then c.out from here
+          c.snapshotOutLen = c.out.reduce((n, b) => n + b.length, 0);
+          c.snapParts = []; c.snapshots++;
+          if (c.lastGap && c.lastGap.to === f.offset) c.resyncs.push({ ...c.lastGap, offset: f.offset });
+          c.lastGap = null;
+        }
         break;
       case T.LIST_REPLY: this.list = f.entries; break;
       default: break;

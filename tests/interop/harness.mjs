@@ -21,6 +21,10 @@ export function check(cond, msg) {
   console.log(`ok - ${msg}`);
 }
 
+// Run fn at clean-up (in reverse order of registration); show log on failure.
+export function onCleanup(fn) { cleanups.push(fn); }
+export function addLog(file) { logs.push(file); }
+
 export function tmpdir(tag) {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), `airlock-${tag}-`));
   dirs.push(d);

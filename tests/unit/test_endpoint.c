@@ -54,6 +54,14 @@ static void buf_free(struct buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* One stdout event as the controller saw it, with its stream's next after. */
+struct evrec {
+    enum ep_ev_type type;
+    uint64_t offset, to, next;
+    size_t len;
+};
+#define MAXLOG 4096
+
 /* What one side's application saw and does. */
 struct app {
     struct ep *ep;
@@ -76,7 +84,40 @@ struct app {
     int snaps;
     unsigned list_count;
     int open_fails; /* host: refuse this many OPENs */
+    /* stdout DATA/GAP/SNAPSHOT in arrival order (controller) */
+    struct evrec log[MAXLOG];
+    unsigned nlog;
+    uint64_t last_off[FR_NSTREAMS]; /* offset of the last DATA per stream */
+    /* relay sessions */
+    int relay;               /* host: adopt on EP_EV_ATTACH */
+    uint64_t out_base;       /* ... with this stdout base */
+    uint64_t in_next;        /* ... and this stdin offset */
+    uint8_t relay_role;      /* ... then ep_set_role() to this, if non-zero */
+    int relay_snap;          /* ... and queue a 3-byte snapshot at out_base */
+    int attaches, takeovers; /* host */
+    uint64_t attach_out, attach_err;
+    uint16_t attach_cols, attach_rows;
+    int roles; /* controller */
+    uint8_t role;
+    uint64_t role_next, role_limit;
+    int viewer_lists;
+    unsigned viewer_count;
+    char viewer_name[AL_MAX_VIEWERS][AL_MAX_VIEWER_NAME + 1];
+    uint8_t viewer_role[AL_MAX_VIEWERS];
 };
+
+static void log_ev(struct app *a, const struct ep_event *ev)
+{
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(a->ep, ev->channel, FR_STDOUT, &si), 0);
+    assert_true(a->nlog < MAXLOG);
+    struct evrec *r = &a->log[a->nlog++];
+    r->type = ev->type;
+    r->offset = ev->offset;
+    r->to = ev->to;
+    r->len = ev->len;
+    r->next = si.end;
+}
 
 static void on_event(void *ud, const struct ep_event *ev)
 {
@@ -109,6 +150,9 @@ static void on_event(void *ud, const struct ep_event *ev)
         a->lost[ch]++;
         break;
     case EP_EV_DATA:
+        a->last_off[ev->stream] = ev->offset;
+        if (!a->host && ev->stream == FR_STDOUT)
+            log_ev(a, ev);
         buf_add(&a->rx[ch][ev->stream], ev->data, ev->len);
         if (a->consume)
             assert_int_equal(ep_consume(a->ep, ch, ev->stream, ev->len), 0);
@@ -117,6 +161,8 @@ static void on_event(void *ud, const struct ep_event *ev)
         a->eof[ch][ev->stream]++;
         break;
     case EP_EV_GAP:
+        if (ev->stream == FR_STDOUT)
+            log_ev(a, ev);
         a->gaps++;
         a->gap_from = ev->offset;
         a->gap_to = ev->to;
@@ -143,6 +189,7 @@ static void on_event(void *ud, const struct ep_event *ev)
         a->snapreqs++;
         break;
     case EP_EV_SNAPSHOT:
+        log_ev(a, ev);
         a->snaps++;
         a->snapshot.len = 0;
         buf_add(&a->snapshot, ev->data, ev->len);
@@ -165,6 +212,43 @@ static void on_event(void *ud, const struct ep_event *ev)
         break;
     case EP_EV_WRITABLE:
         break;
+    case EP_EV_ATTACH:
+        a->attaches++;
+        a->attach_out = ev->offset;
+        a->attach_err = ev->to;
+        a->attach_cols = ev->cols;
+        a->attach_rows = ev->rows;
+        if (a->relay) {
+            assert_int_equal(ep_host_adopt(a->ep, ch, FR_MODE_PTY, a->out_base, ev->to, a->in_next),
+                             0);
+            if (a->relay_role)
+                assert_int_equal(ep_set_role(a->ep, ch, a->relay_role, a->in_next), 0);
+            if (a->relay_snap)
+                assert_int_equal(
+                    ep_snapshot(a->ep, ch, a->out_base, 80, 24, (const uint8_t *)"scr", 3), 0);
+        }
+        break;
+    case EP_EV_TAKEOVER:
+        a->takeovers++;
+        break;
+    case EP_EV_ROLE:
+        a->roles++;
+        a->role = ev->state;
+        a->role_next = ev->offset;
+        a->role_limit = ev->to;
+        break;
+    case EP_EV_VIEWERS: {
+        const struct fr_frame *f = ev->list;
+        assert_int_equal(f->type, FR_VIEWERS);
+        a->viewer_lists++;
+        a->viewer_count = f->u.viewers.count;
+        for (unsigned i = 0; i < f->u.viewers.count; i++) {
+            memcpy(a->viewer_name[i], f->u.viewers.e[i].name.p, f->u.viewers.e[i].name.len);
+            a->viewer_name[i][f->u.viewers.e[i].name.len] = 0;
+            a->viewer_role[i] = f->u.viewers.e[i].role;
+        }
+        break;
+    }
     }
 }
 
@@ -896,6 +980,9 @@ static void test_control_frames(void **state)
     assert_int_equal(ep_request_snapshot(s->ctl.ep, ch), 0);
     sim_pump(s);
     assert_int_equal(s->host.snapreqs, 1);
+    /* a screen of output never written is refused */
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 1234, 80, 24, snap, sn), AL_E_INVAL);
+    assert_int_equal(ep_write(s->host.ep, ch, FR_STDOUT, snap, 1234), 1234);
     assert_int_equal(ep_snapshot(s->host.ep, ch, 1234, 80, 24, snap, sn), 0);
     sim_pump(s);
     assert_int_equal(s->ctl.snaps, 1);
@@ -1012,6 +1099,710 @@ static void test_exit_after_all_output(void **state)
     del_sim(s);
 }
 
+/* ---- relay sessions -------------------------------------------------------- */
+
+/* Send everything side `from` (0 host, 1 controller) has straight to the other. */
+static void sim_step(struct sim *s, int from)
+{
+    struct ep *src = from ? s->ctl.ep : s->host.ep, *dst = from ? s->host.ep : s->ctl.ep;
+    long n;
+    s->now += 1000;
+    while ((n = ep_output(src, s->frame, AL_MAX_FRAME, s->now)) > 0) {
+        int rc = ep_input(dst, s->frame, (size_t)n, s->now);
+        if (rc != 0)
+            fail_msg("ep_input: %s", al_strerror(rc));
+    }
+    assert_true(n == 0);
+}
+
+/* Frames side `from` sends now, held back (in flight) instead of delivered. */
+static void sim_hold(struct sim *s, int from, struct buf *held, int max_frames)
+{
+    struct ep *src = from ? s->ctl.ep : s->host.ep;
+    long n;
+    while (max_frames-- > 0 && (n = ep_output(src, s->frame, AL_MAX_FRAME, s->now)) > 0)
+        buf_add(held, s->frame, (size_t)n);
+}
+
+/* Deliver held frames to side `to`. */
+static void sim_deliver(struct sim *s, int to, struct buf *held)
+{
+    struct ep *dst = to ? s->ctl.ep : s->host.ep;
+    size_t off = 0;
+    while (off < held->len) {
+        long flen = fr_frame_len(held->p + off, held->len - off);
+        assert_true(flen > 0);
+        int rc = ep_input(dst, held->p + off, (size_t)flen, s->now);
+        if (rc != 0)
+            fail_msg("ep_input: %s", al_strerror(rc));
+        off += (size_t)flen;
+    }
+    held->len = 0;
+}
+
+/* A relay: the host adopts channel 1 when a fresh controller ATTACHes it. */
+static struct sim *new_relay(uint32_t window, size_t ring, uint64_t out_base, uint64_t in_next,
+                             uint8_t role)
+{
+    struct sim *s = new_sim(window, ring);
+    s->host.relay = 1;
+    s->host.out_base = out_base;
+    s->host.in_next = in_next;
+    s->host.relay_role = role;
+    assert_int_equal(ep_adopt(s->ctl.ep, 1, FR_MODE_PTY, 0, 0), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.attaches, 1);
+    assert_int_equal(s->ctl.attached[1], 1);
+    assert_int_equal(s->ctl.lost[1], 0);
+    return s;
+}
+
+static void write_pattern(struct sim *s, uint32_t ch, uint64_t from, size_t n)
+{
+    uint8_t b[4096];
+    while (n > 0) {
+        size_t k = n < sizeof b ? n : sizeof b;
+        for (size_t i = 0; i < k; i++)
+            b[i] = pattern(from + i, 9);
+        assert_int_equal(ep_write(s->host.ep, ch, FR_STDOUT, b, k), (long)k);
+        from += k;
+        n -= k;
+    }
+}
+
+/*
+ * The controller's stdout log is one stream: every DATA and GAP starts at the
+ * previous end, every SNAPSHOT comes when next equals its offset. Returns the
+ * number of snapshots.
+ */
+static int check_log(const struct app *a, uint64_t start)
+{
+    uint64_t next = start;
+    int snaps = 0;
+    for (unsigned i = 0; i < a->nlog; i++) {
+        const struct evrec *r = &a->log[i];
+        switch (r->type) {
+        case EP_EV_DATA:
+            if (r->offset != next)
+                fail_msg("event %u: DATA at %llu, next was %llu", i, (unsigned long long)r->offset,
+                         (unsigned long long)next);
+            next += r->len;
+            break;
+        case EP_EV_GAP:
+            if (r->offset != next)
+                fail_msg("event %u: GAP from %llu, next was %llu", i, (unsigned long long)r->offset,
+                         (unsigned long long)next);
+            next = r->to;
+            break;
+        case EP_EV_SNAPSHOT:
+            if (r->offset != next)
+                fail_msg("event %u: SNAPSHOT at %llu, next was %llu", i,
+                         (unsigned long long)r->offset, (unsigned long long)next);
+            snaps++;
+            break;
+        default:
+            fail_msg("unexpected event %d in the log", (int)r->type);
+        }
+        assert_int_equal(r->next, next);
+    }
+    return snaps;
+}
+
+/* The bytes the controller got on stdout are the pattern at [from, from + n). */
+static void check_bytes(const struct buf *b, size_t at, uint64_t from, size_t n)
+{
+    assert_true(b->len >= at + n);
+    for (size_t i = 0; i < n; i++)
+        if (b->p[at + i] != pattern(from + i, 9))
+            fail_msg("stdout byte %zu: want pattern at %llu", at + i,
+                     (unsigned long long)(from + i));
+}
+
+static void test_relay_adopt_on_attach(void **state)
+{
+    (void)state;
+    /* a fresh client (out_next 0); the host serves from 1000 on */
+    struct sim *s = new_relay(4096, 16384, 1000, 0, 0);
+    assert_int_equal(s->host.attach_out, 0);
+    assert_int_equal(s->host.attach_err, 0);
+    assert_int_equal(s->host.attach_cols, 0);
+    assert_int_equal(s->host.resizes, 0);
+    write_pattern(s, 1, 1000, 3000);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.gaps, 1);
+    assert_int_equal(s->ctl.gap_from, 0);
+    assert_int_equal(s->ctl.gap_to, 1000);
+    assert_int_equal(s->ctl.log[0].type, EP_EV_GAP);
+    assert_int_equal(check_log(&s->ctl, 0), 0);
+    assert_int_equal(s->ctl.rx[1][FR_STDOUT].len, 3000);
+    check_bytes(&s->ctl.rx[1][FR_STDOUT], 0, 1000, 3000);
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(s->host.ep, 1, FR_STDOUT, &si), 0);
+    assert_int_equal(si.base, 1000);
+    assert_int_equal(si.end, 4000);
+
+    /* the API */
+    assert_int_equal(ep_host_adopt(s->host.ep, 1, FR_MODE_PTY, 0, 0, 0), AL_E_EXISTS);
+    assert_int_equal(ep_host_adopt(s->ctl.ep, 5, FR_MODE_PTY, 0, 0, 0), AL_E_INVAL);
+    assert_int_equal(ep_host_adopt(s->host.ep, 0, FR_MODE_PTY, 0, 0, 0), AL_E_INVAL);
+    assert_int_equal(ep_host_adopt(s->host.ep, 5, 2, 0, 0, 0), AL_E_INVAL);
+
+    /* adopted outside a callback: it just exists, and an ATTACH finds it */
+    assert_int_equal(ep_host_adopt(s->host.ep, 5, FR_MODE_PIPES, 50, 7, 0), 0);
+    assert_int_equal(ep_adopt(s->ctl.ep, 5, FR_MODE_PIPES, 50, 7), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.attaches, 1);
+    assert_int_equal(s->ctl.attached[5], 1);
+    assert_int_equal(s->ctl.gaps, 1);
+
+    /* not adopted: NO_CHANNEL, as before */
+    s->host.relay = 0;
+    assert_int_equal(ep_adopt(s->ctl.ep, 6, FR_MODE_PTY, 0, 0), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.attaches, 2);
+    assert_int_equal(s->ctl.lost[6], 1);
+    assert_int_equal(ep_channel_count(s->host.ep), 2);
+    del_sim(s);
+
+    /* the whole answer to a fresh client from the callback: GAP, SNAPSHOT,
+     * then live output */
+    s = new_sim(4096, 16384);
+    s->host.relay = 1;
+    s->host.out_base = 5000;
+    s->host.relay_snap = 1;
+    assert_int_equal(ep_adopt(s->ctl.ep, 1, FR_MODE_PTY, 0, 0), 0);
+    sim_pump(s); /* ATTACH out, ATTACHED, GAP and SNAPSHOT back */
+    write_pattern(s, 1, 5000, 100);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.nlog, 3);
+    assert_int_equal(s->ctl.log[0].type, EP_EV_GAP);
+    assert_int_equal(s->ctl.log[1].type, EP_EV_SNAPSHOT);
+    assert_int_equal(s->ctl.log[2].type, EP_EV_DATA);
+    assert_int_equal(check_log(&s->ctl, 0), 1);
+    assert_int_equal(s->ctl.snap_off, 5000);
+    assert_memory_equal(s->ctl.snapshot.p, "scr", 3);
+    check_bytes(&s->ctl.rx[1][FR_STDOUT], 0, 5000, 100);
+    del_sim(s);
+
+    /* a size in the ATTACH: the event has it; the adopted channel then
+     * learns it as a resize */
+    s = new_sim(4096, 16384);
+    s->host.relay = 1;
+    assert_int_equal(ep_adopt(s->ctl.ep, 1, FR_MODE_PTY, 0, 0), 0);
+    assert_int_equal(ep_resize(s->ctl.ep, 1, 100, 30), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.attach_cols, 100);
+    assert_int_equal(s->host.attach_rows, 30);
+    assert_int_equal(s->host.resizes, 1);
+    del_sim(s);
+
+    /* a client ahead of what the host adopted is broken */
+    struct probe p;
+    probe_init(&p, FR_ROLE_HOST);
+    p.app.relay = 1;
+    p.app.out_base = 1000;
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACH;
+    f.channel = 1;
+    f.u.attach.out_next = 2000;
+    f.u.attach.out_limit = 4000;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    assert_int_equal(p.app.attaches, 1);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    probe_free(&p);
+}
+
+/* A resync: unsent output is dropped, GAP, SNAPSHOT at the new offset, DATA. */
+static void test_relay_resync(void **state)
+{
+    (void)state;
+    static uint8_t snap[200000];
+    for (size_t i = 0; i < sizeof snap; i++)
+        snap[i] = pattern(i, 5);
+    struct sim *s = new_relay(4096, 16384, 0, 0, 0);
+    write_pattern(s, 1, 0, 10000);
+    sim_pump(s); /* the credit lets 4096 bytes out */
+    assert_int_equal(s->ctl.rx[1][FR_STDOUT].len, 4096);
+
+    assert_int_equal(ep_resync(s->host.ep, 1, 9999, 80, 24, snap, 300), AL_E_INVAL);
+    assert_int_equal(ep_resync(s->host.ep, 1, 20000, 0, 24, snap, 300), AL_E_INVAL);
+    assert_int_equal(ep_resync(s->host.ep, 1, 20000, 80, 24, snap, AL_MAX_SNAPSHOT + 1),
+                     AL_E_TOOBIG);
+    assert_int_equal(ep_resync(s->host.ep, 9, 20000, 80, 24, snap, 300), AL_E_NOCHAN);
+    assert_int_equal(ep_resync(s->ctl.ep, 1, 20000, 80, 24, snap, 300), AL_E_INVAL);
+    assert_int_equal(ep_resync(s->host.ep, 1, 20000, 80, 24, snap, 300), 0);
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(s->host.ep, 1, FR_STDOUT, &si), 0);
+    assert_int_equal(si.base, 20000);
+    assert_int_equal(si.end, 20000);
+    assert_int_equal(ep_writable(s->host.ep, 1, FR_STDOUT), 16384);
+    write_pattern(s, 1, 20000, 3000);
+    for (int i = 0; i < 6; i++)
+        sim_pump(s);
+    assert_int_equal(check_log(&s->ctl, 0), 1);
+    assert_int_equal(s->ctl.gaps, 1);
+    assert_int_equal(s->ctl.gap_from, 4096);
+    assert_int_equal(s->ctl.gap_to, 20000);
+    assert_int_equal(s->ctl.snap_off, 20000);
+    assert_int_equal(s->ctl.snapshot.len, 300);
+    assert_memory_equal(s->ctl.snapshot.p, snap, 300);
+    struct buf *out = &s->ctl.rx[1][FR_STDOUT];
+    assert_int_equal(out->len, 4096 + 3000);
+    check_bytes(out, 0, 0, 4096);
+    check_bytes(out, 4096, 20000, 3000);
+    /* order: ..., GAP, SNAPSHOT, DATA from 20000 */
+    unsigned g = 0;
+    while (s->ctl.log[g].type != EP_EV_GAP)
+        g++;
+    assert_int_equal(s->ctl.log[g + 1].type, EP_EV_SNAPSHOT);
+    assert_int_equal(s->ctl.log[g + 2].type, EP_EV_DATA);
+    assert_int_equal(s->ctl.log[g + 2].offset, 20000);
+
+    /* pipe mode: no screen, just the GAP */
+    unsigned before = s->ctl.nlog;
+    assert_int_equal(ep_resync(s->host.ep, 1, 30000, 0, 0, NULL, 0), 0);
+    write_pattern(s, 1, 30000, 10);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.nlog, before + 2);
+    assert_int_equal(s->ctl.log[before].type, EP_EV_GAP);
+    assert_int_equal(s->ctl.log[before].offset, 23000);
+    assert_int_equal(s->ctl.log[before].to, 30000);
+    assert_int_equal(s->ctl.snaps, 1);
+    assert_int_equal(check_log(&s->ctl, 0), 1);
+
+    /* a resync while a big snapshot is half sent: that one ends whole,
+     * then the GAP, then the new one */
+    write_pattern(s, 1, 30010, 90);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(ep_snapshot(s->host.ep, 1, 30100, 80, 24, snap, sizeof snap), 0);
+    struct buf held = {0};
+    sim_hold(s, 0, &held, 1); /* its first chunk */
+    struct fr_frame f;
+    assert_int_equal(fr_decode(held.p, held.len, &f), 0);
+    assert_int_equal(f.type, FR_SNAPSHOT);
+    assert_true(f.flags & FR_SNAPSHOT_MORE);
+    sim_deliver(s, 1, &held);
+    assert_int_equal(ep_resync(s->host.ep, 1, 40000, 80, 24, snap + 1, 1000), 0);
+    write_pattern(s, 1, 40000, 500);
+    for (int i = 0; i < 6; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 3);
+    assert_int_equal(check_log(&s->ctl, 0), 3);
+    assert_int_equal(s->ctl.snap_off, 40000);
+    assert_int_equal(s->ctl.snapshot.len, 1000);
+    assert_memory_equal(s->ctl.snapshot.p, snap + 1, 1000);
+    assert_int_equal(out->len, 4096 + 3000 + 10 + 90 + 500);
+    check_bytes(out, out->len - 500, 40000, 500);
+    buf_free(&held);
+
+    /* the jump happens on an unlinked channel too: the next ATTACH gets a GAP */
+    sim_cut(s);
+    assert_int_equal(ep_resync(s->host.ep, 1, 50000, 80, 24, snap, 10), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.gap_from, 40500);
+    assert_int_equal(s->ctl.gap_to, 50000);
+    assert_int_equal(s->ctl.snaps, 3); /* a snapshot needs a link */
+    assert_int_equal(check_log(&s->ctl, 0), 3);
+
+    /* after the end of the output, no jump */
+    assert_int_equal(ep_exit(s->host.ep, 1, 0, 0, 0), 0);
+    assert_int_equal(ep_resync(s->host.ep, 1, 60000, 80, 24, snap, 10), AL_E_STATE);
+    del_sim(s);
+}
+
+/* Every host snapshot: after stdout up to its offset, before anything beyond. */
+static void test_snapshot_order(void **state)
+{
+    (void)state;
+    static uint8_t snap[150000];
+    memset(snap, 's', sizeof snap);
+    struct sim *s = new_sim(4096, 65536);
+    uint32_t ch = open_pty(s);
+    write_pattern(s, ch, 0, 10000);
+    sim_pump(s); /* 4096 out, the rest waits for credit */
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 4096);
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 10001, 80, 24, snap, 10), AL_E_INVAL);
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 10000, 80, 24, snap, 10), 0);
+    write_pattern(s, ch, 10000, 5000); /* beyond the snapshot: after it */
+    for (int i = 0; i < 20; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 1);
+    assert_int_equal(s->ctl.snap_off, 10000);
+    assert_int_equal(check_log(&s->ctl, 0), 1);
+    assert_int_equal(s->ctl.rx[ch][FR_STDOUT].len, 15000);
+    check_bytes(&s->ctl.rx[ch][FR_STDOUT], 0, 0, 15000);
+
+    /* a second snapshot asked for while the first is half sent waits for it */
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 15000, 80, 24, snap, sizeof snap), 0);
+    struct buf held = {0};
+    sim_hold(s, 0, &held, 1);
+    sim_deliver(s, 1, &held);
+    write_pattern(s, ch, 15000, 100);
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 15100, 80, 24, snap, 7), 0);
+    write_pattern(s, ch, 15100, 100);
+    for (int i = 0; i < 10; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 3);
+    assert_int_equal(check_log(&s->ctl, 0), 3);
+    assert_int_equal(s->ctl.snap_off, 15100);
+    assert_int_equal(s->ctl.snapshot.len, 7);
+    check_bytes(&s->ctl.rx[ch][FR_STDOUT], 0, 0, 15200);
+
+    /* EOF and EXIT wait for a pending snapshot too */
+    assert_int_equal(ep_snapshot(s->host.ep, ch, 15200, 80, 24, snap, 3), 0);
+    assert_int_equal(ep_exit(s->host.ep, ch, 0, 0, 0), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.snaps, 4);
+    assert_int_equal(s->ctl.exited[ch], 1);
+    buf_free(&held);
+    del_sim(s);
+}
+
+static void test_relay_viewer_has_no_credit(void **state)
+{
+    (void)state;
+    struct sim *s = new_relay(4096, 16384, 0, 7, 0);
+    /* the viewer types: the bytes stay on its side */
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"hello", 5), 5);
+    for (int i = 0; i < 6; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 0);
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(s->ctl.ep, 1, FR_STDIN, &si), 0);
+    assert_int_equal(si.end, 7 + 5); /* ATTACHED said stdin goes on at 7 */
+    assert_int_equal(si.acked, 7);
+    assert_int_equal(ep_stream_info(s->host.ep, 1, FR_STDIN, &si), 0);
+    assert_int_equal(si.end, 7);
+    /* ... even across a new link */
+    sim_cut(s);
+    for (int i = 0; i < 6; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 0);
+    assert_int_equal(s->host.errors, 0);
+    del_sim(s);
+
+    /* a viewer that sends stdin anyway breaks the protocol ... */
+    struct probe p;
+    probe_init(&p, FR_ROLE_HOST);
+    p.app.relay = 1;
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACH;
+    f.channel = 1;
+    f.u.attach.out_limit = 4096;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    long n = ep_output(p.ep, p.out, sizeof p.out, 0); /* HELLO */
+    n = ep_output(p.ep, p.out, sizeof p.out, 0);
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_ATTACHED);
+    assert_int_equal(f.u.attached.in_limit, f.u.attached.in_next); /* no credit */
+    assert_int_equal(probe_drain(&p, 0), 0);                       /* and no ACK on stdin */
+    /* ... its EOF is refused, not fatal ... */
+    memset(&f, 0, sizeof f);
+    f.type = FR_EOF;
+    f.channel = 1;
+    f.flags = FR_STDIN;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_FORBIDDEN);
+    assert_int_equal(p.app.eof[1][FR_STDIN], 0);
+    /* ... and a DATA frame is beyond the credit */
+    memset(&f, 0, sizeof f);
+    f.type = FR_DATA;
+    f.channel = 1;
+    f.flags = FR_STDIN;
+    f.u.data.bytes = (struct fr_bytes){(const uint8_t *)"x", 1};
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    assert_int_equal(p.app.rx[1][FR_STDIN].len, 0);
+    probe_free(&p);
+}
+
+static void test_relay_roles(void **state)
+{
+    (void)state;
+    struct sim *s = new_relay(4096, 16384, 0, 7, 0);
+    /* queued as a viewer: dropped when it becomes the writer */
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"hello", 5), 5);
+    sim_pump(s);
+    assert_int_equal(ep_set_role(s->host.ep, 1, 3, 7), AL_E_INVAL);
+    assert_int_equal(ep_set_role(s->host.ep, 9, FR_WRITER, 7), AL_E_NOCHAN);
+    assert_int_equal(ep_set_role(s->ctl.ep, 1, FR_WRITER, 7), AL_E_INVAL);
+    assert_int_equal(ep_set_role(s->host.ep, 1, FR_WRITER, 9), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.roles, 1);
+    assert_int_equal(s->ctl.role, FR_WRITER);
+    assert_int_equal(s->ctl.role_next, 9);
+    assert_int_equal(s->ctl.role_limit, 9 + 4096);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"abc", 3), 3);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 3);
+    assert_memory_equal(s->host.rx[1][FR_STDIN].p, "abc", 3);
+    assert_int_equal(s->host.last_off[FR_STDIN], 9);
+    /* credit flows as usual */
+    static uint8_t big[10000];
+    memset(big, 'b', sizeof big);
+    size_t put = 0;
+    for (int i = 0; i < 20 && put < sizeof big; i++) {
+        long k = ep_write(s->ctl.ep, 1, FR_STDIN, big + put, sizeof big - put);
+        assert_true(k >= 0);
+        put += (size_t)k;
+        sim_pump(s);
+    }
+    for (int i = 0; i < 20; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 3 + sizeof big);
+
+    /* back to viewer: nothing more leaves */
+    uint64_t at = 12 + sizeof big;
+    assert_int_equal(ep_set_role(s->host.ep, 1, FR_VIEWER, at), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.roles, 2);
+    assert_int_equal(s->ctl.role, FR_VIEWER);
+    assert_int_equal(s->ctl.role_next, at);
+    assert_int_equal(s->ctl.role_limit, at);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"zz", 2), 2);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 3 + sizeof big);
+
+    /* writer again at a point another writer moved the stream to */
+    assert_int_equal(ep_set_role(s->host.ep, 1, FR_WRITER, at + 100), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.role, FR_WRITER);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"q", 1), 1);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.last_off[FR_STDIN], at + 100);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 4 + sizeof big);
+    assert_int_equal(s->host.rx[1][FR_STDIN].p[3 + sizeof big], 'q');
+
+    /* a ROLE is for this link only: the next link's ATTACHED carries the
+     * credit, and no ROLE unless the host says it again */
+    sim_cut(s);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.roles, 3);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, (const uint8_t *)"r", 1), 1);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 5 + sizeof big);
+    assert_int_equal(s->host.errors + s->ctl.errors, 0);
+    del_sim(s);
+}
+
+/* Stdin in flight when the host changes the role is not a protocol error. */
+static void test_relay_role_races(void **state)
+{
+    (void)state;
+    static uint8_t b[2000];
+    memset(b, 'i', sizeof b);
+    struct buf held = {0};
+
+    /* demoted while typing: what was in flight is dropped */
+    struct sim *s = new_relay(4096, 16384, 0, 0, FR_WRITER);
+    assert_int_equal(s->ctl.role, FR_WRITER);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, b, 100), 100);
+    sim_hold(s, 1, &held, 100);
+    assert_true(held.len > 0);
+    assert_int_equal(ep_set_role(s->host.ep, 1, FR_VIEWER, 0), 0);
+    sim_step(s, 0);           /* ROLE reaches the controller */
+    sim_deliver(s, 0, &held); /* then its DATA reaches the host */
+    assert_int_equal(ep_eof(s->ctl.ep, 1, FR_STDIN), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, 0);
+    assert_int_equal(s->host.eof[1][FR_STDIN], 0);
+    del_sim(s);
+
+    /* the writer told again where it is, with input in flight: the host
+     * takes it, acknowledges it, and the controller does not send it twice */
+    s = new_relay(4096, 16384, 0, 0, FR_WRITER);
+    assert_int_equal(ep_write(s->ctl.ep, 1, FR_STDIN, b, sizeof b), (long)sizeof b);
+    sim_hold(s, 1, &held, 100);
+    assert_int_equal(ep_set_role(s->host.ep, 1, FR_WRITER, 0), 0);
+    sim_step(s, 0);           /* ROLE: the controller rewinds to 0 */
+    sim_deliver(s, 0, &held); /* the host gets [0, 2000) ... */
+    sim_step(s, 0);           /* ... and acknowledges it first */
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.rx[1][FR_STDIN].len, sizeof b);
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(s->ctl.ep, 1, FR_STDIN, &si), 0);
+    assert_int_equal(si.acked, sizeof b);
+    assert_int_equal(s->host.errors + s->ctl.errors, 0);
+    buf_free(&held);
+    del_sim(s);
+}
+
+static void test_relay_takeover_and_viewers(void **state)
+{
+    (void)state;
+    struct sim *s = new_relay(4096, 16384, 0, 0, 0);
+    /* no link: nothing to ask on */
+    ep_link_down(s->ctl.ep);
+    assert_int_equal(ep_takeover(s->ctl.ep, 1), AL_E_STATE);
+    sim_cut(s);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->host.takeovers, 0);
+    assert_int_equal(ep_takeover(s->ctl.ep, 1), 0);
+    assert_int_equal(ep_takeover(s->ctl.ep, 9), AL_E_NOCHAN);
+    assert_int_equal(ep_takeover(s->host.ep, 1), AL_E_INVAL);
+    sim_pump(s);
+    assert_int_equal(s->host.takeovers, 1);
+    /* refused */
+    assert_int_equal(ep_send_error(s->host.ep, 1, FR_ERR_FORBIDDEN, "read-only"), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.last_error, FR_ERR_FORBIDDEN);
+    assert_int_equal(ep_channel_count(s->ctl.ep), 1);
+
+    /* who is attached */
+    const char *names[] = {"alice", "bob"};
+    const uint8_t roles[] = {FR_WRITER, FR_VIEWER};
+    const char *old[] = {"carol"};
+    assert_int_equal(ep_viewers(s->host.ep, 1, 1, old, roles), 0);
+    assert_int_equal(ep_viewers(s->host.ep, 1, 2, names, roles), 0); /* replaces it */
+    sim_pump(s);
+    assert_int_equal(s->ctl.viewer_lists, 1);
+    assert_int_equal(s->ctl.viewer_count, 2);
+    assert_string_equal(s->ctl.viewer_name[0], "alice");
+    assert_int_equal(s->ctl.viewer_role[0], FR_WRITER);
+    assert_string_equal(s->ctl.viewer_name[1], "bob");
+    assert_int_equal(s->ctl.viewer_role[1], FR_VIEWER);
+    assert_int_equal(ep_viewers(s->host.ep, 1, 0, NULL, NULL), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.viewer_lists, 2);
+    assert_int_equal(s->ctl.viewer_count, 0);
+
+    /* limits */
+    static char name65[AL_MAX_VIEWER_NAME + 2];
+    memset(name65, 'n', AL_MAX_VIEWER_NAME + 1);
+    static const char *many[AL_MAX_VIEWERS + 1];
+    static uint8_t many_roles[AL_MAX_VIEWERS + 1];
+    for (int i = 0; i <= AL_MAX_VIEWERS; i++) {
+        many[i] = "v";
+        many_roles[i] = FR_VIEWER;
+    }
+    assert_int_equal(ep_viewers(s->host.ep, 1, AL_MAX_VIEWERS + 1, many, many_roles), AL_E_TOOBIG);
+    const char *toolong[] = {name65};
+    assert_int_equal(ep_viewers(s->host.ep, 1, 1, toolong, roles), AL_E_TOOBIG);
+    const char *empty[] = {""};
+    assert_int_equal(ep_viewers(s->host.ep, 1, 1, empty, roles), AL_E_INVAL);
+    const uint8_t badrole[] = {0};
+    assert_int_equal(ep_viewers(s->host.ep, 1, 1, names, badrole), AL_E_INVAL);
+    assert_int_equal(ep_viewers(s->ctl.ep, 1, 2, names, roles), AL_E_INVAL);
+    assert_int_equal(ep_viewers(s->host.ep, 9, 2, names, roles), AL_E_NOCHAN);
+    name65[AL_MAX_VIEWER_NAME] = 0; /* 64 bytes: fine */
+    many[0] = name65;
+    assert_int_equal(ep_viewers(s->host.ep, 1, AL_MAX_VIEWERS, many, many_roles), 0);
+    sim_pump(s);
+    assert_int_equal(s->ctl.viewer_count, AL_MAX_VIEWERS);
+    assert_int_equal(strlen(s->ctl.viewer_name[0]), AL_MAX_VIEWER_NAME);
+    assert_int_equal(s->host.errors + s->ctl.errors, 1);
+    del_sim(s);
+
+    /* directions: a controller does not take TAKEOVER, a host not ROLE or
+     * VIEWERS */
+    static const uint8_t types[] = {FR_ROLE, FR_VIEWERS, FR_TAKEOVER};
+    for (unsigned i = 0; i < sizeof types; i++) {
+        struct probe p;
+        int host = types[i] != FR_TAKEOVER;
+        probe_init(&p, host ? FR_ROLE_HOST : FR_ROLE_CONTROLLER);
+        probe_hello(&p, host ? FR_ROLE_CONTROLLER : FR_ROLE_HOST, 1, 1);
+        struct fr_frame f;
+        memset(&f, 0, sizeof f);
+        f.type = types[i];
+        f.channel = 1;
+        if (types[i] == FR_ROLE)
+            f.u.role.role = FR_WRITER;
+        assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+        assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+        probe_free(&p);
+    }
+    /* a TAKEOVER for a channel the host does not hold: NO_CHANNEL */
+    struct probe p;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_TAKEOVER;
+    f.channel = 3;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_NO_CHANNEL);
+    probe_free(&p);
+}
+
+/* A relay host merges writers: ATTACHED may say stdin goes on beyond what
+ * this controller wrote. */
+static void test_attached_beyond_stdin(void **state)
+{
+    (void)state;
+    struct probe p;
+    probe_init(&p, FR_ROLE_CONTROLLER);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"sh", 2};
+    long id = ep_open(p.ep, &o);
+    assert_true(id > 0);
+    probe_drain(&p, 0);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPENED;
+    f.channel = (uint32_t)id;
+    f.u.opened.pid = 1000 + (uint32_t)id;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(ep_write(p.ep, (uint32_t)id, FR_STDIN, (const uint8_t *)"abcde", 5), 5);
+    ep_link_down(p.ep);
+    ep_link_up(p.ep, 0);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    probe_drain(&p, 0); /* HELLO, ATTACH */
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACHED;
+    f.channel = (uint32_t)id;
+    f.u.attached.state = FR_CH_RUNNING;
+    f.u.attached.in_next = 500;
+    f.u.attached.in_limit = 600;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(p.app.attached[id], 1);
+    struct ep_stream_info si;
+    assert_int_equal(ep_stream_info(p.ep, (uint32_t)id, FR_STDIN, &si), 0);
+    assert_int_equal(si.end, 500);
+    assert_int_equal(si.acked, 500);
+    assert_int_equal(ep_write(p.ep, (uint32_t)id, FR_STDIN, (const uint8_t *)"x", 1), 1);
+    long n = ep_output(p.ep, p.out, sizeof p.out, 0);
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_DATA);
+    assert_int_equal(f.u.data.offset, 500);
+    assert_int_equal(f.u.data.bytes.len, 1);
+    /* a ROLE before ATTACHED is a protocol error */
+    long id2 = ep_open(p.ep, &o);
+    probe_drain(&p, 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_ROLE;
+    f.channel = (uint32_t)id2;
+    f.u.role.role = FR_WRITER;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    probe_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1025,6 +1816,14 @@ int main(void)
         cmocka_unit_test(test_control_frames),
         cmocka_unit_test(test_open_failed_and_limits),
         cmocka_unit_test(test_exit_after_all_output),
+        cmocka_unit_test(test_relay_adopt_on_attach),
+        cmocka_unit_test(test_relay_resync),
+        cmocka_unit_test(test_snapshot_order),
+        cmocka_unit_test(test_relay_viewer_has_no_credit),
+        cmocka_unit_test(test_relay_roles),
+        cmocka_unit_test(test_relay_role_races),
+        cmocka_unit_test(test_relay_takeover_and_viewers),
+        cmocka_unit_test(test_attached_beyond_stdin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

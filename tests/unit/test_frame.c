@@ -25,10 +25,10 @@
 
 /* One example of every frame type (and each stream / flag variant). */
 static const char *const vector_names[] = {
-    "HELLO",      "PING",     "PONG",   "TOKEN",        "ERROR",       "LIST",
-    "LIST_REPLY", "OPEN",     "OPENED", "DATA_STDIN",   "DATA_STDOUT", "ACK",
-    "RESIZE",     "SIGNAL",   "EOF",    "EXIT",         "EXIT_SIGNAL", "CLOSE",
-    "ATTACH",     "ATTACHED", "GAP",    "SNAPSHOT_REQ", "SNAPSHOT",
+    "HELLO",        "PING",     "PONG",        "TOKEN",       "ERROR",   "LIST",     "LIST_REPLY",
+    "OPEN",         "OPENED",   "DATA_STDIN",  "DATA_STDOUT", "ACK",     "RESIZE",   "SIGNAL",
+    "EOF",          "EXIT",     "EXIT_SIGNAL", "CLOSE",       "ATTACH",  "ATTACHED", "GAP",
+    "SNAPSHOT_REQ", "SNAPSHOT", "ROLE",        "TAKEOVER",    "VIEWERS",
 };
 #define NVEC (sizeof vector_names / sizeof vector_names[0])
 
@@ -161,6 +161,21 @@ static void build_vector(const char *name, struct fr_frame *f)
         f->u.snapshot.cols = 80;
         f->u.snapshot.rows = 24;
         f->u.snapshot.bytes = B("\x1b[H\x1b[2Jhi");
+    } else if (!strcmp(name, "ROLE")) {
+        f->type = FR_ROLE;
+        f->channel = 1;
+        f->u.role.role = FR_WRITER;
+        f->u.role.in_next = 3;
+        f->u.role.in_limit = 3 + 524288;
+    } else if (!strcmp(name, "TAKEOVER")) {
+        f->type = FR_TAKEOVER;
+        f->channel = 1;
+    } else if (!strcmp(name, "VIEWERS")) {
+        f->type = FR_VIEWERS;
+        f->channel = 1;
+        f->u.viewers.count = 2;
+        f->u.viewers.e[0] = (struct fr_viewer){S("alice"), FR_WRITER};
+        f->u.viewers.e[1] = (struct fr_viewer){S("bob"), FR_VIEWER};
     } else {
         fail_msg("no vector builder for %s", name);
     }
@@ -264,9 +279,10 @@ static void test_vectors_round_trip(void **state)
     }
     /* every frame type has a vector */
     static const uint8_t types[] = {
-        FR_HELLO, FR_PING,   FR_PONG,   FR_TOKEN,    FR_ERROR,  FR_LIST,         FR_LIST_REPLY,
-        FR_OPEN,  FR_OPENED, FR_DATA,   FR_ACK,      FR_RESIZE, FR_SIGNAL,       FR_EOF,
-        FR_EXIT,  FR_CLOSE,  FR_ATTACH, FR_ATTACHED, FR_GAP,    FR_SNAPSHOT_REQ, FR_SNAPSHOT};
+        FR_HELLO,      FR_PING,         FR_PONG,     FR_TOKEN, FR_ERROR,    FR_LIST,
+        FR_LIST_REPLY, FR_OPEN,         FR_OPENED,   FR_DATA,  FR_ACK,      FR_RESIZE,
+        FR_SIGNAL,     FR_EOF,          FR_EXIT,     FR_CLOSE, FR_ATTACH,   FR_ATTACHED,
+        FR_GAP,        FR_SNAPSHOT_REQ, FR_SNAPSHOT, FR_ROLE,  FR_TAKEOVER, FR_VIEWERS};
     for (size_t t = 0; t < sizeof types; t++) {
         int seen = 0;
         for (int i = 0; i < n; i++)
@@ -422,6 +438,144 @@ static void m_data_empty(uint8_t *b, size_t *len)
     set_len(b, 8);
 }
 
+static void m_relay_role(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[10] = 3; /* neither writer nor viewer */
+}
+static void m_relay_role0(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[10] = 0;
+}
+static void m_role_limit(uint8_t *b, size_t *len)
+{
+    (void)len;
+    memset(b + 19, 0, 8); /* in_limit 0 < in_next 3 */
+}
+static void m_viewer_role(uint8_t *b, size_t *len)
+{
+    b[*len - 1] = 0; /* bob's role */
+}
+static void m_viewers_count(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[11] = 3; /* three entries announced, two present */
+}
+
+/*
+ * A VIEWERS frame written byte by byte (not by the encoder): count entries,
+ * each a name of name_len bytes 'v' and the given role.
+ */
+static size_t raw_viewers(uint8_t *out, unsigned count, unsigned name_len, uint8_t role)
+{
+    size_t n = AL_FRAME_HEADER;
+    out[n++] = (uint8_t)(count >> 8);
+    out[n++] = (uint8_t)count;
+    for (unsigned i = 0; i < count; i++) {
+        out[n++] = (uint8_t)(name_len >> 8);
+        out[n++] = (uint8_t)name_len;
+        memset(out + n, 'v', name_len);
+        n += name_len;
+        out[n++] = role;
+    }
+    memset(out, 0, AL_FRAME_HEADER);
+    out[0] = FR_VIEWERS;
+    out[5] = 1; /* channel 1 */
+    set_len(out, (uint32_t)(n - AL_FRAME_HEADER));
+    return n;
+}
+
+static void test_relay_frames(void **state)
+{
+    (void)state;
+    static uint8_t raw[AL_MAX_FRAME];
+    static struct fr_frame f;
+    /* at the limits: accepted, and the fields come back */
+    size_t n = raw_viewers(raw, AL_MAX_VIEWERS, AL_MAX_VIEWER_NAME, FR_VIEWER);
+    assert_int_equal(fr_decode(raw, n, &f), 0);
+    assert_int_equal(f.u.viewers.count, AL_MAX_VIEWERS);
+    assert_int_equal(f.u.viewers.e[AL_MAX_VIEWERS - 1].name.len, AL_MAX_VIEWER_NAME);
+    assert_int_equal(f.u.viewers.e[AL_MAX_VIEWERS - 1].role, FR_VIEWER);
+    n = raw_viewers(raw, 0, 0, 0); /* nobody attached */
+    assert_int_equal(fr_decode(raw, n, &f), 0);
+    assert_int_equal(f.u.viewers.count, 0);
+    /* one over: refused */
+    n = raw_viewers(raw, AL_MAX_VIEWERS + 1, 1, FR_WRITER);
+    assert_int_equal(fr_decode(raw, n, &f), AL_E_PROTO);
+    n = raw_viewers(raw, 1, AL_MAX_VIEWER_NAME + 1, FR_WRITER);
+    assert_int_equal(fr_decode(raw, n, &f), AL_E_PROTO);
+    n = raw_viewers(raw, 1, 0, FR_WRITER); /* empty name */
+    assert_int_equal(fr_decode(raw, n, &f), AL_E_PROTO);
+    n = raw_viewers(raw, 1, 5, 3); /* bad role */
+    assert_int_equal(fr_decode(raw, n, &f), AL_E_PROTO);
+    n = raw_viewers(raw, 1, 5, FR_WRITER);
+    raw[AL_FRAME_HEADER + 4] = 0; /* NUL inside the name */
+    assert_int_equal(fr_decode(raw, n, &f), AL_E_PROTO);
+
+    /* the encoder refuses what the decoder would */
+    static uint8_t buf[AL_MAX_FRAME];
+    static const char name65[AL_MAX_VIEWER_NAME + 2] =
+        "vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv";
+    build_vector("VIEWERS", &f);
+    f.u.viewers.count = AL_MAX_VIEWERS + 1;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("VIEWERS", &f);
+    f.u.viewers.e[1].name = (struct fr_str){name65, AL_MAX_VIEWER_NAME + 1};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    f.u.viewers.e[1].name = (struct fr_str){name65, AL_MAX_VIEWER_NAME};
+    assert_true(fr_encode(&f, buf, sizeof buf) > 0);
+    f.u.viewers.e[1].name = (struct fr_str){name65, 0};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("VIEWERS", &f);
+    f.u.viewers.e[0].role = 0;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("ROLE", &f);
+    f.u.role.role = 3;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("ROLE", &f);
+    f.u.role.in_limit = 2;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+
+    /* the decoded fields of the vectors */
+    build_vector("VIEWERS", &f);
+    long len = fr_encode(&f, buf, sizeof buf);
+    assert_int_equal(fr_decode(buf, (size_t)len, &f), 0);
+    assert_int_equal(f.u.viewers.count, 2);
+    assert_memory_equal(f.u.viewers.e[0].name.p, "alice", 5);
+    assert_int_equal(f.u.viewers.e[0].role, FR_WRITER);
+    assert_memory_equal(f.u.viewers.e[1].name.p, "bob", 3);
+    assert_int_equal(f.u.viewers.e[1].role, FR_VIEWER);
+    build_vector("ROLE", &f);
+    len = fr_encode(&f, buf, sizeof buf);
+    assert_int_equal(fr_decode(buf, (size_t)len, &f), 0);
+    assert_int_equal(f.u.role.role, FR_WRITER);
+    assert_int_equal(f.u.role.in_next, 3);
+    assert_int_equal(f.u.role.in_limit, 3 + 524288);
+    assert_string_equal(fr_type_name(FR_ROLE), "ROLE");
+    assert_string_equal(fr_type_name(FR_TAKEOVER), "TAKEOVER");
+    assert_string_equal(fr_type_name(FR_VIEWERS), "VIEWERS");
+    assert_string_equal(fr_type_name(FR_VIEWERS + 1), "?");
+
+    /* damaged vectors */
+    expect_reject("ROLE", m_relay_role, AL_E_PROTO);
+    expect_reject("ROLE", m_relay_role0, AL_E_PROTO);
+    expect_reject("ROLE", m_role_limit, AL_E_PROTO);
+    expect_reject("ROLE", m_trailing, AL_E_PROTO);
+    expect_reject("ROLE", m_truncate, AL_E_PROTO);
+    expect_reject("ROLE", m_chan0, AL_E_PROTO);
+    expect_reject("ROLE", m_flags, AL_E_PROTO);
+    expect_reject("TAKEOVER", m_trailing, AL_E_PROTO);
+    expect_reject("TAKEOVER", m_chan0, AL_E_PROTO);
+    expect_reject("TAKEOVER", m_flags, AL_E_PROTO);
+    expect_reject("VIEWERS", m_viewer_role, AL_E_PROTO);
+    expect_reject("VIEWERS", m_viewers_count, AL_E_PROTO);
+    expect_reject("VIEWERS", m_trailing, AL_E_PROTO);
+    expect_reject("VIEWERS", m_truncate, AL_E_PROTO);
+    expect_reject("VIEWERS", m_chan0, AL_E_PROTO);
+    expect_reject("VIEWERS", m_flags, AL_E_PROTO);
+}
+
 static void test_rejects(void **state)
 {
     (void)state;
@@ -534,6 +688,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_vectors_round_trip),
         cmocka_unit_test(test_decoded_fields),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_relay_frames),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_every_truncation),
     };

@@ -1,0 +1,41 @@
+/*
+ * cli_attach: one terminal attached to the local one (or to local stdio in
+ * pipe mode), over airlock.v1 relay sessions with airlockd, until the
+ * terminal exits, the user detaches, a signal arrives or the server stays
+ * out of reach. The protocol itself is src/common/endpoint.c's: this is the
+ * glue between it, the WebSocket (cli_net) and the local descriptors.
+ */
+#ifndef CLI_ATTACH_H
+#define CLI_ATTACH_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "cli_net.h"
+
+enum {
+    CLI_ESCAPE_DEFAULT = '~',
+    CLI_RETRY_FOR_DEFAULT_S = 300, /* how long to keep reconnecting */
+};
+
+struct cli_attach_opts {
+    const char *term_id;
+    int pipe_mode; /* the terminal has pipes: stdout/stderr separate */
+    int read_only; /* ?mode=read: observe only */
+    int escape;    /* the escape character, -1 for none */
+    uint64_t retry_for_ms;
+    int quiet;           /* no status lines but errors (pipe mode runs) */
+    int forward_signals; /* SIGINT/SIGTERM/SIGHUP go to the terminal once */
+};
+
+/*
+ * Run the session on loop until it ends. *exit_status is what the CLI
+ * should exit with: the terminal's exit code (128 + signal if killed), 0
+ * after a detach, 128 + signal when the CLI was signalled, or a
+ * CLI_EXIT_* code (cli_err.h) on failure. *detached is set when the
+ * terminal was left running. Returns AL_OK or AL_E_NOMEM.
+ */
+int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opts *o,
+               int *exit_status, int *detached);
+
+#endif

@@ -1,0 +1,557 @@
+/*
+ * cli_net: see cli_net.h.
+ *
+ * Every lws connection carries, as its opaque user data, a pointer to
+ * either a struct http_req (on the stack of cli_http, cleared before that
+ * returns) or a struct cli_ws (heap, freed after its on_closed). Both start
+ * with an int kind so one callback can tell them apart. A connection whose
+ * owner went away has NULL user data and is ignored until lws drops it.
+ */
+#include "cli_net.h"
+
+#include <libwebsockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "al_err.h"
+#include "al_limits.h"
+#include "endpoint.h"
+
+#define PROTO_NAME AL_SUBPROTOCOL
+/* lws 4.1's private value for a close frame (the public enum skips 4). */
+#define AL_LWS_WRITE_CLOSE 4
+#define CONNECT_TIMEOUT_S 10
+#define MAX_HEADER_DATA 8192
+#define HTTP_READ_CHUNK 4096
+#define CLOSE_WHY_MAX 120
+#define PATH_MAX_LEN 4096
+#define AUTH_MAX (CLI_KEY_MAX + 16)
+#define MS_PER_S 1000
+
+enum conn_kind { K_HTTP = 1, K_WS = 2 };
+
+struct cli_net {
+    uv_loop_t *loop;
+    struct lws_context *ctx;
+    struct cli_config cfg;
+};
+
+struct http_req {
+    int kind;
+    struct cli_net *n;
+    const char *body;
+    size_t body_len, max;
+    int is_post;
+    struct cli_http_result *res;
+    int done, rc;
+    char *buf;
+    size_t len, cap;
+};
+
+struct cli_ws {
+    int kind;
+    struct cli_net *n;
+    struct lws *wsi;
+    struct cli_ws_handler h;
+    uint8_t *msg;
+    size_t len;
+    int opened, closed;
+    int opening;    /* inside lws_client_connect_via_info() */
+    int close_code; /* a close to send at the next writable */
+    char close_why[CLOSE_WHY_MAX];
+    int close_sent, drop;
+    int peer_code; /* from the peer's close frame */
+    char peer_why[CLOSE_WHY_MAX];
+};
+
+size_t cli_ws_pre(void)
+{
+    return LWS_PRE;
+}
+
+/* ---- shared -------------------------------------------------------------- */
+
+static int add_auth(struct cli_net *n, struct lws *wsi, unsigned char **p, unsigned char *end)
+{
+    if (!n->cfg.key[0])
+        return 0;
+    char hv[AUTH_MAX];
+    int len = snprintf(hv, sizeof hv, "Bearer %s", n->cfg.key);
+    if (len < 0 || (size_t)len >= sizeof hv)
+        return -1;
+    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv, len,
+                                        p, end)
+               ? -1
+               : 0;
+}
+
+static void set_nodelay(struct lws *wsi)
+{
+    int one = 1;
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* ---- HTTP ---------------------------------------------------------------- */
+
+static void http_finish(struct lws *wsi, struct http_req *q, int rc)
+{
+    if (q->done)
+        return;
+    q->done = 1;
+    q->rc = rc;
+    lws_set_opaque_user_data(wsi, NULL);
+}
+
+static void http_neterr(struct lws *wsi, struct http_req *q, const char *why)
+{
+    q->res->neterr = 1;
+    (void)snprintf(q->res->why, sizeof q->res->why, "%s", why ? why : "connection failed");
+    http_finish(wsi, q, AL_E_IO);
+}
+
+static int http_append(struct http_req *q, const void *in, size_t len)
+{
+    if (len > q->max - q->len)
+        return AL_E_TOOBIG;
+    if (q->len + len + 1 > q->cap) {
+        size_t cap = q->cap ? q->cap : HTTP_READ_CHUNK;
+        while (cap < q->len + len + 1)
+            cap *= 2;
+        char *b = realloc(q->buf, cap);
+        if (!b)
+            return AL_E_NOMEM;
+        q->buf = b;
+        q->cap = cap;
+    }
+    memcpy(q->buf + q->len, in, len);
+    q->len += len;
+    q->buf[q->len] = 0;
+    return AL_OK;
+}
+
+static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct http_req *q,
+                         void *in, size_t len)
+{
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+        if (add_auth(q->n, wsi, p, end))
+            return -1;
+        if (!q->is_post)
+            return 0;
+        char cl[32];
+        int n = snprintf(cl, sizeof cl, "%zu", q->body_len);
+        if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE,
+                                         (const unsigned char *)"application/json", 16, p, end) ||
+            lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH,
+                                         (const unsigned char *)cl, n, p, end))
+            return -1;
+        lws_client_http_body_pending(wsi, 1);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_HTTP_WRITEABLE: {
+        if (!q->is_post)
+            return 0;
+        uint8_t *buf = malloc(LWS_PRE + q->body_len + 1);
+        if (!buf)
+            return -1;
+        memcpy(buf + LWS_PRE, q->body, q->body_len);
+        lws_client_http_body_pending(wsi, 0);
+        int w = lws_write(wsi, buf + LWS_PRE, q->body_len, LWS_WRITE_HTTP_FINAL);
+        free(buf);
+        q->is_post = 0;
+        return w < (int)q->body_len ? -1 : 0;
+    }
+    case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
+        q->res->status = lws_http_client_http_response(wsi);
+        return 0;
+    case LWS_CALLBACK_RECEIVE_CLIENT_HTTP: {
+        char buf[LWS_PRE + HTTP_READ_CHUNK];
+        char *px = buf + LWS_PRE;
+        int lenx = HTTP_READ_CHUNK;
+        return lws_http_client_read(wsi, &px, &lenx) < 0 ? -1 : 0;
+    }
+    case LWS_CALLBACK_RECEIVE_CLIENT_HTTP_READ: {
+        int rc = http_append(q, in, len);
+        if (rc != AL_OK) {
+            http_finish(wsi, q, rc);
+            return -1;
+        }
+        return 0;
+    }
+    case LWS_CALLBACK_COMPLETED_CLIENT_HTTP:
+        if (!q->res->status)
+            q->res->status = lws_http_client_http_response(wsi);
+        http_finish(wsi, q, AL_OK);
+        return -1; /* one request per connection: close it */
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR: {
+        unsigned st = lws_http_client_http_response(wsi);
+        if (st) { /* lws calls some answers errors: an answer is an answer */
+            q->res->status = st;
+            http_finish(wsi, q, AL_OK);
+            return 0;
+        }
+        http_neterr(wsi, q, in ? (const char *)in : "connection failed");
+        return 0;
+    }
+    case LWS_CALLBACK_CLOSED_CLIENT_HTTP:
+        http_neterr(wsi, q, "the server closed the connection before answering");
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static void on_http_timeout(uv_timer_t *t)
+{
+    int *expired = t->data;
+    *expired = 1;
+}
+
+int cli_http(struct cli_net *n, const char *method, const char *path, const char *body,
+             size_t max_body, struct cli_http_result *res)
+{
+    memset(res, 0, sizeof *res);
+    struct http_req q;
+    memset(&q, 0, sizeof q);
+    q.kind = K_HTTP;
+    q.n = n;
+    q.res = res;
+    q.body = body;
+    q.body_len = body ? strlen(body) : 0;
+    q.is_post = body != NULL;
+    q.max = max_body;
+    char full[PATH_MAX_LEN];
+    int fl = snprintf(full, sizeof full, "%s%s", n->cfg.prefix, path);
+    if (fl < 0 || (size_t)fl >= sizeof full)
+        return AL_E_TOOBIG;
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = n->ctx;
+    ci.address = n->cfg.host;
+    ci.port = n->cfg.port;
+    ci.path = full;
+    ci.host = n->cfg.host;
+    ci.origin = n->cfg.host;
+    ci.method = method;
+    ci.ssl_connection = n->cfg.tls ? LCCSCF_USE_SSL : 0;
+    ci.local_protocol_name = PROTO_NAME;
+    ci.opaque_user_data = &q;
+    struct lws *wsi = NULL;
+    ci.pwsi = &wsi;
+    uv_timer_t timer;
+    int expired = 0;
+    (void)uv_timer_init(n->loop, &timer);
+    timer.data = &expired;
+    (void)uv_timer_start(&timer, on_http_timeout, (uint64_t)CLI_HTTP_TIMEOUT_S * MS_PER_S, 0);
+    if (!lws_client_connect_via_info(&ci) && !q.done) {
+        res->neterr = 1;
+        (void)snprintf(res->why, sizeof res->why, "cannot start a connection to %.200s:%d",
+                       n->cfg.host, n->cfg.port);
+        q.done = 1;
+        q.rc = AL_E_IO;
+    }
+    while (!q.done && !expired)
+        (void)uv_run(n->loop, UV_RUN_ONCE);
+    (void)uv_timer_stop(&timer);
+    uv_close((uv_handle_t *)&timer, NULL);
+    (void)uv_run(n->loop, UV_RUN_NOWAIT); /* let the timer close before it goes */
+    if (!q.done) {
+        if (wsi) {
+            lws_set_opaque_user_data(wsi, NULL);
+            lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        }
+        res->neterr = 1;
+        (void)snprintf(res->why, sizeof res->why, "no answer within %d s", CLI_HTTP_TIMEOUT_S);
+        q.rc = AL_E_IO;
+    }
+    if (q.rc != AL_OK) {
+        free(q.buf);
+        return q.rc;
+    }
+    res->body = q.buf;
+    res->len = q.len;
+    return AL_OK;
+}
+
+/* ---- WebSocket ------------------------------------------------------------- */
+
+static void ws_closed(struct lws *wsi, struct cli_ws *ws, unsigned status, const char *why)
+{
+    lws_set_opaque_user_data(wsi, NULL);
+    if (ws->closed)
+        return;
+    ws->closed = 1;
+    if (ws->opening)
+        return; /* cli_ws_open reports it and frees ws */
+    char msg[CLI_NET_WHY_MAX];
+    if (ws->peer_code)
+        (void)snprintf(msg, sizeof msg, "%.100s (close %d%s%.100s)", why, ws->peer_code,
+                       ws->peer_why[0] ? ": " : "", ws->peer_why);
+    else
+        (void)snprintf(msg, sizeof msg, "%.200s", why);
+    if (ws->h.on_closed)
+        ws->h.on_closed(ws->h.ud, ws, ws->opened, status, msg);
+    free(ws->msg);
+    free(ws);
+}
+
+static int ws_close_now(struct lws *wsi, struct cli_ws *ws)
+{
+    if (ws->close_sent)
+        return -1;
+    uint8_t buf[LWS_PRE + 2 + CLOSE_WHY_MAX];
+    size_t n = strlen(ws->close_why);
+    buf[LWS_PRE] = (uint8_t)(ws->close_code >> 8);
+    buf[LWS_PRE + 1] = (uint8_t)ws->close_code;
+    memcpy(buf + LWS_PRE + 2, ws->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
+    ws->close_sent = 1;
+    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
+        return -1;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 1);
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int ws_receive(struct lws *wsi, struct cli_ws *ws, const void *in, size_t len)
+{
+    if (ws->close_code || ws->drop)
+        return 0;
+    if (lws_is_first_fragment(wsi)) {
+        ws->len = 0;
+        if (!lws_frame_is_binary(wsi)) {
+            cli_ws_close(ws, EP_CLOSE_PROTOCOL, "text messages are not allowed");
+            return 0;
+        }
+    }
+    if (len > AL_MAX_FRAME - ws->len) {
+        cli_ws_close(ws, EP_CLOSE_LIMIT, "message larger than the frame limit");
+        return 0;
+    }
+    if (!ws->msg) {
+        ws->msg = malloc(AL_MAX_FRAME);
+        if (!ws->msg)
+            return -1;
+    }
+    memcpy(ws->msg + ws->len, in, len);
+    ws->len += len;
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
+        return 0;
+    size_t n = ws->len;
+    ws->len = 0;
+    if (ws->h.on_message)
+        ws->h.on_message(ws->h.ud, ws, ws->msg, n);
+    return 0;
+}
+
+static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct cli_ws *ws,
+                       void *in, size_t len)
+{
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
+        unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+        return add_auth(ws->n, wsi, p, end);
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        ws->opened = 1;
+        ws->wsi = wsi;
+        set_nodelay(wsi);
+        if (ws->h.on_open)
+            ws->h.on_open(ws->h.ud, ws);
+        return 0;
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        return ws_receive(wsi, ws, in, len);
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        if (ws->drop)
+            return -1;
+        if (ws->close_code)
+            return ws_close_now(wsi, ws);
+        if (ws->h.on_writable)
+            ws->h.on_writable(ws->h.ud, ws);
+        return ws->drop ? -1 : 0;
+    case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+        if (in && len >= 2) {
+            const uint8_t *b = in;
+            ws->peer_code = (b[0] << 8) | b[1];
+            size_t n = len - 2 < sizeof ws->peer_why - 1 ? len - 2 : sizeof ws->peer_why - 1;
+            memcpy(ws->peer_why, b + 2, n);
+            ws->peer_why[n] = 0;
+        }
+        return 0;
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+        ws_closed(wsi, ws, lws_http_client_http_response(wsi),
+                  in ? (const char *)in : "connection failed");
+        return 0;
+    case LWS_CALLBACK_CLIENT_CLOSED:
+        ws_closed(wsi, ws, 0, "connection closed");
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        ws_closed(wsi, ws, 0, "connection gone");
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+    int *kind = lws_get_opaque_user_data(wsi);
+    if (kind && *kind == K_HTTP)
+        return http_callback(wsi, reason, (struct http_req *)kind, in, len);
+    if (kind && *kind == K_WS)
+        return ws_callback(wsi, reason, (struct cli_ws *)kind, in, len);
+    switch (reason) {
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+    case LWS_CALLBACK_CLIENT_HTTP_WRITEABLE:
+    case LWS_CALLBACK_RECEIVE_CLIENT_HTTP:
+    case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
+    case LWS_CALLBACK_COMPLETED_CLIENT_HTTP:
+        return -1; /* an abandoned connection */
+    default:
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    }
+}
+
+static const struct lws_protocols protocols[] = {
+    {PROTO_NAME, callback, 0, AL_MAX_FRAME, 0, NULL, AL_MAX_FRAME},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler *h,
+                struct cli_ws **out)
+{
+    char full[PATH_MAX_LEN];
+    int fl = snprintf(full, sizeof full, "%s%s", n->cfg.prefix, path);
+    if (fl < 0 || (size_t)fl >= sizeof full)
+        return AL_E_TOOBIG;
+    struct cli_ws *ws = calloc(1, sizeof *ws);
+    if (!ws)
+        return AL_E_NOMEM;
+    ws->kind = K_WS;
+    ws->n = n;
+    ws->h = *h;
+    struct lws_client_connect_info ci;
+    memset(&ci, 0, sizeof ci);
+    ci.context = n->ctx;
+    ci.address = n->cfg.host;
+    ci.port = n->cfg.port;
+    ci.path = full;
+    ci.host = n->cfg.host;
+    ci.origin = n->cfg.host;
+    ci.protocol = AL_SUBPROTOCOL;
+    ci.local_protocol_name = PROTO_NAME;
+    ci.ssl_connection = n->cfg.tls ? LCCSCF_USE_SSL : 0;
+    ci.opaque_user_data = ws;
+    ci.pwsi = &ws->wsi;
+    ws->opening = 1;
+    struct lws *wsi = lws_client_connect_via_info(&ci);
+    ws->opening = 0;
+    if (!wsi || ws->closed) {
+        if (wsi && !ws->closed)
+            lws_set_opaque_user_data(wsi, NULL);
+        free(ws);
+        return AL_E_IO;
+    }
+    *out = ws;
+    return AL_OK;
+}
+
+void cli_ws_want_write(struct cli_ws *ws)
+{
+    if (ws && ws->wsi && ws->opened)
+        lws_callback_on_writable(ws->wsi);
+}
+
+int cli_ws_send(struct cli_ws *ws, uint8_t *msg, size_t len)
+{
+    if (ws->close_code || ws->drop)
+        return 0;
+    if (lws_write(ws->wsi, msg, len, LWS_WRITE_BINARY) < (int)len)
+        return AL_E_IO;
+    if (lws_send_pipe_choked(ws->wsi)) {
+        lws_callback_on_writable(ws->wsi);
+        return 0;
+    }
+    return 1;
+}
+
+void cli_ws_close(struct cli_ws *ws, int code, const char *reason)
+{
+    if (!ws || ws->close_code)
+        return;
+    ws->close_code = code;
+    (void)snprintf(ws->close_why, sizeof ws->close_why, "%s", reason);
+    if (ws->wsi && ws->opened)
+        lws_callback_on_writable(ws->wsi);
+    else
+        cli_ws_drop(ws);
+}
+
+void cli_ws_abandon(struct cli_ws *ws)
+{
+    if (!ws)
+        return;
+    memset(&ws->h, 0, sizeof ws->h);
+    cli_ws_drop(ws);
+}
+
+void cli_ws_drop(struct cli_ws *ws)
+{
+    if (!ws)
+        return;
+    ws->drop = 1;
+    if (ws->wsi)
+        lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+/* ---- the context ------------------------------------------------------------ */
+
+int cli_net_new(uv_loop_t *loop, const struct cli_config *cfg, struct cli_net **out, char *why,
+                size_t cap)
+{
+    struct cli_net *n = calloc(1, sizeof *n);
+    if (!n)
+        return AL_E_NOMEM;
+    n->loop = loop;
+    n->cfg = *cfg;
+    lws_set_log_level(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff : 0, NULL);
+    struct lws_context_creation_info info;
+    memset(&info, 0, sizeof info);
+    void *loops[] = {loop};
+    info.port = CONTEXT_PORT_NO_LISTEN;
+    /* TLS (and its client context, the system's CA store) only for https */
+    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
+                   (cfg->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
+    info.foreign_loops = loops;
+    info.protocols = protocols;
+    info.timeout_secs = CONNECT_TIMEOUT_S;
+    info.connect_timeout_secs = CONNECT_TIMEOUT_S;
+    info.max_http_header_data = MAX_HEADER_DATA;
+    info.pt_serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024;
+    info.gid = -1;
+    info.uid = -1;
+    n->ctx = lws_create_context(&info);
+    if (!n->ctx) {
+        al_errf(why, cap, "cannot start the network library");
+        free(n);
+        return AL_E_NOMEM;
+    }
+    *out = n;
+    return AL_OK;
+}
+
+void cli_net_free(struct cli_net *n)
+{
+    if (!n)
+        return;
+    lws_context_destroy(n->ctx);
+    free(n);
+}

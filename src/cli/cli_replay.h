@@ -1,0 +1,29 @@
+/*
+ * cli_replay: play an asciicast recording (v2 or v3, read by
+ * src/control/cast.c's reader) on stdout with its timing, scaled by a
+ * speed factor and with long pauses cut to an idle limit; SIGINT, SIGTERM
+ * or SIGHUP stop it cleanly (attributes reset, cursor shown).
+ */
+#ifndef CLI_REPLAY_H
+#define CLI_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct cast_reader;
+
+#define CLI_REPLAY_MAX_SPEED 1000.0
+
+struct cli_replay_opts {
+    double speed;          /* > 0; 1 = real time */
+    int64_t idle_limit_us; /* > 0: pauses longer than this are cut to it; 0: the
+                              recording's own idle_time_limit, if any */
+};
+
+/* 0 when played to the end, 128 + signal when interrupted, or a CLI_EXIT_*
+ * code with the reason in why. The reader stays the caller's. */
+int cli_replay(uv_loop_t *loop, struct cast_reader *r, const struct cli_replay_opts *o, char *why,
+               size_t cap);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * relay: airlockd's live state. Sandboxes (one controller endpoint each,
+ * towards its runner), terminals (a shared output log, the recording, the
+ * runner's latest screen snapshot) and the clients attached to them (one
+ * host endpoint each). No sockets here: the libwebsockets glue (api.c)
+ * moves whole messages in and out and calls the wake function it registered
+ * when a connection has something to send.
+ *
+ * Data model
+ *   struct relay     the sandboxes (a list), the configuration, the clock.
+ *   struct rl_sbx    a sandbox: kind, the controller endpoint that outlives
+ *                    its links, the current link (opaque conn), link state
+ *                    (up since, RTT), for local sandboxes the runner process,
+ *                    for static ones the redial schedule; its terminals.
+ *   struct rl_term   a terminal: its channel on the runner, a bounded log
+ *                    per output stream shared by every client (each client
+ *                    reads it at its own cursor), the recording (cast.c),
+ *                    the durable offsets, the snapshot cache, the writer's
+ *                    input waiting for room towards the runner, the clients.
+ *   struct rl_client a client attached to one terminal: its host endpoint
+ *                    (docs/protocol.md, "Relay sessions"), its cursors, its
+ *                    role (writer or viewer).
+ * Ownership: the relay owns everything; rl_* pointers handed out stay valid
+ * until the matching *_gone / relay_free.
+ *
+ * Durability: output is acknowledged to the runner only once it is in the
+ * recording and the pair (stream offset, recording size) is in the
+ * database (docs/recording.md). After a crash airlockd adopts every live
+ * terminal at those offsets and the runner resends the rest.
+ */
+#ifndef AL_RELAY_H
+#define AL_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "apireq.h"
+#include "db.h"
+#include "keys.h"
+
+#define RL_LOG_BYTES (4u << 20)          /* output log per stream and terminal */
+#define RL_CLIENT_RING (256u << 10)      /* a client's unacknowledged output */
+#define RL_CLIENT_WINDOW (64u << 10)     /* a writer's input credit */
+#define RL_RUNNER_WINDOW (2u << 20)      /* output credit granted to a runner */
+#define RL_SYNC_BYTES (512u << 10)       /* sync the recording after this much */
+#define RL_SYNC_US 200000ull             /* ... or this long after the first byte */
+#define RL_TOKEN_TTL_S 600               /* runner:connect tokens we mint */
+#define RL_TOKEN_REFRESH_US 240000000ull /* a fresh one in band this often */
+#define RL_REDIAL_MIN_MS 250
+#define RL_REDIAL_MAX_MS 30000
+#define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */
+
+struct relay;
+struct rl_sbx;
+struct rl_client;
+
+/* A connection has frames to send: the glue calls *_output when writable. */
+typedef void rl_wake_fn(void *conn);
+/* Dial a static sandbox: the glue connects to url with the bearer token and
+ * calls relay_runner_up() when the WebSocket is established (or
+ * relay_dial_failed()). 0, or AL_E_* when it could not even start. */
+typedef int rl_dial_fn(void *ud, struct rl_sbx *sb, const char *url, const char *token);
+
+struct relay_config {
+    struct db *db;
+    const struct keys_signing *key;
+    const char *data_dir;
+    const char *runner_bin; /* airlock-runner, for local sandboxes */
+    const char *self_url;   /* ws://host:port where local runners dial us */
+    int use_bwrap;          /* run local runners under bubblewrap */
+    int insecure_tls;       /* self_url is wss:// with a certificate runners cannot check */
+    int log_level;
+    uv_loop_t *loop;
+    rl_wake_fn *wake;
+    rl_dial_fn *dial;
+    void *dial_ud;
+};
+
+int relay_new(const struct relay_config *cfg, struct relay **out, char *err, size_t cap);
+/* Closes every link and client (terminals keep running in their runners). */
+void relay_free(struct relay *r);
+
+/* Timers (syncs, token refresh, redials, pings). Monotonic µs. */
+void relay_tick(struct relay *r, uint64_t now_us);
+uint64_t relay_next_deadline(const struct relay *r);
+uint64_t relay_now_us(void);
+
+/* ---- runners ---------------------------------------------------------------- */
+
+struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
+/* Whether a runner:connect bearer token is valid for this sandbox. */
+int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
+                          size_t cap);
+/* A link to the sandbox's runner is up (dialed or accepted). A newer link
+ * replaces an older one (the old conn is then told to close). */
+int relay_runner_up(struct rl_sbx *sb, void *conn);
+void relay_runner_down(struct rl_sbx *sb, void *conn);
+void relay_dial_failed(struct rl_sbx *sb, const char *why);
+int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len);
+long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap);
+/* Non-zero when conn must be closed (code, reason) once drained. */
+int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason);
+
+/* ---- clients ---------------------------------------------------------------- */
+
+struct rl_attach {
+    const char *term_id;
+    const char *user;
+    enum db_role role;
+    int read_only; /* asked for observation only */
+    void *conn;
+};
+/* 0, AL_E_NOENT (no such live terminal), AL_E_LIMIT (too many clients). */
+int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out);
+void relay_client_gone(struct rl_client *c);
+int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len);
+long relay_client_output(struct rl_client *c, uint8_t *buf, size_t cap);
+int relay_client_closing(struct rl_client *c, int *code, const char **reason);
+
+/* ---- the API's actions -------------------------------------------------------- */
+
+/* Start what a sandbox row needs (local: spawn its runner; static: dial). */
+int relay_sandbox_added(struct relay *r, const char *id, char *why, size_t cap);
+/* Stop its link and its runner (local). The row is the caller's. */
+void relay_sandbox_removed(struct relay *r, const char *id);
+/* Open a terminal; its id goes to id_out (cap > DB_NAME_MAX). */
+int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, char *id_out,
+                          size_t cap, char *why, size_t why_cap);
+int relay_terminal_signal(struct relay *r, const char *id, unsigned signo);
+int relay_terminal_resize(struct relay *r, const char *id, uint16_t cols, uint16_t rows);
+/* Close the channel on the runner and forget the terminal (the recording stays). */
+int relay_terminal_close(struct relay *r, const char *id);
+
+struct rl_term_info {
+    int live; /* known to the relay (else only the row exists) */
+    unsigned clients;
+    char writer[DB_NAME_MAX + 1];
+    const char *names[RL_MAX_CLIENTS]; /* valid until the next relay call */
+    uint8_t roles[RL_MAX_CLIENTS];     /* FR_WRITER / FR_VIEWER */
+    uint64_t out_end, rec_bytes;
+    uint16_t cols, rows; /* the live size */
+    int rec_failed;
+    char rec_error[128];
+};
+void relay_terminal_info(struct relay *r, const char *id, struct rl_term_info *out);
+
+struct rl_metrics {
+    unsigned sandboxes, links_up, terminals, clients;
+    uint64_t bytes_out, bytes_in, resyncs, rec_errors;
+};
+void relay_metrics(const struct relay *r, struct rl_metrics *m);
+
+#endif

@@ -1,0 +1,82 @@
+// kill -9 airlockd in the middle of a checksummed 20 MB stream, start it
+// again: the local runner (which outlives it) dials back, airlockd adopts
+// the terminal at its durable offsets, the attached client reconnects and
+// has the stream exactly once, and so does the recording.
+import fs from 'node:fs';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { run, check, tmpdir, sleep } from '../interop/harness.mjs';
+import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+
+const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+
+await run('airlockd_restart', async () => {
+  const base = tmpdir('restart');
+  const dir = path.join(base, 'data');
+  const admin = addUser(dir, 'ada', 'admin');
+  const op = addUser(dir, 'otto', 'operator');
+  let d = await startAirlockd({ dir });
+  const port = d.port;
+  let r = await api(port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
+  check(r.status === 201, 'a local sandbox');
+
+  // 20 MB of printable lines, written into the workspace
+  const work = path.join(dir, 'sandboxes', 'box', 'work');
+  fs.mkdirSync(work, { recursive: true });
+  const lines = [];
+  for (let i = 0, n = 0; n < 20e6; i++) {
+    const l = `${String(i).padStart(8, '0')} ${crypto.createHash('md5').update(String(i)).digest('hex').repeat(2)}\n`;
+    lines.push(l); n += l.length;
+  }
+  const data = Buffer.from(lines.join(''));
+  fs.writeFileSync(path.join(work, 'data.txt'), data);
+  const expected = Buffer.concat([data, Buffer.from('END-OF-STREAM\n')]);
+
+  for (let i = 0; i < 100; i++) {
+    r = await api(port, 'GET', '/v1/sandboxes', admin);
+    if (r.json[0].link_up) break;
+    await sleep(100);
+  }
+  r = await api(port, 'POST', '/v1/terminals', op,
+    { sandbox: 'box', argv: ['sh', '-c', 'stty -onlcr -echo; sleep 2; cat data.txt; echo END-OF-STREAM; sleep 1'] });
+  check(r.status === 201, 'a terminal that prints 20 MB');
+  const id = r.json.id;
+  const a = await attach(port, id, op);
+  await a.ctl.wait(() => a.ch.next[1] >= 6e6, '6 MB received', 60000);
+  d.p.kill('SIGKILL');
+  await d.exited;
+  const cut = a.ch.next[1];
+  check(cut < expected.length, `airlockd killed with -9 after ${cut} bytes of ${expected.length}`);
+  await a.ctl.wait(() => a.ctl.closeInfo, 'the client sees the drop', 10000);
+
+  d = await startAirlockd({ dir, port });
+  // the client reconnects (same session: it ATTACHes from where it is)
+  for (let i = 0; ; i++) {
+    try { await a.ctl.connect(a.url, a.headers); break; } catch (e) { if (i > 50) throw e; await sleep(200); }
+  }
+  await a.ch.waitExit(120000);
+  const got = Buffer.concat(a.ch.out);
+  check(!a.ch.gaps, 'no gap was reported to the client');
+  check(got.length === expected.length && sha(got) === sha(expected),
+    `the client has the stream exactly once (${got.length} bytes, sha256 ${sha(got).slice(0, 12)}…)`);
+
+  await sleep(500);
+  r = await api(port, 'GET', `/v1/terminals/${id}`, op);
+  check(r.json.state === 'exited' && r.json.exit_code === 0, 'the terminal is known as exited with code 0 after the restart');
+  const cast = fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`), 'utf8').split('\n').filter((l) => l);
+  const header = JSON.parse(cast[0]);
+  let out = '';
+  let exits = 0;
+  for (const l of cast.slice(1)) {
+    const ev = JSON.parse(l);
+    if (ev[1] === 'o') out += ev[2];
+    if (ev[1] === 'x') exits++;
+    if (ev[1] === 'm') throw new Error(`unexpected marker in the recording: ${ev[2]}`);
+  }
+  const rec = Buffer.from(out, 'utf8');
+  check(header.version === 3 && exits === 1, 'the recording is asciicast v3 with one exit event');
+  check(rec.length === expected.length && sha(rec) === sha(expected),
+    `the recording holds the complete stream exactly once (${rec.length} bytes)`);
+  const st = await d.stop();
+  check(st.code === 0, 'airlockd stops cleanly');
+}, 300000);

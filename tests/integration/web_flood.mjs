@@ -1,0 +1,71 @@
+// A flood does not freeze the tab (issue 6): `yes | head -c 100000000` in a
+// terminal open in the page. While it runs, clicks are handled within 1 s,
+// xterm.js never holds more than 1 MiB of unparsed output (the page stops
+// granting credit), and the final prompt appears.
+//
+// The runner's screen model pays per scrolled line, so `yes` (3 bytes a
+// line after ONLCR) runs at about 2 MB/s in a normal build and ten times
+// slower under ASan: a sanitizer build floods 2 MB instead (AL_WEB_FLOOD_BYTES
+// overrides either).
+import fs from 'node:fs';
+import path from 'node:path';
+import { run, check, BIN } from '../interop/harness.mjs';
+import { startWeb, launch, newPage, signIn, openTerminal, typeIn, lines, waitLine, sleep } from '../web/webutil.mjs';
+
+let sanitized = false;
+try { sanitized = /AIRLOCK_SANITIZE:BOOL=ON/.test(fs.readFileSync(path.join(BIN, 'CMakeCache.txt'), 'utf8')); } catch { /* not a build dir */ }
+const BYTES = Number(process.env.AL_WEB_FLOOD_BYTES || (sanitized ? 2000000 : 100000000));
+const tail = (page, n) => page.evaluate((k) => {
+  const b = window.term.buffer.active, out = [];
+  for (let y = Math.max(0, b.length - k); y < b.length; y++) out.push(b.getLine(y).translateToString(true));
+  return out;
+}, n);
+
+await run('web_flood', async () => {
+  const w = await startWeb('webflood');
+  const browser = await launch();
+  const { page } = await newPage(browser, { width: 720, height: 420 });
+  await signIn(page, w.origin, w.keys.otto);
+  await openTerminal(page, { command: 'sh' });
+  await waitLine(page, /[$#] ?$/);
+  // a button of our own on the page: its handler stamps the time it ran
+  await page.evaluate(() => {
+    const b = document.createElement('button');
+    b.id = 'probe'; b.textContent = 'probe';
+    b.style.cssText = 'position:fixed;right:8px;bottom:8px;z-index:10';
+    window.probeClicks = 0;
+    b.addEventListener('click', () => { window.probeClicks++; });
+    document.body.append(b);
+  });
+  const box = await page.locator('#probe').boundingBox();
+  await typeIn(page, `yes | head -c ${BYTES}; echo FLOOD-$((1+1))-DONE\n`);
+  const started = Date.now();
+  const lat = [];
+  let done = false;
+  while (!done && Date.now() - started < 200000) {
+    const n = await page.evaluate(() => window.probeClicks);
+    const t0 = Date.now();
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await page.waitForFunction((k) => window.probeClicks > k, n, { timeout: 5000, polling: 10 });
+    lat.push(Date.now() - t0);
+    done = (await tail(page, 40)).some((l) => l === 'FLOOD-2-DONE');
+    await sleep(300);
+  }
+  const stats = await page.evaluate(() => ({ next: window.link.out.next, maxPending: window.link.stats.maxPending, gaps: window.link.gaps.length }));
+  console.log(`flood of ${BYTES} bytes: ${stats.next} bytes of stdout, ${lat.length} clicks, slowest ${Math.max(...lat)} ms, ` +
+    `max unparsed ${stats.maxPending} bytes, ${stats.gaps} gaps (catch-up and resyncs)`);
+  check(stats.next >= BYTES, `the page received the flood (${stats.next} bytes of stdout, a GAP counted as received)`);
+  check(lat.length >= 3, `clicked ${lat.length} times during the flood`);
+  check(Math.max(...lat) < 1000, `every click was handled within 1 s (slowest ${Math.max(...lat)} ms)`);
+  check(stats.maxPending <= 1 << 20, `xterm.js never held more than 1 MiB of unparsed output (${stats.maxPending})`);
+  const ls = await waitLine(page, /^FLOOD-2-DONE$/, 30000);
+  const k = ls.lastIndexOf('FLOOD-2-DONE');
+  check(k >= 0 && ls.slice(k - 3, k).every((l) => /^y*$/.test(l)), 'the flood of y lines ends with FLOOD-2-DONE');
+  await waitLine(page, /^[$#] ?$/);
+  const last = (await lines(page)).filter((l) => l).slice(-2);
+  check(last[0] === 'FLOOD-2-DONE' && /^[$#] ?$/.test(last[1]), `the final prompt appears (${JSON.stringify(last)})`);
+  // and the terminal still answers
+  await typeIn(page, 'echo still-$((5*5))\n');
+  await waitLine(page, /^still-25$/);
+  check(true, 'the terminal still answers after the flood');
+}, 270000);

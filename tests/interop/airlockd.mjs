@@ -1,0 +1,120 @@
+// Test helpers around a real `airlockd serve`: start it on 127.0.0.1, call
+// its JSON API, attach clients to its terminals (airlock.v1 relay sessions
+// through the independent JS client), and model screens with a real
+// terminal emulator (@xterm/headless) to compare them cell by cell.
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn, execFileSync } from 'node:child_process';
+import xtermHeadless from '@xterm/headless';
+import { Controller } from './airlock.mjs';
+import { BIN, freePort, rawHttp, sleep, onCleanup, addLog } from './harness.mjs';
+
+const { Terminal } = xtermHeadless;
+
+export function addUser(dir, name, role) {
+  return execFileSync(path.join(BIN, 'airlockd'), ['user', 'add', name, '--role', role, '--data', dir])
+    .toString().trim();
+}
+
+// Local sandboxes' runners outlive airlockd by design: stop those it started
+// (each leads its own process group, recorded in its pid file).
+export function stopLocalRunners(dir) {
+  let ids = [];
+  try { ids = fs.readdirSync(path.join(dir, 'sandboxes')); } catch { return; }
+  for (const id of ids) {
+    try {
+      const pid = Number(fs.readFileSync(path.join(dir, 'sandboxes', id, 'run', 'runner.pid'), 'utf8'));
+      if (pid > 1) process.kill(-pid, 'SIGKILL');
+    } catch { /* not running */ }
+  }
+}
+
+// Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
+export async function startAirlockd({ dir, port, args = [] }) {
+  port = port || await freePort();
+  const log = path.join(path.dirname(dir), `airlockd-${port}.log`);
+  const out = fs.openSync(log, 'a');
+  addLog(log);
+  const p = spawn(path.join(BIN, 'airlockd'),
+    ['serve', '--data', dir, '--listen', `127.0.0.1:${port}`, '--verbose', ...args],
+    { stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  const d = { p, port, log, dead: false };
+  d.exited = new Promise((res) => p.on('exit', (code, sig) => { d.dead = true; res({ code, sig }); }));
+  d.stop = async () => { if (!d.dead) { p.kill('SIGTERM'); return d.exited; } return d.exited; };
+  onCleanup(async () => {
+    if (!d.dead) { p.kill('SIGKILL'); await d.exited; }
+    stopLocalRunners(dir);
+  });
+  for (let i = 0; i < 200; i++) {
+    if (d.dead) break;
+    try { if ((await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')).status === 200) return d; } catch { /* not yet */ }
+    await sleep(50);
+  }
+  throw new Error(`airlockd did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
+}
+
+// One API call; resolves { status, body, json }.
+export async function api(port, method, target, key, body) {
+  const data = body === undefined ? '' : (typeof body === 'string' ? body : JSON.stringify(body));
+  const r = await rawHttp(port, `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+    (key ? `Authorization: Bearer ${key}\r\n` : '') +
+    (method !== 'GET' ? `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(data)}\r\n` : '') +
+    `\r\n${data}`, 15000);
+  let json = null;
+  try { json = JSON.parse(r.body); } catch { /* not JSON */ }
+  return { ...r, json };
+}
+
+// Attach to a terminal: a Controller whose channel 1 is the terminal.
+// { ctl, ch } with ch.role / ch.viewers / ch.out as the JS client keeps them.
+export async function attach(port, termId, key, { read = false, outNext = 0, mode = 0 } = {}) {
+  const ctl = new Controller();
+  const ch = ctl.adoptChannel(1, { outNext, mode });
+  const url = `ws://127.0.0.1:${port}/v1/terminals/${termId}/attach${read ? '?mode=read' : ''}`;
+  await ctl.connect(url, { Authorization: `Bearer ${key}` });
+  onCleanup(async () => { try { ctl.ws.terminate(); } catch { /* gone */ } });
+  return { ctl, ch, url, headers: { Authorization: `Bearer ${key}` } };
+}
+
+// Everything a client must feed a terminal emulator to show its screen:
+// the last snapshot, then the stdout bytes received after it.
+export function screenBytes(ch) {
+  const out = Buffer.concat(ch.out);
+  if (!ch.snapshot) return out;
+  const after = out.subarray(Math.max(0, ch.snapshotOutLen ?? out.length));
+  return Buffer.concat([ch.snapshot.bytes, after]);
+}
+
+// Feed bytes to a fresh xterm and return its screen as rows of cells
+// (chars + attributes), plus the cursor.
+export function screenOf(bytes, cols, rows) {
+  const t = new Terminal({ cols, rows, allowProposedApi: true, scrollback: 0 });
+  return new Promise((resolve) => t.write(bytes, () => {
+    const b = t.buffer.active, grid = [];
+    for (let y = 0; y < rows; y++) {
+      const line = b.getLine(b.viewportY + y), cells = [];
+      for (let x = 0; x < cols; x++) {
+        const c = line.getCell(x);
+        cells.push(`${c.getChars() || ' '}|${c.getFgColorMode()}:${c.getFgColor()}|${c.getBgColorMode()}:${c.getBgColor()}|${c.isBold()}${c.isInverse()}${c.isUnderline()}`);
+      }
+      grid.push(cells);
+    }
+    const res = { grid, text: grid.map((r) => r.map((c) => c[0]).join('').trimEnd()).join('\n'), cursor: [b.cursorX, b.cursorY], alt: b.type };
+    t.dispose();
+    resolve(res);
+  }));
+}
+
+export function diffScreens(a, b) {
+  const diffs = [];
+  for (let y = 0; y < a.grid.length; y++) {
+    for (let x = 0; x < a.grid[y].length; x++) {
+      if (a.grid[y][x] !== b.grid[y]?.[x]) diffs.push(`(${x},${y}) ${a.grid[y][x]} != ${b.grid[y]?.[x]}`);
+    }
+  }
+  if (a.cursor[0] !== b.cursor[0] || a.cursor[1] !== b.cursor[1]) diffs.push(`cursor ${a.cursor} != ${b.cursor}`);
+  return diffs;
+}
+
+export { sleep };
