@@ -23,10 +23,10 @@ await run('airlockd_slow', async () => {
     if (r.json[0].link_up) break;
     await sleep(100);
   }
-  const floodS = Math.ceil((BASE_MS + PAUSE_MS) / 1000) + 4; // ends before the viewer's idle timeout
+  // the flood runs until the writer types Ctrl-C (the shell traps it)
   r = await api(d.port, 'POST', '/v1/terminals', op, {
     sandbox: 'box', cols: 80, rows: 24,
-    argv: ['sh', '-c', `sleep 1; timeout ${floodS} yes 'flood abcdefghijklmnopqrstuvwxyz 0123456789'; echo; echo FLOOD-DONE; exec sleep 600`],
+    argv: ['sh', '-c', "trap 'true' INT; sleep 1; yes 'flood abcdefghijklmnopqrstuvwxyz 0123456789'; echo; echo FLOOD-DONE; exec sleep 600"],
   });
   check(r.status === 201, 'a terminal that floods its PTY');
   const id = r.json.id;
@@ -64,6 +64,7 @@ await run('airlockd_slow', async () => {
   check(rssMax - rss0 < 64 * 1024, `airlockd's RSS stayed bounded (+${((rssMax - rss0) / 1024).toFixed(1)} MiB while ${((rate1 * PAUSE_MS / 1000) / 1e6).toFixed(0)} MB went by)`);
 
   // the flood ends while the viewer still sleeps; the writer sees the end
+  w.ch.write('\x03');
   await w.ctl.wait(() => done, 'the end of the flood', 60000);
   check(!w.ch.gaps, 'the writer was never resynced: the stalled viewer did not slow it');
   v.ctl.ws._socket.resume();

@@ -136,8 +136,27 @@ await run('airlockd_web_auth', async () => {
   check(up && up.status === 200, 'with a config file naming a certificate: https serves');
   r = await httpsGet(port, '/v1/sandboxes', { Authorization: `Bearer ${admin}` });
   check(r.status === 200 && JSON.parse(r.body)[0].id === 'box', 'the API over https, with the key');
-  // Known gap (see the session note): a local runner re-spawned to dial
-  // wss:// does not link yet, so no terminal is run over TLS here.
+  let linked = false;
+  for (let i = 0; i < 150 && !linked; i++) {
+    r = await httpsGet(port, '/v1/sandboxes', { Authorization: `Bearer ${admin}` });
+    linked = JSON.parse(r.body)[0].link_up;
+    if (!linked) await sleep(100);
+  }
+  check(linked, 'the local runner was replaced by one dialing back over wss');
+  const t = await new Promise((resolve, reject) => {
+    const q = https.request({ host: '127.0.0.1', port, path: '/v1/terminals', method: 'POST', rejectUnauthorized: false,
+      headers: { Authorization: `Bearer ${op}`, 'Content-Type': 'application/json' } }, (res) => {
+      let b = ''; res.on('data', (x) => { b += x; }); res.on('end', () => resolve(JSON.parse(b)));
+    });
+    q.on('error', reject);
+    q.end(JSON.stringify({ sandbox: 'box', argv: ['sh', '-c', 'sleep 1; echo over-tls; exit 4'] }));
+  });
+  const c2 = new Controller();
+  const ch2 = c2.adoptChannel(1);
+  await c2.connect(`wss://127.0.0.1:${port}/v1/terminals/${t.id}/attach`, { Authorization: `Bearer ${op}` }, { rejectUnauthorized: false });
+  await ch2.waitExit(15000);
+  check(ch2.exit.code === 4 && /over-tls/.test(Buffer.concat(ch2.out).toString()), 'a terminal over wss: output and exit code');
+  c2.ws.terminate();
   const logText = fs.readFileSync(log, 'utf8');
   check(/serving https/.test(logText) && !/ debug /.test(logText), 'the log says https; log-level info leaves debug lines out');
   p.kill('SIGTERM');
