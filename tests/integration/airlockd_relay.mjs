@@ -26,7 +26,9 @@ async function runToExit(port, key, sandbox, argv, extra = {}) {
   if (r.status !== 201) throw new Error(`create: ${r.status} ${r.body}`);
   const a = await attach(port, r.json.id, key, { mode: extra.mode === 'pipes' ? 1 : 0 });
   await a.ch.waitExit(20000);
-  return { id: r.json.id, ch: a.ch, out: Buffer.concat(a.ch.out).toString(), err: Buffer.concat(a.ch.err || []).toString() };
+  // output printed before the attach arrives in the late joiner's snapshot
+  const seen = Buffer.concat([a.ch.snapshot ? a.ch.snapshot.bytes : Buffer.alloc(0), ...a.ch.out]);
+  return { id: r.json.id, ch: a.ch, out: extra.mode === 'pipes' ? Buffer.concat(a.ch.out).toString() : seen.toString(), err: Buffer.concat(a.ch.err || []).toString() };
 }
 
 // Stream offset where a client's data starts (its snapshot, or 0).

@@ -47,7 +47,7 @@ await run('airlockd_slow', async () => {
   const rss0 = rssKb(d.p.pid);
 
   const v = await attach(d.port, id, viewer);
-  await v.ctl.wait(() => v.ch.next[1] > 0, 'the viewer gets something', 10000);
+  await v.ctl.wait(() => v.ch.next[1] > 0, 'the viewer gets something', 60000);
   v.ctl.ws._socket.pause(); // stop reading: TCP fills, airlockd's socket chokes
   const gapsBefore = v.ch.gaps || 0;
   t0 = total;
