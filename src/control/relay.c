@@ -41,8 +41,19 @@
 #define RL_RESPAWN_MS 1000
 #define RL_PROC_CHECK_US 1000000ull
 #define RL_MAX_BWRAP_ARGS 64
-#define RL_HIST 32               /* durable (offset, size) pairs kept */
-#define RL_CLIENT_LAG (1u << 20) /* how far behind a client may hold the runner's ring */
+#define RL_HIST 32                 /* durable (offset, size) pairs kept */
+#define RL_CLIENT_LAG (512u << 10) /* how far behind a client may hold the runner's ring */
+/* Kept pairs lie at least this far apart (the newest excepted), so that
+ * RL_HIST of them always reach back past RL_CLIENT_LAG and the credit can
+ * move however small the syncs are. */
+#define RL_HIST_STEP (RL_CLIENT_LAG / (RL_HIST / 2))
+/* Liveness: with a client held back, the runner stops at (last ACK's
+ * consumed) + window; the credit we can then pick lies within the lag, a
+ * sync and a step of that, and must still be a quarter window past the
+ * last ACK, or the endpoint sends none and nothing moves again. */
+_Static_assert(RL_CLIENT_LAG + RL_SYNC_BYTES + RL_HIST_STEP + RL_RUNNER_WINDOW / 4 <
+                   RL_RUNNER_WINDOW,
+               "a client held at the lag must still let the runner's credit move");
 
 struct rl_term;
 
@@ -290,7 +301,9 @@ static uint64_t term_floor(const struct rl_term *t, uint64_t durable)
     uint64_t floor = durable;
     for (const struct rl_client *c = t->clients; c; c = c->next) {
         struct ep_stream_info si;
-        if (!c->ch || c->gone || ep_stream_info(c->ep, c->ch, FR_STDOUT, &si) != AL_OK)
+        /* one waiting for a snapshot needs nothing the runner holds */
+        if (!c->ch || c->gone || c->need_resync ||
+            ep_stream_info(c->ep, c->ch, FR_STDOUT, &si) != AL_OK)
             continue;
         if (si.acked < floor)
             floor = si.acked;
@@ -321,11 +334,15 @@ static void term_sync(struct rl_term *t)
         }
     }
     if (!t->nhist || t->hist[t->nhist - 1].off != now.off) {
-        if (t->nhist == RL_HIST) {
-            memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
-            t->nhist--;
+        if (t->nhist >= 2 && t->hist[t->nhist - 1].off - t->hist[t->nhist - 2].off < RL_HIST_STEP) {
+            t->hist[t->nhist - 1] = now; /* the newest was too close to the one before */
+        } else {
+            if (t->nhist == RL_HIST) {
+                memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
+                t->nhist--;
+            }
+            t->hist[t->nhist++] = now;
         }
-        t->hist[t->nhist++] = now;
     }
     uint64_t target = term_floor(t, now.off);
     struct rl_pair pick = t->persisted;

@@ -172,7 +172,7 @@ export async function run(name, body, limitMs = 240000) {
   }
   if (failed) {
     for (const l of logs) {
-      try { console.error(`--- ${l}\n${fs.readFileSync(l, 'utf8').slice(-4000)}`); } catch { /* gone */ }
+      try { console.error(`--- ${l}\n${fs.readFileSync(l, 'utf8').slice(-Number(process.env.AL_LOG_TAIL || 4000))}`); } catch { /* gone */ }
     }
   }
   for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
