@@ -9,7 +9,7 @@
  * Data model: the first input byte picks the parser (byte & 7), the rest
  * is the body:
  *   0 apireq_terminal   1 apireq_sandbox   2 apireq_resize
- *   3 apireq_signal     4..7 all four on the same body
+ *   3 apireq_signal     4 apireq_enroll    5..7 all five on the same body
  * Oracle: no crash, leak or hang; a refusal is AL_E_INVAL, AL_E_TOOBIG or
  * AL_E_NOMEM with a one-line printable reason and (terminal, sandbox) a
  * zeroed result; an accepted result obeys every rule of apireq.h, and an
@@ -209,6 +209,20 @@ static void fz_signal(const char *p, size_t n)
     }
 }
 
+static void fz_enroll(const char *p, size_t n)
+{
+    unsigned t = 0;
+    char err[APIREQ_ERR_MAX];
+    int rc = apireq_enroll(p, n, &t, err, sizeof err);
+    if (rc != AL_OK) {
+        fz_refused(rc, err);
+        if (t != 0)
+            abort();
+    } else if (t < APIREQ_ENROLL_TTL_MIN || t > APIREQ_ENROLL_TTL_MAX) {
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
@@ -232,11 +246,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 3:
         fz_signal(p, n);
         break;
+    case 4:
+        fz_enroll(p, n);
+        break;
     default:
         fz_terminal(p, n);
         fz_sandbox(p, n);
         fz_resize(p, n);
         fz_signal(p, n);
+        fz_enroll(p, n);
         break;
     }
     free(p);

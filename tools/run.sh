@@ -2,8 +2,10 @@
 # `make run`: airlockd on SQLite in a local data dir, a local sandbox (its
 # runner under bubblewrap), and one terminal running $AGENT (default:
 # $SHELL). Prints the address, an admin API key and how to attach, then
-# stays in the foreground until Ctrl-C (terminals keep running in the
-# runner; the next `make run` relinks to them).
+# attaches this terminal to it with the CLI (when stdin and stdout are
+# terminals and NO_ATTACH is unset); after a detach it stays in the
+# foreground serving the web page until Ctrl-C (terminals keep running in
+# the runner; the next `make run` relinks to them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -36,23 +38,42 @@ for _ in $(seq 100); do
   api "$url/v1/sandboxes" | grep -q '"id":"local"[^}]*"link_up":true' && break
   sleep 0.1
 done
-# argv as a JSON array of strings, from the words of $agent
-argv=$(printf '%s\n' $agent | sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' | paste -sd, -)
-term=$(api -X POST "$url/v1/terminals" -d "{\"sandbox\":\"local\",\"argv\":[$argv]}" |
-  sed -n 's/.*"id":"\(t-[0-9a-f]*\)".*/\1/p')
+# the terminal of the last `make run`, if it still runs; else a new one
+termfile="$data/run.terminal"
+term=
+if [ -s "$termfile" ]; then
+  term=$(cat "$termfile")
+  api "$url/v1/terminals/$term" | grep -q '"state":"running"' || term=
+fi
+if [ -z "$term" ]; then
+  # argv as a JSON array of strings, from the words of $agent
+  argv=$(printf '%s\n' $agent | sed 's/\\/\\\\/g; s/"/\\"/g; s/.*/"&"/' | paste -sd, -)
+  term=$(api -X POST "$url/v1/terminals" -d "{\"sandbox\":\"local\",\"argv\":[$argv]}" |
+    sed -n 's/.*"id":"\(t-[0-9a-f]*\)".*/\1/p')
+  [ -n "$term" ] && echo "$term" >"$termfile"
+fi
 
 cat <<MSG
 
 airlockd is serving on $url (data: $data, log: $data/airlockd.log)
+  web:            $url/   (sign in with the admin API key)
   admin API key:  $key   (also in $keyfile)
   sandbox:        local (airlock-runner under bubblewrap, workspace $data/sandboxes/local/work)
   terminal:       ${term:-"(not created: see the log)"} running: $agent
 
-  list:    curl -H 'Authorization: Bearer $key' $url/v1/terminals
-  attach:  ws://127.0.0.1:$port/v1/terminals/$term/attach (airlock.v1; the CLI's
-           'airlock attach $term' and the web page come with the next issues)
-  record:  curl -H 'Authorization: Bearer $key' $url/v1/terminals/$term/recording
-
-Ctrl-C stops airlockd; the terminal keeps running and the next 'make run' relinks.
+  attach:  AIRLOCK_URL=$url AIRLOCK_API_KEY=\$(cat $keyfile) $build/airlock attach $term
+  list:    ... $build/airlock ls      replay: ... $build/airlock replay $term
 MSG
+export AIRLOCK_URL="$url" AIRLOCK_API_KEY="$key"
+if [ -n "$term" ] && [ -t 0 ] && [ -t 1 ] && [ -z "${NO_ATTACH:-}" ]; then
+  echo "Attaching (Enter ~ . detaches; the agent keeps running)..."
+  rc=0
+  "$build/airlock" attach "$term" || rc=$?
+  echo
+  echo "attach ended (status $rc); airlockd still serves $url/ (admin key in $keyfile)."
+  echo "Ctrl-C stops airlockd; the terminal keeps running and the next 'make run' relinks."
+else
+  echo
+  echo "Ctrl-C stops airlockd; the terminal keeps running and the next 'make run' relinks."
+fi
 wait $pid

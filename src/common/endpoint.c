@@ -1352,6 +1352,14 @@ void ep_tick(struct ep *ep, uint64_t now_us)
     }
 }
 
+int ep_ping(struct ep *ep)
+{
+    if (!ep_ready(ep))
+        return AL_E_STATE;
+    ep->ping_due = 1;
+    return AL_OK;
+}
+
 uint64_t ep_next_deadline(const struct ep *ep)
 {
     uint64_t t = UINT64_MAX;

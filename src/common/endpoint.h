@@ -132,6 +132,10 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us);
 
 /* Timers: pings, the idle timeout, the token deadline. */
 void ep_tick(struct ep *ep, uint64_t now_us);
+/* Send a PING with the next output (the link's round trip, EP_EV_PONG, is
+ * known at once instead of after the first interval). AL_E_STATE when the
+ * link is not ready. */
+int ep_ping(struct ep *ep);
 /* The next time ep_tick() has work, or UINT64_MAX. */
 uint64_t ep_next_deadline(const struct ep *ep);
 

@@ -49,7 +49,6 @@
 #define API_HEADER_DATA 8192
 #define API_TICK_MS 50
 #define API_WRITES_PER_CALLBACK 64
-#define API_ENROLL_TTL_S 3600
 #define API_SESSION_TTL_S 3600 /* a session cookie; GET /v1/session renews it */
 #define API_SESSION_AUD "airlockd-session"
 #define API_SESSION_SCOPE "session"
@@ -455,27 +454,55 @@ static int route_list(struct api *a, struct lws *wsi, const char *uri, const str
     return reply_json(wsi, 200, l.arr);
 }
 
+static void metrics_link_up(void *ud, const char *sandbox, int up, int64_t rtt_us)
+{
+    (void)rtt_us;
+    (void)fprintf(ud, "airlock_link_up{sandbox=\"%s\"} %d\n", sandbox, up ? 1 : 0);
+}
+
+static void metrics_link_rtt(void *ud, const char *sandbox, int up, int64_t rtt_us)
+{
+    (void)up;
+    if (rtt_us >= 0)
+        (void)fprintf(ud, "airlock_link_rtt_seconds{sandbox=\"%s\"} %.6f\n", sandbox,
+                      (double)rtt_us / 1e6);
+}
+
 static int route_metrics(struct api *a, struct lws *wsi)
 {
     struct rl_metrics m;
     relay_metrics(a->relay, &m);
-    char body[2048];
-    int n = snprintf(body, sizeof body,
-                     "# TYPE airlock_sandboxes gauge\nairlock_sandboxes %u\n"
-                     "# TYPE airlock_links_up gauge\nairlock_links_up %u\n"
-                     "# TYPE airlock_terminals gauge\nairlock_terminals %u\n"
-                     "# TYPE airlock_viewers gauge\nairlock_viewers %u\n"
-                     "# TYPE airlock_output_bytes_total counter\nairlock_output_bytes_total %llu\n"
-                     "# TYPE airlock_input_bytes_total counter\nairlock_input_bytes_total %llu\n"
-                     "# TYPE airlock_resyncs_total counter\nairlock_resyncs_total %llu\n"
-                     "# TYPE airlock_recording_errors_total counter\n"
-                     "airlock_recording_errors_total %llu\n",
-                     m.sandboxes, m.links_up, m.terminals, m.clients,
-                     (unsigned long long)m.bytes_out, (unsigned long long)m.bytes_in,
-                     (unsigned long long)m.resyncs, (unsigned long long)m.rec_errors);
-    if (n < 0 || (size_t)n >= sizeof body)
-        return reply_error(wsi, 500, "metrics too large");
-    return reply(wsi, 200, "text/plain; version=0.0.4", body, (size_t)n);
+    char *body = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&body, &blen);
+    if (!f)
+        return reply_error(wsi, 500, "out of memory");
+    int n = fprintf(f,
+                    "# TYPE airlock_sandboxes gauge\nairlock_sandboxes %u\n"
+                    "# TYPE airlock_links_up gauge\nairlock_links_up %u\n"
+                    "# TYPE airlock_terminals gauge\nairlock_terminals %u\n"
+                    "# TYPE airlock_viewers gauge\nairlock_viewers %u\n"
+                    "# TYPE airlock_output_bytes_total counter\nairlock_output_bytes_total %llu\n"
+                    "# TYPE airlock_input_bytes_total counter\nairlock_input_bytes_total %llu\n"
+                    "# TYPE airlock_resyncs_total counter\nairlock_resyncs_total %llu\n"
+                    "# TYPE airlock_recording_errors_total counter\n"
+                    "airlock_recording_errors_total %llu\n",
+                    m.sandboxes, m.links_up, m.terminals, m.clients,
+                    (unsigned long long)m.bytes_out, (unsigned long long)m.bytes_in,
+                    (unsigned long long)m.resyncs, (unsigned long long)m.rec_errors);
+    /* per sandbox: labels are sandbox ids ([a-z0-9._-]), nothing to escape */
+    (void)fputs("# TYPE airlock_link_up gauge\n", f);
+    relay_each_link(a->relay, metrics_link_up, f);
+    (void)fputs("# TYPE airlock_link_rtt_seconds gauge\n", f);
+    relay_each_link(a->relay, metrics_link_rtt, f);
+    int bad = n < 0 || ferror(f);
+    if (fclose(f) != 0 || bad) {
+        free(body);
+        return reply_error(wsi, 500, "out of memory");
+    }
+    int rc = reply(wsi, 200, "text/plain; version=0.0.4", body, blen);
+    free(body);
+    return rc;
 }
 
 static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_user *u,
@@ -499,8 +526,13 @@ static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_use
     return reply_json(wsi, 201, sandbox_json(&row));
 }
 
-static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u, const char *id)
+static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u, const char *id,
+                        const struct http_req *q)
 {
+    unsigned ttl;
+    char why[APIREQ_ERR_MAX];
+    if (apireq_enroll(q->body ? q->body : "", q->len, &ttl, why, sizeof why) != AL_OK)
+        return reply_error(wsi, 400, why);
     struct db_sandbox row;
     if (db_sandbox_get(a->db, id, &row) != AL_OK)
         return reply_error(wsi, 404, "no such sandbox");
@@ -512,12 +544,15 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
     r.sub = u->name;
     r.scope = "runner:connect";
     r.now = (int64_t)time(NULL);
-    r.ttl = API_ENROLL_TTL_S;
-    char tok[AL_MAX_TOKEN], why[128];
+    r.ttl = ttl;
+    char tok[AL_MAX_TOKEN];
     size_t len;
     if (tok_sign_mint(a->key, &r, tok, sizeof tok, &len, why, sizeof why) != AL_OK)
         return reply_error(wsi, 500, why);
-    audit(a, u->name, "token_mint", id, "{\"scope\":\"runner:connect\",\"for\":\"enroll\"}");
+    char detail[128];
+    (void)snprintf(detail, sizeof detail,
+                   "{\"scope\":\"runner:connect\",\"for\":\"enroll\",\"ttl\":%u}", ttl);
+    audit(a, u->name, "token_mint", id, detail);
     char url[600], cmd[1200];
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", a->self_url, id);
     (void)snprintf(cmd, sizeof cmd,
@@ -530,7 +565,7 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
     json_t *jwks = json_load_file(jwks_path, JSON_REJECT_DUPLICATES, &jerr);
     return reply_json(wsi, 200,
                       json_pack("{s:s, s:s, s:s, s:o*, s:I}", "token", tok, "url", url, "command",
-                                cmd, "jwks", jwks, "expires_in", (json_int_t)API_ENROLL_TTL_S));
+                                cmd, "jwks", jwks, "expires_in", (json_int_t)ttl));
 }
 
 static int route_terminal_create(struct api *a, struct lws *wsi, const struct db_user *u,
@@ -743,7 +778,7 @@ static int route(struct api *a, struct lws *wsi, struct http_req *q)
         if (u.role != DB_ROLE_ADMIN)
             return reply_error(wsi, 403, "sandboxes are managed by admins");
         if (q->method == M_POST && !strcmp(rest, "/enroll"))
-            return route_enroll(a, wsi, &u, id);
+            return route_enroll(a, wsi, &u, id, q);
         if (q->method == M_DELETE && !*rest) {
             int rc = db_sandbox_remove(a->db, id);
             if (rc != AL_OK)
@@ -1321,6 +1356,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         return rc;
     }
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
     lws_set_log_level(LLL_ERR, NULL);
     a->loop = uv_default_loop();
     struct relay_config rc_cfg = {

@@ -621,3 +621,27 @@ int apireq_signal(const char *body, size_t len, unsigned *signo, char *err, size
         *signo = found;
     return rc;
 }
+
+/* ---- POST /v1/sandboxes/{id}/enroll ------------------------------------------ */
+
+static const char *const ar_enroll_members[] = {"ttl", NULL};
+
+int apireq_enroll(const char *body, size_t len, unsigned *ttl_s, char *err, size_t cap)
+{
+    if (err && cap > 0)
+        err[0] = '\0';
+    if (!ttl_s)
+        return ar_fail(err, cap, AL_E_INVAL, "no output");
+    json_t *o = NULL;
+    long long ttl = APIREQ_ENROLL_TTL_DEFAULT;
+    int rc = ar_load(body, len, true, &o, err, cap);
+    if (rc == AL_OK && o)
+        rc = ar_members(o, ar_enroll_members, err, cap);
+    if (rc == AL_OK && o)
+        rc = ar_int(o, "ttl", false, APIREQ_ENROLL_TTL_MIN, APIREQ_ENROLL_TTL_MAX,
+                    APIREQ_ENROLL_TTL_DEFAULT, &ttl, err, cap);
+    json_decref(o);
+    if (rc == AL_OK)
+        *ttl_s = (unsigned)ttl;
+    return rc;
+}

@@ -60,6 +60,13 @@
  *                                         (fr_signal_ok). An empty body (0 bytes
  *                                         or only whitespace) means {}.
  *
+ * POST /v1/sandboxes/{id}/enroll  (apireq_enroll, admin)
+ *   {"ttl": 3600}                       optional, default APIREQ_ENROLL_TTL_DEFAULT:
+ *                                         the enrollment token's lifetime in
+ *                                         seconds, APIREQ_ENROLL_TTL_MIN..
+ *                                         APIREQ_ENROLL_TTL_MAX. An empty body
+ *                                         means {}.
+ *
  * Errors: AL_OK, or AL_E_INVAL for a bad body, AL_E_TOOBIG for a size or
  * count over its limit, AL_E_NOMEM when memory runs out. The reason goes to
  * err (cap bytes, NUL-terminated, truncated to fit; NULL or cap 0: none) in
@@ -89,6 +96,9 @@ enum {
     APIREQ_DEFAULT_COLS = 80,
     APIREQ_DEFAULT_ROWS = 24,
     APIREQ_DEFAULT_SIGNAL = 15, /* TERM (Linux numbering, as on the wire) */
+    APIREQ_ENROLL_TTL_MIN = 5,  /* seconds an enrollment token lives, bounds */
+    APIREQ_ENROLL_TTL_MAX = 86400,
+    APIREQ_ENROLL_TTL_DEFAULT = 3600,
 };
 
 /*
@@ -136,5 +146,7 @@ int apireq_resize(const char *body, size_t len, uint16_t *cols, uint16_t *rows, 
 /* *signo: the Linux signal number the protocol uses (fr_signal_ok); left as
  * it was on failure. */
 int apireq_signal(const char *body, size_t len, unsigned *signo, char *err, size_t cap);
+/* *ttl_s: seconds; left as it was on failure. */
+int apireq_enroll(const char *body, size_t len, unsigned *ttl_s, char *err, size_t cap);
 
 #endif

@@ -469,11 +469,16 @@ static int cast_errno_code(int e)
     }
 }
 
-/* Enter the failed state: everything not yet durable is lost. */
+/* Enter the failed state: everything not yet durable is lost, and the file
+ * is cut back to what was (best effort: shrinking needs no space), so that
+ * it ends with a whole line and stays a valid recording. */
 static int cast_fail(struct cast *c, int e)
 {
     c->err = AL_E_IO;
     c->sys_errno = e;
+    if (c->durable_size > 0 && ftruncate(c->fd, (off_t)c->durable_size) == 0 &&
+        lseek(c->fd, (off_t)c->durable_size, SEEK_SET) == (off_t)c->durable_size)
+        c->file_size = c->durable_size;
     c->lost_out = c->out_total - c->out_durable;
     c->lost_in = c->in_total - c->in_durable;
     c->lost_events = c->events - c->events_durable;

@@ -28,7 +28,8 @@
  *
  * Errors: AL_OK or a negative AL_E_* code (al_err.h); open functions also
  * write a one-line reason to a caller buffer. A write or fsync error puts
- * the writer in a failed state (see cast_status).
+ * the writer in a failed state (see cast_status) and cuts the file back to
+ * its durable size, so that it still ends with a whole line.
  */
 #ifndef CAST_H
 #define CAST_H

@@ -128,6 +128,7 @@ struct rl_sbx {
     int up;
     int64_t since_ms; /* when up last changed */
     uint64_t token_due_us;
+    uint64_t file_due_us; /* local: when the runner's token file is next rewritten */
     int64_t rtt_us;
     /* static: redial */
     unsigned attempt;
@@ -222,7 +223,8 @@ static int mkdir_p(const char *path, mode_t mode)
 
 /* ---- tokens ------------------------------------------------------------------- */
 
-static int mint(struct relay *r, const char *sandbox_id, char *out, size_t cap)
+/* Mint a runner:connect token for a sandbox; `purpose` says why, in the audit. */
+static int mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out, size_t cap)
 {
     struct tok_sign_req q;
     memset(&q, 0, sizeof q);
@@ -234,9 +236,15 @@ static int mint(struct relay *r, const char *sandbox_id, char *out, size_t cap)
     size_t len;
     char why[128];
     int rc = tok_sign_mint(r->cfg.key, &q, out, cap, &len, why, sizeof why);
-    if (rc != AL_OK)
+    if (rc != AL_OK) {
         rlog(r, 0, "minting a token for %s: %s", sandbox_id, why);
-    return rc;
+        return rc;
+    }
+    char detail[128];
+    (void)snprintf(detail, sizeof detail, "{\"scope\":\"%s\",\"for\":\"%s\",\"ttl\":%d}", RL_SCOPE,
+                   purpose, RL_TOKEN_TTL_S);
+    audit(r, "system", "token_mint", sandbox_id, detail);
+    return AL_OK;
 }
 
 int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
@@ -899,8 +907,9 @@ static void runner_event(void *ud, const struct ep_event *ev)
     switch (ev->type) {
     case EP_EV_READY: {
         char tok[AL_MAX_TOKEN];
-        if (mint(r, sb->id, tok, sizeof tok) == AL_OK)
+        if (mint(r, sb->id, "link", tok, sizeof tok) == AL_OK)
             (void)ep_send_token(sb->ep, tok, strlen(tok));
+        (void)ep_ping(sb->ep); /* the link's RTT, shown at once */
         sb->token_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
         set_link(sb, 1);
         return;
@@ -1105,11 +1114,14 @@ int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **
 static int write_token_file(struct rl_sbx *sb)
 {
     struct relay *r = sb->r;
-    char path[RL_PATH_MAX], tmp[RL_PATH_MAX], tok[AL_MAX_TOKEN];
-    if (path_in(r, path, sizeof path, "sandboxes/%s/run/token", sb->id) != AL_OK ||
+    char dir[RL_PATH_MAX], path[RL_PATH_MAX], tmp[RL_PATH_MAX], tok[AL_MAX_TOKEN];
+    if (path_in(r, dir, sizeof dir, "sandboxes/%s/run", sb->id) != AL_OK ||
+        path_in(r, path, sizeof path, "sandboxes/%s/run/token", sb->id) != AL_OK ||
         path_in(r, tmp, sizeof tmp, "sandboxes/%s/run/token.tmp", sb->id) != AL_OK)
         return AL_E_TOOBIG;
-    int rc = mint(r, sb->id, tok, sizeof tok);
+    if (mkdir_p(dir, 0700) != AL_OK)
+        return AL_E_IO;
+    int rc = mint(r, sb->id, "token_file", tok, sizeof tok);
     if (rc != AL_OK)
         return rc;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1229,6 +1241,8 @@ static int spawn_runner(struct rl_sbx *sb)
             return AL_E_IO;
     }
     int rc = write_token_file(sb);
+    if (rc == AL_OK)
+        sb->file_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
     if (rc != AL_OK)
         return rc;
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", r->cfg.self_url, sb->id);
@@ -1608,6 +1622,13 @@ void relay_metrics(const struct relay *r, struct rl_metrics *m)
     m->rec_errors = r->rec_errors;
 }
 
+void relay_each_link(const struct relay *r, rl_link_fn *fn, void *ud)
+{
+    for (const struct rl_sbx *sb = r->sbxs; sb; sb = sb->next)
+        if (!sb->removed)
+            fn(ud, sb->id, sb->up, sb->up ? sb->rtt_us : -1);
+}
+
 /* ---- time ---------------------------------------------------------------------------- */
 
 static void sbx_tick(struct rl_sbx *sb, uint64_t now)
@@ -1616,11 +1637,9 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
     ep_tick(sb->ep, now);
     if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
         char tok[AL_MAX_TOKEN];
-        if (mint(r, sb->id, tok, sizeof tok) == AL_OK)
+        if (mint(r, sb->id, "refresh", tok, sizeof tok) == AL_OK)
             (void)ep_send_token(sb->ep, tok, strlen(tok));
         sb->token_due_us = now + RL_TOKEN_REFRESH_US;
-        if (sb->kind == DB_SANDBOX_LOCAL && write_token_file(sb) != AL_OK)
-            rlog(r, 0, "sandbox %s: cannot refresh the runner's token file", sb->id);
     }
     if (sb->conn && ep_closing(sb->ep, NULL, NULL))
         wake(r, sb->conn);
@@ -1628,7 +1647,7 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
         sb->redial_us && now >= sb->redial_us) {
         sb->redial_us = 0;
         char tok[AL_MAX_TOKEN];
-        if (mint(r, sb->id, tok, sizeof tok) == AL_OK && r->cfg.dial) {
+        if (mint(r, sb->id, "dial", tok, sizeof tok) == AL_OK && r->cfg.dial) {
             sb->dialing = 1;
             if (r->cfg.dial(r->cfg.dial_ud, sb, sb->url, tok) != AL_OK)
                 relay_dial_failed(sb, "cannot start the connection");
@@ -1641,6 +1660,14 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
         sb->proc_check_us = now + RL_PROC_CHECK_US;
         if (!runner_alive(sb) && spawn_runner(sb) != AL_OK)
             sb->proc_check_us = now + RL_RESPAWN_MS * 5000ull;
+    }
+    /* a local runner redials with its token file: keep it fresh, linked or not
+     * (after airlockd was down longer than a token lives, its first write
+     * lets the waiting runner in) */
+    if (sb->kind == DB_SANDBOX_LOCAL && !sb->removed && now >= sb->file_due_us) {
+        sb->file_due_us = now + RL_TOKEN_REFRESH_US;
+        if (write_token_file(sb) != AL_OK)
+            rlog(r, 0, "sandbox %s: cannot refresh the runner's token file", sb->id);
     }
     for (struct rl_term *t = sb->terms; t; t = t->next) {
         if (t->sync_due_us && now >= t->sync_due_us)

@@ -150,5 +150,9 @@ struct rl_metrics {
     uint64_t bytes_out, bytes_in, resyncs, rec_errors;
 };
 void relay_metrics(const struct relay *r, struct rl_metrics *m);
+/* Each sandbox's link: up or not, and its last measured round trip
+ * (microseconds; negative when none was measured yet). */
+typedef void rl_link_fn(void *ud, const char *sandbox, int up, int64_t rtt_us);
+void relay_each_link(const struct relay *r, rl_link_fn *fn, void *ud);
 
 #endif

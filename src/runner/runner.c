@@ -73,6 +73,9 @@ struct runner {
     uv_signal_t sigchld;
     uint8_t readbuf[READ_MAX];
     int freeing;
+    /* the newest verified in-band token, for the next dial (empty: none) */
+    char token[AL_MAX_TOKEN + 1];
+    int64_t token_exp;
 };
 
 void runner_log(const struct runner *r, int level, const char *fmt, ...)
@@ -531,7 +534,21 @@ static void on_token(struct runner *r, const uint8_t *p, size_t n)
         return;
     }
     ep_set_token_deadline(r->ep, deadline_of(r, cl.exp));
+    if (n < sizeof r->token && cl.exp >= r->token_exp) {
+        memcpy(r->token, p, n);
+        r->token[n] = '\0';
+        r->token_exp = cl.exp;
+    }
     runner_log(r, 2, "in-band token accepted: sub=%s, expires at %lld", cl.sub, (long long)cl.exp);
+}
+
+const char *runner_latest_token(const struct runner *r, int64_t *exp)
+{
+    if (!r->token[0])
+        return NULL;
+    if (exp)
+        *exp = r->token_exp;
+    return r->token;
 }
 
 static void on_event(void *ud, const struct ep_event *ev)

@@ -61,6 +61,13 @@ long runner_output(struct runner *r, uint8_t *buf, size_t cap);
 /* Non-zero once the link must close (after draining runner_output). */
 int runner_closing(const struct runner *r, int *code, const char **reason);
 
+/* The newest token the controller handed over in band (verified when it
+ * came; it may have expired since), or NULL if none yet; *exp gets its
+ * expiry (Unix seconds). A runner that dials uses it to redial once the
+ * token it started with has expired: it stays linked-in as long as it is
+ * never cut off for longer than a token lives. */
+const char *runner_latest_token(const struct runner *r, int64_t *exp);
+
 /* Log one line (the runner's own log). */
 void runner_log(const struct runner *r, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -339,17 +339,18 @@ static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
 
 static void schedule_redial(struct app *a, uint64_t ms);
 
-static int read_token(struct app *a)
+/* The token file's token into a->token, checked; or a reason in why. */
+static int read_token_file(struct app *a, char *why, size_t cap)
 {
     int fd = open(a->token_file, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        log_line(a, 0, "cannot read token file %s: %s", a->token_file, strerror(errno));
+        al_errf(why, cap, "cannot read token file %s: %s", a->token_file, strerror(errno));
         return -1;
     }
     ssize_t n = read(fd, a->token, sizeof a->token - 1);
     close(fd);
     if (n <= 0) {
-        log_line(a, 0, "token file %s is empty or unreadable", a->token_file);
+        al_errf(why, cap, "token file %s is empty or unreadable", a->token_file);
         return -1;
     }
     while (n > 0 && (a->token[n - 1] == '\n' || a->token[n - 1] == '\r' || a->token[n - 1] == ' '))
@@ -358,14 +359,37 @@ static int read_token(struct app *a)
     struct tok_verify_params p;
     tok_verify_params_init(&p, a->identifier, UPG_SCOPE, (int64_t)time(NULL));
     struct tok_claims cl;
-    char why[TOK_REASON_MAX];
-    int rc = tok_verify(a->keys, a->token, (size_t)n, &p, &cl, why, sizeof why);
+    char r[TOK_REASON_MAX];
+    int rc = tok_verify(a->keys, a->token, (size_t)n, &p, &cl, r, sizeof r);
     if (rc != AL_OK) {
-        log_line(a, 0, "token in %s is not usable: %s (%s)", a->token_file, al_strerror(rc), why);
+        al_errf(why, cap, "token in %s is not usable: %s (%s)", a->token_file, al_strerror(rc), r);
         return -1;
     }
     a->token_exp = cl.exp;
     return 0;
+}
+
+/*
+ * The token to dial with: the file's, or the newest one the controller
+ * handed over in band if that lives longer (an enrollment token is
+ * short-lived; the in-band ones keep a linked runner able to redial).
+ */
+static int read_token(struct app *a)
+{
+    char why[TOK_REASON_MAX + 256];
+    int file_ok = read_token_file(a, why, sizeof why) == 0;
+    int64_t exp = 0;
+    const char *t = a->runner ? runner_latest_token(a->runner, &exp) : NULL;
+    if (t && exp > (int64_t)time(NULL) && (!file_ok || exp > a->token_exp) &&
+        strlen(t) < sizeof a->token) {
+        (void)snprintf(a->token, sizeof a->token, "%s", t);
+        a->token_exp = exp;
+        log_line(a, 2, "dialing with the newest in-band token (expires at %lld)", (long long)exp);
+        return 0;
+    }
+    if (!file_ok)
+        log_line(a, 0, "%s", why);
+    return file_ok ? 0 : -1;
 }
 
 static void dial(struct app *a)

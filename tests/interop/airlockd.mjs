@@ -30,13 +30,15 @@ export function stopLocalRunners(dir) {
 }
 
 // Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
-export async function startAirlockd({ dir, port, args = [] }) {
+// wrap: a command line to run it under (e.g. ['prlimit', '--fsize=N', '--']).
+export async function startAirlockd({ dir, port, args = [], wrap = [] }) {
   port = port || await freePort();
   const log = path.join(path.dirname(dir), `airlockd-${port}.log`);
   const out = fs.openSync(log, 'a');
   addLog(log);
-  const p = spawn(path.join(BIN, 'airlockd'),
-    ['serve', '--data', dir, '--listen', `127.0.0.1:${port}`, '--verbose', ...args],
+  const argv = [path.join(BIN, 'airlockd'),
+    'serve', '--data', dir, '--listen', `127.0.0.1:${port}`, '--verbose', ...args];
+  const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);
   const d = { p, port, log, dead: false };

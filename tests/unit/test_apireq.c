@@ -1027,6 +1027,44 @@ static void test_signal(void **state)
     assert_int_equal(apireq_signal("", 0, NULL, NULL, 0), AL_E_INVAL);
 }
 
+static void en_bad(const char *body, int want, const char *needle)
+{
+    unsigned t = 77;
+    char err[ERR_CAP];
+    int rc = apireq_enroll(body, strlen(body), &t, err, sizeof err);
+    if (rc != want)
+        fail_msg("rc %d, want %d; err \"%s\"; body %.200s", rc, want, err, body);
+    check_reason(err, needle, body);
+    assert_int_equal(t, 77);
+}
+
+static void test_enroll(void **state)
+{
+    (void)state;
+    char err[ERR_CAP];
+    unsigned t = 0;
+    static const char *const dflt[] = {"", " \n", "{}"};
+    for (size_t i = 0; i < sizeof dflt / sizeof dflt[0]; i++) {
+        t = 0;
+        assert_int_equal(apireq_enroll(dflt[i], strlen(dflt[i]), &t, err, sizeof err), AL_OK);
+        assert_int_equal(t, APIREQ_ENROLL_TTL_DEFAULT);
+        assert_string_equal(err, "");
+    }
+    assert_int_equal(apireq_enroll("{\"ttl\":5}", 9, &t, err, sizeof err), AL_OK);
+    assert_int_equal(t, 5);
+    assert_int_equal(apireq_enroll("{\"ttl\":86400}", 13, &t, err, sizeof err), AL_OK);
+    assert_int_equal(t, 86400);
+    en_bad("{\"ttl\":4}", AL_E_INVAL, "\"ttl\": must be an integer from 5 to 86400");
+    en_bad("{\"ttl\":86401}", AL_E_INVAL, "\"ttl\": must be an integer from 5 to 86400");
+    en_bad("{\"ttl\":60.0}", AL_E_INVAL, "\"ttl\": must be an integer");
+    en_bad("{\"ttl\":\"60\"}", AL_E_INVAL, "\"ttl\": must be an integer");
+    en_bad("{\"ttl\":null}", AL_E_INVAL, "\"ttl\": must be an integer");
+    en_bad("{\"ttl\":60,\"ttl\":70}", AL_E_INVAL, "duplicate");
+    en_bad("{\"scope\":\"x\"}", AL_E_INVAL, "\"scope\": unknown member");
+    en_bad("[60]", AL_E_INVAL, "JSON object");
+    assert_int_equal(apireq_enroll("", 0, NULL, NULL, 0), AL_E_INVAL);
+}
+
 /* ---- allocation failure --------------------------------------------------------- */
 
 /* jansson's allocator, failing the allocation numbered fail_at (from 0),
@@ -1144,6 +1182,7 @@ int main(void)
         cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_enroll),
         cmocka_unit_test(test_nomem),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

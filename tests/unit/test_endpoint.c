@@ -910,6 +910,17 @@ static void test_ping_idle_token(void **state)
     assert_int_equal(probe_send(&p, &f, 1000250), 0);
     assert_int_equal(p.app.pongs, 1);
     assert_int_equal(p.app.last_rtt, 250);
+    /* ep_ping: one goes with the next output, whatever the interval */
+    assert_int_equal(ep_ping(p.ep), AL_OK);
+    n = ep_output(p.ep, p.out, sizeof p.out, 1000260);
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_PING);
+    assert_int_equal(f.u.ping.ts_us, 1000260);
+    f.type = FR_PONG;
+    assert_int_equal(probe_send(&p, &f, 1000290), 0);
+    assert_int_equal(p.app.pongs, 2);
+    assert_int_equal(p.app.last_rtt, 30);
+    assert_int_equal(ep_output(p.ep, p.out, sizeof p.out, 1000290), 0);
     /* a PING is answered with its own timestamp */
     f.type = FR_PING;
     f.u.ping.ts_us = 777;
@@ -926,6 +937,10 @@ static void test_ping_idle_token(void **state)
     assert_true(ep_closing(p.ep, &code, NULL));
     assert_int_equal(code, EP_CLOSE_IDLE);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_TIMEOUT);
+    probe_free(&p);
+    /* no ping before the handshake */
+    probe_init(&p, FR_ROLE_HOST);
+    assert_int_equal(ep_ping(p.ep), AL_E_STATE);
     probe_free(&p);
 
     /* the token deadline: a fresh token in band, then expiry */
