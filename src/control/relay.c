@@ -360,6 +360,13 @@ static void term_sync(struct rl_term *t)
     uint64_t err_off = t->log[FR_STDERR].end;
     if (err_off < t->consumed[FR_STDERR])
         err_off = t->consumed[FR_STDERR];
+    if (pick.off == t->persisted.off && pick.size == t->persisted.size &&
+        err_off == t->consumed[FR_STDERR] && t->persisted.off == t->consumed[FR_STDOUT]) {
+        /* held back and nothing new to store: look again later */
+        t->unsynced = 0;
+        t->sync_due_us = pick.off < now.off ? relay_now_us() + RL_SYNC_US : 0;
+        return;
+    }
     int rc = db_terminal_set_offsets(r->cfg.db, t->id, pick.off, err_off, (uint64_t)pick.size);
     if (rc != AL_OK) {
         rlog(r, 0, "terminal %s: persisting offsets: %s", t->id, db_errmsg(r->cfg.db));
@@ -792,11 +799,12 @@ int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len)
     int rc = ep_input(c->ep, msg, len, relay_now_us());
     if (c->role_due && c->ch) {
         c->role_due = 0;
-        if (c->wants_write && !t->writer)
-            set_writer(t, c); /* the first interactive attacher writes */
-        else
+        if (c->wants_write && !t->writer) {
+            set_writer(t, c); /* the first interactive attacher writes (and tells all) */
+        } else {
             (void)ep_set_role(c->ep, c->ch, FR_VIEWER, term_in_next(t));
-        term_viewers_changed(t);
+            term_viewers_changed(t);
+        }
     }
     client_pump(c);
     wake(t->sb->r, c->conn);
