@@ -5,7 +5,9 @@
  * Input: byte 0 picks the role; then records [kind u8][len u8][len bytes].
  * Kinds: raw frame; frame with a header built here (so the fuzzer reaches
  * payload logic); application calls (write, consume, eof, close, open,
- * exit, snapshot, resize, signal, token, list, adopt); link down/up; clock.
+ * exit, snapshot, resize, signal, token, list, adopt, ping) and the relay
+ * session calls (host adopt on ATTACH, resync, role, viewers, take-over);
+ * link down/up; clock.
  * Oracle: no crash, no leak, no hang, and every frame the endpoint emits
  * decodes (an endpoint never sends what a peer must reject).
  */
@@ -30,6 +32,9 @@ static void on_event(void *ud, const struct ep_event *ev)
         (void)ep_consume(ep, ev->channel, ev->stream, ev->len);
     else if (ev->type == EP_EV_SNAPSHOT_REQ)
         (void)ep_snapshot(ep, ev->channel, 0, 80, 24, (const uint8_t *)"snap", 4);
+    else if (ev->type == EP_EV_ATTACH && ev->channel % 2) /* a relay adopts what it knows */
+        (void)ep_host_adopt(ep, ev->channel, (uint8_t)(ev->channel % 4 == 3), ev->offset, ev->to,
+                            ev->channel);
 }
 
 static void drain(struct ep *ep, uint8_t *out, uint64_t now)
@@ -84,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         pos += len;
         uint32_t ch = len ? p[0] % 4 : 1;
         unsigned st = len > 1 ? p[1] % 3 : 1;
-        switch (kind % 16) {
+        switch (kind % 20) {
         case 0: /* raw bytes as one message */
             (void)ep_input(ep, p, len, now);
             break;
@@ -153,6 +158,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case 14:
             ep_set_token_deadline(ep, now + len);
+            break;
+        case 15:
+            (void)ep_host_adopt(ep, ch, len & 1, len > 1 ? p[1] : 0, len > 2 ? p[2] : 0, len);
+            (void)ep_ping(ep);
+            break;
+        case 16:
+            (void)ep_resync(ep, ch, len > 1 ? (uint64_t)p[1] * 7 : 0, 80, 24, p, len);
+            break;
+        case 17:
+            (void)ep_set_role(ep, ch, len > 1 ? p[1] % 4 : FR_WRITER, len);
+            break;
+        case 18: {
+            const char *names[3] = {"ada", "", "otto"};
+            uint8_t roles[3] = {FR_WRITER, FR_VIEWER, len > 1 ? p[1] : FR_VIEWER};
+            unsigned off = len % 2 ? 0 : 1; /* with or without an empty name */
+            (void)ep_viewers(ep, ch, len % (4 - off), names + off, roles + off);
+            break;
+        }
+        case 19:
+            (void)ep_takeover(ep, ch);
             break;
         default: {
             struct ep_stream_info si;
