@@ -39,6 +39,7 @@
 #include "relay.h"
 #include "tok_sign.h"
 #include "token.h"
+#include "wsglue.h"
 
 #define API_MAX_URI 512
 #define API_MAX_AUTH 512        /* an API key or token header is far shorter */
@@ -55,8 +56,6 @@
 #define API_COOKIE "airlock_session"
 #define API_MAX_COOKIE 4096
 #define API_MAX_FILE_NAME 128
-/* lws 4.1's private value for a close frame (the public enum skips 4). */
-#define AL_LWS_WRITE_CLOSE 4
 
 enum method { M_GET, M_POST, M_DELETE, M_OTHER };
 enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
@@ -86,11 +85,7 @@ struct conn {
     struct rl_sbx *sb;
     struct rl_client *cl;
     char token[AL_MAX_TOKEN + 1]; /* dial: the bearer we present */
-    uint8_t *msg;
-    size_t len;
-    int close_code;
-    char close_why[124];
-    int close_sent;
+    struct wsg ws;                /* the message being reassembled, the close */
 };
 
 struct http_req {
@@ -815,78 +810,28 @@ static void conn_free(struct lws *wsi, struct conn *c)
 {
     if (!c)
         return;
-    free(c->msg);
+    wsg_release(&c->ws);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);
 }
 
-static void close_later(struct lws *wsi, struct conn *c, int code, const char *why)
-{
-    if (!c || c->close_code)
-        return;
-    c->close_code = code;
-    (void)snprintf(c->close_why, sizeof c->close_why, "%s", why);
-    lws_callback_on_writable(wsi);
-}
-
-/* lws 4.1.6 on libuv drops the close frame lws_close_reason() prepares:
- * write it ourselves, then drop the socket at the next WRITEABLE. */
-static int close_now(struct lws *wsi, struct conn *c)
-{
-    if (c->close_sent)
-        return -1;
-    uint8_t buf[LWS_PRE + 2 + sizeof c->close_why];
-    size_t n = strlen(c->close_why);
-    buf[LWS_PRE] = (uint8_t)(c->close_code >> 8);
-    buf[LWS_PRE + 1] = (uint8_t)c->close_code;
-    memcpy(buf + LWS_PRE + 2, c->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
-    c->close_sent = 1;
-    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
-        return -1;
-    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
-    lws_callback_on_writable(wsi);
-    return 0;
-}
-
-static void set_nodelay(struct lws *wsi)
-{
-    int one = 1;
-    int fd = lws_get_socket_fd(wsi);
-    if (fd >= 0)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 static int ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
 {
-    if (!c || c->close_code)
+    if (!c)
         return 0;
-    if (lws_is_first_fragment(wsi)) {
-        c->len = 0;
-        if (!lws_frame_is_binary(wsi)) {
-            close_later(wsi, c, 4000, "text messages are not allowed");
-            return 0;
-        }
-    }
-    if (len > AL_MAX_FRAME - c->len) {
-        close_later(wsi, c, 4004, "message larger than the frame limit");
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    if (rx == WSG_REFUSED)
+        logf_(a, 1, "peer refused: %s", c->ws.close_why);
+    if (rx != WSG_MESSAGE)
         return 0;
-    }
-    if (!c->msg) {
-        c->msg = malloc(AL_MAX_FRAME);
-        if (!c->msg)
-            return -1;
-    }
-    memcpy(c->msg + c->len, in, len);
-    c->len += len;
-    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-        return 0;
-    size_t n = c->len;
-    c->len = 0;
     int rc = AL_OK;
     if (c->cl)
-        rc = relay_client_input(c->cl, c->msg, n);
+        rc = relay_client_input(c->cl, c->ws.msg, n);
     else if (c->sb)
-        rc = relay_runner_input(c->sb, wsi, c->msg, n);
+        rc = relay_runner_input(c->sb, wsi, c->ws.msg, n);
     if (rc != AL_OK)
         logf_(a, 1, "peer broke the protocol: %s", al_strerror(rc));
     lws_callback_on_writable(wsi);
@@ -897,8 +842,8 @@ static int ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
     if (!c)
         return -1;
-    if (c->close_code)
-        return close_now(wsi, c);
+    if (c->ws.close_code)
+        return wsg_close_now(&c->ws, wsi);
     static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
     int wrote = 0;
     for (int i = 0; i < API_WRITES_PER_CALLBACK; i++) {
@@ -931,7 +876,7 @@ static int ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
             lws_callback_on_writable(wsi);
             return 0;
         }
-        close_later(wsi, c, code ? code : 1000, reason ? reason : "closing");
+        wsg_close_later(&c->ws, wsi, code ? code : 1000, reason ? reason : "closing");
     }
     return 0;
 }
@@ -1139,7 +1084,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         struct conn *c = conn_of(wsi);
         if (!c)
             return -1;
-        set_nodelay(wsi);
+        wsg_nodelay(wsi);
         if (c->kind == CONN_RUNNER)
             (void)relay_runner_up(c->sb, wsi);
         lws_callback_on_writable(wsi);
@@ -1149,7 +1094,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         struct conn *c = conn_of(wsi);
         if (!c)
             return -1;
-        set_nodelay(wsi);
+        wsg_nodelay(wsi);
         logf_(a, 1, "dialed a runner");
         (void)relay_runner_up(c->sb, wsi);
         return 0;

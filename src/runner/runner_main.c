@@ -34,11 +34,11 @@
 #include "al_log.h"
 #include "runner.h"
 #include "token.h"
+#include "wsglue.h"
 #include "upgrade.h"
 
 #define MAX_ENV_ALLOW 64
 /* lws 4.1's private value for a close frame (the public enum skips 4). */
-#define AL_LWS_WRITE_CLOSE 4
 #define MAX_TOKEN_FILE 8192
 #define HANDSHAKE_TIMEOUT_S 10
 #define MAX_HEADER_DATA 8192
@@ -83,13 +83,9 @@ struct app {
 };
 
 struct conn {
-    uint8_t *msg;
-    size_t len;
-    int replaced;   /* a newer connection took over */
-    int max_aged;   /* --connect: time to reconnect */
-    int close_code; /* a close to send at the next WRITEABLE */
-    char close_why[124];
-    int close_sent; /* the close frame went out: drop the socket next */
+    struct wsg ws; /* the message being reassembled, the close */
+    int replaced;  /* a newer connection took over */
+    int max_aged;  /* --connect: time to reconnect */
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -110,45 +106,6 @@ static void log_line(struct app *a, int level, const char *fmt, ...)
 static void want_write(void *link)
 {
     lws_callback_on_writable((struct lws *)link);
-}
-
-static void set_nodelay(struct lws *wsi)
-{
-    int one = 1;
-    int fd = lws_get_socket_fd(wsi);
-    if (fd >= 0)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-/*
- * Close with a code and reason. lws 4.1.6 on libuv drops the connection
- * without the close frame that lws_close_reason() prepares, so the frame
- * is written here, and the socket dropped at the next WRITEABLE.
- */
-static void close_later(struct lws *wsi, struct conn *c, int code, const char *why)
-{
-    if (!c || c->close_code)
-        return;
-    c->close_code = code;
-    (void)snprintf(c->close_why, sizeof c->close_why, "%s", why);
-    lws_callback_on_writable(wsi);
-}
-
-static int close_now(struct lws *wsi, struct conn *c)
-{
-    if (c->close_sent)
-        return -1;
-    uint8_t buf[LWS_PRE + 2 + sizeof c->close_why];
-    size_t n = strlen(c->close_why);
-    buf[LWS_PRE] = (uint8_t)(c->close_code >> 8);
-    buf[LWS_PRE + 1] = (uint8_t)c->close_code;
-    memcpy(buf + LWS_PRE + 2, c->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
-    c->close_sent = 1;
-    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
-        return -1;
-    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
-    lws_callback_on_writable(wsi);
-    return 0;
 }
 
 /* A query argument's value (lws 4.1 hands back "name=value"). */
@@ -231,7 +188,7 @@ static int confirm_upgrade(struct app *a, struct lws *wsi)
 
 static void link_established(struct app *a, struct lws *wsi, int64_t exp)
 {
-    set_nodelay(wsi);
+    wsg_nodelay(wsi);
     if (a->current) {
         struct conn *old = lws_wsi_user(a->current);
         if (old)
@@ -246,10 +203,8 @@ static void link_established(struct app *a, struct lws *wsi, int64_t exp)
 
 static void link_closed(struct app *a, struct lws *wsi, struct conn *c)
 {
-    if (c) {
-        free(c->msg);
-        c->msg = NULL;
-    }
+    if (c)
+        wsg_release(&c->ws);
     if (a->current == wsi) {
         a->current = NULL;
         runner_link_down(a->runner, wsi);
@@ -259,32 +214,17 @@ static void link_closed(struct app *a, struct lws *wsi, struct conn *c)
 
 static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
 {
-    if (!c || a->current != wsi || c->replaced || c->close_code)
-        return 0; /* an old or closing connection: ignore */
-    if (lws_is_first_fragment(wsi)) {
-        c->len = 0;
-        if (!lws_frame_is_binary(wsi)) {
-            log_line(a, 1, "peer sent a text message: closing");
-            close_later(wsi, c, 4000, "text messages are not allowed");
-            return 0;
-        }
-    }
-    if (len > AL_MAX_FRAME - c->len) {
-        log_line(a, 1, "peer sent a message over %d bytes: closing", AL_MAX_FRAME);
-        close_later(wsi, c, 4004, "message larger than the frame limit");
+    if (!c || a->current != wsi || c->replaced)
+        return 0; /* an old connection: ignore */
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    if (rx == WSG_REFUSED)
+        log_line(a, 1, "peer refused: %s: closing", c->ws.close_why);
+    if (rx != WSG_MESSAGE)
         return 0;
-    }
-    if (!c->msg) {
-        c->msg = malloc(AL_MAX_FRAME);
-        if (!c->msg)
-            return -1;
-    }
-    memcpy(c->msg + c->len, in, len);
-    c->len += len;
-    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-        return 0;
-    int rc = runner_input(a->runner, c->msg, c->len);
-    c->len = 0;
+    int rc = runner_input(a->runner, c->ws.msg, n);
     if (rc != AL_OK)
         log_line(a, 1, "peer broke the protocol: %s", al_strerror(rc));
     lws_callback_on_writable(wsi);
@@ -294,11 +234,11 @@ static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const vo
 static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
 {
     if (c && c->replaced)
-        close_later(wsi, c, 4005, "replaced by a newer connection");
+        wsg_close_later(&c->ws, wsi, 4005, "replaced by a newer connection");
     if (c && c->max_aged)
-        close_later(wsi, c, 1000, "max age");
-    if (c && c->close_code)
-        return close_now(wsi, c);
+        wsg_close_later(&c->ws, wsi, 1000, "max age");
+    if (c && c->ws.close_code)
+        return wsg_close_now(&c->ws, wsi);
     if (a->current != wsi)
         return 0;
     static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
@@ -329,7 +269,8 @@ static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
             return 0;
         }
         log_line(a, 1, "closing the connection (%d): %s", code, reason);
-        close_later(wsi, c, code, reason);
+        if (c)
+            wsg_close_later(&c->ws, wsi, code, reason);
         return 0;
     }
     return 0;

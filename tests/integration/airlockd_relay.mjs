@@ -114,6 +114,17 @@ await run('airlockd_relay', async () => {
     });
   });
   check(bad === 403, 'a runner with a bad token is refused with 403');
+  // a client's text message, or one over the frame limit, closes it with our codes
+  const closeOf = (send) => new Promise((res) => {
+    import('ws').then(({ WebSocket }) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${d.port}/v1/terminals/${t.id}/attach`, ['airlock.v1'], { headers: { Authorization: `Bearer ${viewer}` } });
+      ws.on('open', () => send(ws));
+      ws.on('close', (code) => res(code));
+      ws.on('error', () => res(-1));
+    });
+  });
+  check(await closeOf((ws) => ws.send('hello')) === 4000, 'a text message from a client: close 4000');
+  check(await closeOf((ws) => ws.send(Buffer.alloc(65536 + 10 + 1))) === 4004, 'a message over the frame limit: close 4004');
 
   // ---- one writer, two viewers
   r = await api(d.port, 'POST', '/v1/terminals', op, { sandbox: 'box', argv: ['sh'], cols: 80, rows: 24, env: { PS1: '$ ' } });

@@ -1,0 +1,90 @@
+/*
+ * wsglue: whole messages and close frames over libwebsockets 4.1 (see
+ * wsglue.h for why each is needed).
+ */
+#include "wsglue.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "al_limits.h"
+
+/* lws 4.1's private value for a close frame (the public enum skips 4). */
+#define WSG_LWS_WRITE_CLOSE 4
+/* Seconds lws waits for the close to be written before dropping. */
+#define WSG_CLOSE_SEND_S 2
+
+enum wsg_rx wsg_receive(struct wsg *g, struct lws *wsi, const void *in, size_t len, size_t *msg_len)
+{
+    if (g->close_code)
+        return WSG_IGNORED;
+    if (lws_is_first_fragment(wsi)) {
+        g->len = 0;
+        if (!lws_frame_is_binary(wsi)) {
+            wsg_close_later(g, wsi, WSG_CLOSE_TEXT, "text messages are not allowed");
+            return WSG_REFUSED;
+        }
+    }
+    if (len > AL_MAX_FRAME - g->len) {
+        wsg_close_later(g, wsi, WSG_CLOSE_TOO_BIG, "message larger than the frame limit");
+        return WSG_REFUSED;
+    }
+    if (!g->msg) {
+        g->msg = malloc(AL_MAX_FRAME);
+        if (!g->msg)
+            return WSG_NOMEM;
+    }
+    if (len)
+        memcpy(g->msg + g->len, in, len);
+    g->len += len;
+    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
+        return WSG_MORE;
+    *msg_len = g->len;
+    g->len = 0;
+    return WSG_MESSAGE;
+}
+
+void wsg_close_later(struct wsg *g, struct lws *wsi, int code, const char *why)
+{
+    if (g->close_code)
+        return;
+    g->close_code = code;
+    (void)snprintf(g->close_why, sizeof g->close_why, "%s", why ? why : "");
+    lws_callback_on_writable(wsi);
+}
+
+int wsg_close_now(struct wsg *g, struct lws *wsi)
+{
+    if (g->close_sent)
+        return -1;
+    uint8_t buf[LWS_PRE + 2 + sizeof g->close_why];
+    size_t n = strlen(g->close_why);
+    buf[LWS_PRE] = (uint8_t)(g->close_code >> 8);
+    buf[LWS_PRE + 1] = (uint8_t)g->close_code;
+    memcpy(buf + LWS_PRE + 2, g->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
+    g->close_sent = 1;
+    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)WSG_LWS_WRITE_CLOSE) < 0)
+        return -1;
+    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+void wsg_release(struct wsg *g)
+{
+    free(g->msg);
+    g->msg = NULL;
+    g->len = 0;
+}
+
+void wsg_nodelay(struct lws *wsi)
+{
+    int one = 1;
+    int fd = lws_get_socket_fd(wsi);
+    if (fd >= 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
