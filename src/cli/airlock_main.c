@@ -8,6 +8,7 @@
  * first command that needs them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +25,9 @@
 #include "cli_attach.h"
 #include "cli_config.h"
 #include "cli_err.h"
+#include "cli_fmt.h"
 #include "cli_net.h"
+#include "cli_probe.h"
 #include "cli_replay.h"
 #include "cli_tty.h"
 
@@ -32,17 +35,16 @@
 #define MAX_ARGS 512
 #define MS_PER_S 1000
 #define US_PER_S 1000000.0
-#define SECONDS_PER_MINUTE 60
-#define SECONDS_PER_HOUR 3600
-#define SECONDS_PER_DAY 86400
 #define TERM_ID_MAX 128
 #define HTTP_OK_MIN 200
 #define HTTP_OK_MAX 299
 #define DEFAULT_TERM "xterm-256color"
 #define MAX_RETRY_FOR_S (7ull * 86400)
+#define PATH_MAX_CLI 4096
 
 struct app {
     const char *flag_url, *flag_key;
+    int flag_insecure;
     struct cli_config cfg;
     uv_loop_t loop;
     int loop_ok;
@@ -52,11 +54,13 @@ struct app {
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: airlock [--url URL] [--key KEY] COMMAND ...\n"
+            "usage: airlock [--url URL] [--key KEY] [--insecure] COMMAND ...\n"
             "\n"
             "Agents' terminals, from your terminal.\n"
             "\n"
             "commands:\n"
+            "  probe [--json]                 check the server, the key and the sandboxes' links\n"
+            "        (run it first: health, who the key is, link state and RTT, timings)\n"
             "  attach [SANDBOX/]TERMINAL [--read-only] [--escape C|none] [--retry-for S]\n"
             "        attach this terminal to it (Enter ~ . detaches, ~ t takes over, ~ ? help)\n"
             "  run SANDBOX [--pipe] [--cwd DIR] [--env NAME=VALUE]... -- CMD ARGS...\n"
@@ -66,11 +70,15 @@ static void usage(FILE *to)
             "  kill TERMINAL [--signal NAME]  signal its processes (TERM, INT, HUP, KILL, ...)\n"
             "  sandbox add ID --kind local|static|reverse [--url URL]   (admin)\n"
             "  sandbox rm ID | sandbox ls\n"
+            "  sandbox enroll ID [--ttl S] [--out DIR] [--json]   (admin, reverse sandboxes)\n"
+            "        a runner token and the airlock-runner command line to start it with;\n"
+            "        --out writes DIR/jwks.json and DIR/token\n"
             "  replay FILE|TERMINAL [--speed X] [--idle-limit S]\n"
             "        play an asciicast recording (a file, or a terminal's from the server)\n"
             "\n"
             "server and key: --url/--key, else AIRLOCK_URL/AIRLOCK_API_KEY, else url= and key=\n"
-            "lines in ~/.config/airlock/config.\n"
+            "lines in ~/.config/airlock/config. --insecure: accept a self-signed or otherwise\n"
+            "unverifiable certificate from an https server (the traffic is still encrypted).\n"
             "\n"
             "exit codes:\n"
             "  0   success (attach/run: the terminal's own status, 128+N if killed by signal N;\n"
@@ -81,7 +89,7 @@ static void usage(FILE *to)
             "  %d  the server cannot be reached (down, refused, connection lost for good)\n"
             "  %d  the server failed, or another error\n"
             "  %d  protocol error: the server answered something this client does not understand\n"
-            "  %d  the API key was not accepted (401)\n"
+            "  %d  the API key was not accepted (401), or none was given (probe)\n"
             "  %d  the key's role may not do this (403)\n"
             "  128+N  this program was stopped by signal N (the terminal keeps running)\n",
             CLI_EXIT_USAGE, CLI_EXIT_REFUSED, CLI_EXIT_NOTFOUND, CLI_EXIT_DOWN, CLI_EXIT_OTHER,
@@ -107,6 +115,7 @@ static int app_net(struct app *a)
         fprintf(stderr, "airlock: %s\n", why);
         return CLI_EXIT_USAGE;
     }
+    a->cfg.insecure = a->flag_insecure;
     if (uv_loop_init(&a->loop) != 0) {
         fprintf(stderr, "airlock: cannot start the event loop\n");
         return CLI_EXIT_OTHER;
@@ -163,7 +172,8 @@ static int api_call(struct app *a, const char *what, const char *method, const c
     rc = cli_http(a->net, method, path, text, max, res);
     free(text);
     if (rc == AL_E_IO) {
-        fprintf(stderr, "airlock: cannot reach the server at %s: %s\n", a->cfg.url, res->why);
+        fprintf(stderr, "airlock: cannot reach the server at %s: %s%s\n", a->cfg.url, res->why,
+                cli_net_hint(a->net, res->why));
         return CLI_EXIT_DOWN;
     }
     if (rc == AL_E_TOOBIG) {
@@ -227,25 +237,6 @@ static const char *str_of(json_t *o, const char *k)
     return s ? s : "";
 }
 
-static void fmt_age(char *buf, size_t cap, json_int_t since_ms)
-{
-    if (since_ms <= 0) {
-        (void)snprintf(buf, cap, "-");
-        return;
-    }
-    long long s = (long long)time(NULL) - (long long)(since_ms / MS_PER_S);
-    if (s < 0)
-        s = 0;
-    if (s < SECONDS_PER_MINUTE)
-        (void)snprintf(buf, cap, "%llds", s);
-    else if (s < SECONDS_PER_HOUR)
-        (void)snprintf(buf, cap, "%lldm", s / SECONDS_PER_MINUTE);
-    else if (s < SECONDS_PER_DAY)
-        (void)snprintf(buf, cap, "%lldh", s / SECONDS_PER_HOUR);
-    else
-        (void)snprintf(buf, cap, "%lldd", s / SECONDS_PER_DAY);
-}
-
 static void print_sandboxes(json_t *arr)
 {
     printf("%-20s %-8s %-5s %-6s %s\n", "SANDBOX", "KIND", "LINK", "SINCE", "RTT");
@@ -253,11 +244,10 @@ static void print_sandboxes(json_t *arr)
     json_t *s;
     json_array_foreach(arr, i, s)
     {
-        char age[32], rtt[32] = "-";
-        fmt_age(age, sizeof age, json_integer_value(json_object_get(s, "link_since")));
-        json_int_t us = json_integer_value(json_object_get(s, "rtt_us"));
-        if (us > 0)
-            (void)snprintf(rtt, sizeof rtt, "%.1fms", (double)us / MS_PER_S);
+        char age[32], rtt[32];
+        cli_fmt_age(age, sizeof age, json_integer_value(json_object_get(s, "link_since")),
+                    (int64_t)time(NULL));
+        cli_fmt_rtt(rtt, sizeof rtt, json_integer_value(json_object_get(s, "rtt_us")));
         printf("%-20s %-8s %-5s %-6s %s\n", str_of(s, "id"), str_of(s, "kind"),
                json_is_true(json_object_get(s, "link_up")) ? "up" : "down", age, rtt);
     }
@@ -272,7 +262,8 @@ static void print_terminals(json_t *arr)
     json_array_foreach(arr, i, t)
     {
         char age[32], state[32], cmd[256] = "";
-        fmt_age(age, sizeof age, json_integer_value(json_object_get(t, "created_at")));
+        cli_fmt_age(age, sizeof age, json_integer_value(json_object_get(t, "created_at")),
+                    (int64_t)time(NULL));
         const char *st = str_of(t, "state");
         if (!strcmp(st, "exited") && json_integer_value(json_object_get(t, "exit_signal")) > 0)
             (void)snprintf(state, sizeof state, "exited(sig%d)",
@@ -362,10 +353,135 @@ static int cmd_kill(struct app *a, int argc, char **argv)
     return rc;
 }
 
+/* Write a whole file with the given mode (made so even if it existed).
+ * 0, or -1 with why. */
+static int write_file(const char *path, const char *data, size_t len, mode_t mode, char *why,
+                      size_t cap)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0 || fchmod(fd, mode) != 0) {
+        (void)snprintf(why, cap, "cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            (void)close(fd);
+        return -1;
+    }
+    while (len > 0) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            (void)snprintf(why, cap, "cannot write %s: %s", path, strerror(errno));
+            (void)close(fd);
+            return -1;
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    if (close(fd) != 0) {
+        (void)snprintf(why, cap, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The enrollment's files in dir: jwks.json (the public keys) and token. */
+static int write_enrollment(const char *dir, json_t *jwks, const char *token, char *why, size_t cap)
+{
+    if (mkdir(dir, S_IRWXU) != 0 && errno != EEXIST) {
+        (void)snprintf(why, cap, "cannot create %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char path[PATH_MAX_CLI];
+    char *keys = jwks ? json_dumps(jwks, JSON_INDENT(2)) : NULL;
+    if (!keys) {
+        (void)snprintf(why, cap, "the server's answer has no public keys (jwks)");
+        return -1;
+    }
+    size_t kl = strlen(keys);
+    int rc = -1;
+    if (snprintf(path, sizeof path, "%s/jwks.json", dir) < (int)sizeof path &&
+        write_file(path, keys, kl, S_IRUSR | S_IWUSR | S_IRGRP | S_IROTH, why, cap) == 0) {
+        char line[AL_MAX_TOKEN + 2];
+        int tl = snprintf(line, sizeof line, "%s\n", token);
+        if (tl > 0 && tl < (int)sizeof line &&
+            snprintf(path, sizeof path, "%s/token", dir) < (int)sizeof path &&
+            write_file(path, line, (size_t)tl, S_IRUSR | S_IWUSR, why, cap) == 0)
+            rc = 0;
+    }
+    free(keys);
+    return rc;
+}
+
+static int cmd_enroll(struct app *a, int argc, char **argv)
+{
+    const char *id = NULL, *out_dir = NULL;
+    long long ttl = 0;
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--ttl") && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            ttl = strtoll(argv[++i], &end, 10);
+            if (errno || end == argv[i] || *end || ttl <= 0)
+                return bad_usage("--ttl wants seconds, not '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] != '-' && !id) {
+            id = argv[i];
+        } else {
+            return bad_usage("sandbox enroll: unexpected argument %s", argv[i]);
+        }
+    }
+    if (!id || !id_ok(id))
+        return bad_usage("sandbox enroll: give a sandbox id%s", "");
+    char path[256];
+    (void)snprintf(path, sizeof path, "/v1/sandboxes/%s/enroll", id);
+    json_t *body = ttl ? json_pack("{s:I}", "ttl", (json_int_t)ttl) : json_object();
+    json_t *res = NULL;
+    int rc = api_json(a, "enrolling the sandbox", "POST", path, body, &res);
+    json_decref(body);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    const char *token = str_of(res, "token"), *command = str_of(res, "command");
+    if (!token[0] || !command[0]) {
+        fprintf(stderr, "airlock: the server's enrollment has no token or command\n");
+        json_decref(res);
+        return CLI_EXIT_PROTO;
+    }
+    char why[WHY_MAX];
+    if (out_dir &&
+        write_enrollment(out_dir, json_object_get(res, "jwks"), token, why, sizeof why) != 0) {
+        fprintf(stderr, "airlock: %s\n", why);
+        json_decref(res);
+        return CLI_EXIT_OTHER;
+    }
+    if (json) {
+        char *s = json_dumps(res, JSON_INDENT(2));
+        if (s)
+            printf("%s\n", s);
+        free(s);
+    } else {
+        printf("enrolled sandbox %s: a runner token valid for %lld s\n", id,
+               (long long)json_integer_value(json_object_get(res, "expires_in")));
+        if (out_dir)
+            printf("wrote %s/jwks.json and %s/token; in the sandbox, in that directory, run:\n",
+                   out_dir, out_dir);
+        else
+            printf("in the sandbox, with the keys in jwks.json and the token in a file named "
+                   "token (airlock sandbox enroll --out DIR writes both), run:\n");
+        printf("  %s\n", command);
+        printf("token: %s\n", token);
+    }
+    json_decref(res);
+    return CLI_EXIT_OK;
+}
+
 static int cmd_sandbox(struct app *a, int argc, char **argv)
 {
     if (argc < 1)
-        return bad_usage("sandbox: add, rm or ls%s", "");
+        return bad_usage("sandbox: add, rm, ls or enroll%s", "");
     if (!strcmp(argv[0], "ls")) {
         json_t *sb = NULL;
         int rc = api_json(a, "listing sandboxes", "GET", "/v1/sandboxes", NULL, &sb);
@@ -384,6 +500,8 @@ static int cmd_sandbox(struct app *a, int argc, char **argv)
             printf("removed sandbox %s\n", argv[1]);
         return rc;
     }
+    if (!strcmp(argv[0], "enroll"))
+        return cmd_enroll(a, argc - 1, argv + 1);
     if (strcmp(argv[0], "add") != 0)
         return bad_usage("sandbox: unknown subcommand %s", argv[0]);
     const char *id = NULL, *kind = NULL, *url = NULL;
@@ -607,6 +725,23 @@ static int cmd_run(struct app *a, int argc, char **argv)
     return st;
 }
 
+/* ---- probe ------------------------------------------------------------------- */
+
+static int cmd_probe(struct app *a, int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else
+            return bad_usage("probe: unknown argument %s", argv[i]);
+    }
+    int rc = app_net(a);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    return cli_probe(a->net, &a->cfg, json, stdout);
+}
+
 /* ---- replay ------------------------------------------------------------------ */
 
 static int parse_seconds(const char *v, double max, double *out)
@@ -703,6 +838,8 @@ int main(int argc, char **argv)
             app.flag_url = argv[++i];
         else if (!strcmp(argv[i], "--key") && i + 1 < argc)
             app.flag_key = argv[++i];
+        else if (!strcmp(argv[i], "--insecure"))
+            app.flag_insecure = 1;
         else if (argv[i][0] == '-')
             return bad_usage("unknown option %s", argv[i]);
         else
@@ -736,6 +873,8 @@ int main(int argc, char **argv)
         rc = cmd_run(&app, sub_argc, sub);
     else if (!strcmp(cmd, "replay"))
         rc = cmd_replay(&app, sub_argc, sub);
+    else if (!strcmp(cmd, "probe"))
+        rc = cmd_probe(&app, sub_argc, sub);
     else
         rc = bad_usage("unknown command '%s'", cmd);
     app_free(&app);

@@ -16,6 +16,12 @@
 enum {
     CLI_ESCAPE_DEFAULT = '~',
     CLI_RETRY_FOR_DEFAULT_S = 300, /* how long to keep reconnecting */
+    /* keystrokes kept while the connection is down (or before the server
+     * says this client writes); more are dropped, and a status line says so */
+    CLI_HELD_INPUT_MAX = 16 << 10,
+    /* interactive only: after the end, how long the local terminal may take
+     * no output at all before what is left is dropped */
+    CLI_DRAIN_STALL_S = 10,
 };
 
 struct cli_attach_opts {

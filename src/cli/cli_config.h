@@ -27,6 +27,7 @@ struct cli_config {
     int port;
     int tls;
     char prefix[CLI_URL_MAX]; /* path prefix without a trailing '/', or "" */
+    int insecure;             /* https: accept any certificate (--insecure) */
 };
 
 /*

@@ -10,20 +10,17 @@
 #include "cli_net.h"
 
 #include <libwebsockets.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "al_err.h"
 #include "al_limits.h"
 #include "endpoint.h"
+#include "wsglue.h"
 
 #define PROTO_NAME AL_SUBPROTOCOL
 /* lws 4.1's private value for a close frame (the public enum skips 4). */
-#define AL_LWS_WRITE_CLOSE 4
 #define CONNECT_TIMEOUT_S 10
 #define MAX_HEADER_DATA 8192
 #define HTTP_READ_CHUNK 4096
@@ -57,13 +54,10 @@ struct cli_ws {
     struct cli_net *n;
     struct lws *wsi;
     struct cli_ws_handler h;
-    uint8_t *msg;
-    size_t len;
+    struct wsg g; /* the message being reassembled, the close to send */
     int opened, closed;
-    int opening;    /* inside lws_client_connect_via_info() */
-    int close_code; /* a close to send at the next writable */
-    char close_why[CLOSE_WHY_MAX];
-    int close_sent, drop;
+    int opening; /* inside lws_client_connect_via_info() */
+    int drop;
     int peer_code; /* from the peer's close frame */
     char peer_why[CLOSE_WHY_MAX];
 };
@@ -89,12 +83,16 @@ static int add_auth(struct cli_net *n, struct lws *wsi, unsigned char **p, unsig
                : 0;
 }
 
-static void set_nodelay(struct lws *wsi)
+/* https/wss: verify the server's certificate against the system's CA
+ * store, unless --insecure (a self-signed, expired or misnamed one). */
+static int ssl_flags(const struct cli_config *c)
 {
-    int one = 1;
-    int fd = lws_get_socket_fd(wsi);
-    if (fd >= 0)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!c->tls)
+        return 0;
+    if (!c->insecure)
+        return LCCSCF_USE_SSL;
+    return LCCSCF_USE_SSL | LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK |
+           LCCSCF_ALLOW_EXPIRED;
 }
 
 /* ---- HTTP ---------------------------------------------------------------- */
@@ -171,6 +169,10 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, stru
     }
     case LWS_CALLBACK_ESTABLISHED_CLIENT_HTTP:
         q->res->status = lws_http_client_http_response(wsi);
+        (void)lws_get_peer_simple(wsi, q->res->peer, sizeof q->res->peer);
+        if (lws_hdr_copy(wsi, q->res->server, (int)sizeof q->res->server, WSI_TOKEN_HTTP_SERVER) <
+            0)
+            q->res->server[0] = 0;
         return 0;
     case LWS_CALLBACK_RECEIVE_CLIENT_HTTP: {
         char buf[LWS_PRE + HTTP_READ_CHUNK];
@@ -239,9 +241,9 @@ int cli_http(struct cli_net *n, const char *method, const char *path, const char
     ci.port = n->cfg.port;
     ci.path = full;
     ci.host = n->cfg.host;
-    ci.origin = n->cfg.host;
+    ci.origin = NULL; /* not a browser: no Origin (see cli_ws_open) */
     ci.method = method;
-    ci.ssl_connection = n->cfg.tls ? LCCSCF_USE_SSL : 0;
+    ci.ssl_connection = ssl_flags(&n->cfg);
     ci.local_protocol_name = PROTO_NAME;
     ci.opaque_user_data = &q;
     struct lws *wsi = NULL;
@@ -299,55 +301,20 @@ static void ws_closed(struct lws *wsi, struct cli_ws *ws, unsigned status, const
         (void)snprintf(msg, sizeof msg, "%.200s", why);
     if (ws->h.on_closed)
         ws->h.on_closed(ws->h.ud, ws, ws->opened, status, msg);
-    free(ws->msg);
+    wsg_release(&ws->g);
     free(ws);
-}
-
-static int ws_close_now(struct lws *wsi, struct cli_ws *ws)
-{
-    if (ws->close_sent)
-        return -1;
-    uint8_t buf[LWS_PRE + 2 + CLOSE_WHY_MAX];
-    size_t n = strlen(ws->close_why);
-    buf[LWS_PRE] = (uint8_t)(ws->close_code >> 8);
-    buf[LWS_PRE + 1] = (uint8_t)ws->close_code;
-    memcpy(buf + LWS_PRE + 2, ws->close_why, n); // NOLINT(bugprone-not-null-terminated-result)
-    ws->close_sent = 1;
-    if (lws_write(wsi, buf + LWS_PRE, n + 2, (enum lws_write_protocol)AL_LWS_WRITE_CLOSE) < 0)
-        return -1;
-    lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, 1);
-    lws_callback_on_writable(wsi);
-    return 0;
 }
 
 static int ws_receive(struct lws *wsi, struct cli_ws *ws, const void *in, size_t len)
 {
-    if (ws->close_code || ws->drop)
+    if (ws->drop)
         return 0;
-    if (lws_is_first_fragment(wsi)) {
-        ws->len = 0;
-        if (!lws_frame_is_binary(wsi)) {
-            cli_ws_close(ws, EP_CLOSE_PROTOCOL, "text messages are not allowed");
-            return 0;
-        }
-    }
-    if (len > AL_MAX_FRAME - ws->len) {
-        cli_ws_close(ws, EP_CLOSE_LIMIT, "message larger than the frame limit");
-        return 0;
-    }
-    if (!ws->msg) {
-        ws->msg = malloc(AL_MAX_FRAME);
-        if (!ws->msg)
-            return -1;
-    }
-    memcpy(ws->msg + ws->len, in, len);
-    ws->len += len;
-    if (!lws_is_final_fragment(wsi) || lws_remaining_packet_payload(wsi) > 0)
-        return 0;
-    size_t n = ws->len;
-    ws->len = 0;
-    if (ws->h.on_message)
-        ws->h.on_message(ws->h.ud, ws, ws->msg, n);
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&ws->g, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    if (rx == WSG_MESSAGE && ws->h.on_message)
+        ws->h.on_message(ws->h.ud, ws, ws->g.msg, n);
     return 0;
 }
 
@@ -362,7 +329,7 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         ws->opened = 1;
         ws->wsi = wsi;
-        set_nodelay(wsi);
+        wsg_nodelay(wsi);
         if (ws->h.on_open)
             ws->h.on_open(ws->h.ud, ws);
         return 0;
@@ -371,8 +338,8 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct
     case LWS_CALLBACK_CLIENT_WRITEABLE:
         if (ws->drop)
             return -1;
-        if (ws->close_code)
-            return ws_close_now(wsi, ws);
+        if (ws->g.close_code)
+            return wsg_close_now(&ws->g, wsi);
         if (ws->h.on_writable)
             ws->h.on_writable(ws->h.ud, ws);
         return ws->drop ? -1 : 0;
@@ -445,10 +412,12 @@ int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler
     ci.port = n->cfg.port;
     ci.path = full;
     ci.host = n->cfg.host;
-    ci.origin = n->cfg.host;
+    /* No Origin: lws would send "http://HOST" even over TLS, which airlockd
+     * rightly refuses as foreign on https; a CLI is not a browser page */
+    ci.origin = NULL;
     ci.protocol = AL_SUBPROTOCOL;
     ci.local_protocol_name = PROTO_NAME;
-    ci.ssl_connection = n->cfg.tls ? LCCSCF_USE_SSL : 0;
+    ci.ssl_connection = ssl_flags(&n->cfg);
     ci.opaque_user_data = ws;
     ci.pwsi = &ws->wsi;
     ws->opening = 1;
@@ -472,7 +441,7 @@ void cli_ws_want_write(struct cli_ws *ws)
 
 int cli_ws_send(struct cli_ws *ws, uint8_t *msg, size_t len)
 {
-    if (ws->close_code || ws->drop)
+    if (ws->g.close_code || ws->drop)
         return 0;
     if (lws_write(ws->wsi, msg, len, LWS_WRITE_BINARY) < (int)len)
         return AL_E_IO;
@@ -485,14 +454,14 @@ int cli_ws_send(struct cli_ws *ws, uint8_t *msg, size_t len)
 
 void cli_ws_close(struct cli_ws *ws, int code, const char *reason)
 {
-    if (!ws || ws->close_code)
+    if (!ws || ws->g.close_code)
         return;
-    ws->close_code = code;
-    (void)snprintf(ws->close_why, sizeof ws->close_why, "%s", reason);
-    if (ws->wsi && ws->opened)
-        lws_callback_on_writable(ws->wsi);
-    else
+    if (ws->wsi && ws->opened) {
+        wsg_close_later(&ws->g, ws->wsi, code, reason);
+    } else {
+        ws->g.close_code = code;
         cli_ws_drop(ws);
+    }
 }
 
 void cli_ws_abandon(struct cli_ws *ws)
@@ -510,6 +479,16 @@ void cli_ws_drop(struct cli_ws *ws)
     ws->drop = 1;
     if (ws->wsi)
         lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+}
+
+const char *cli_net_hint(const struct cli_net *n, const char *why)
+{
+    if (!n->cfg.tls || n->cfg.insecure || !why)
+        return "";
+    if (strstr(why, "SSL") || strstr(why, "ssl") || strstr(why, "cert") || strstr(why, "CERT") ||
+        strstr(why, "tls"))
+        return " (TLS: if the server's certificate is self-signed, --insecure accepts it)";
+    return "";
 }
 
 /* ---- the context ------------------------------------------------------------ */

@@ -23,6 +23,8 @@ enum {
     CLI_HTTP_MAX_RECORDING = 256 << 20, /* a downloaded recording */
     CLI_HTTP_TIMEOUT_S = 30,            /* a whole HTTP exchange */
     CLI_NET_WHY_MAX = 256,
+    CLI_NET_PEER_MAX = 64,
+    CLI_NET_SERVER_MAX = 128,
 };
 
 struct cli_net;
@@ -38,18 +40,26 @@ struct cli_http_result {
     int neterr;      /* 1: the server could not be reached or the exchange broke */
     char *body;      /* NUL-terminated (malloc), may be NULL when empty */
     size_t len;
-    char why[CLI_NET_WHY_MAX]; /* for neterr */
+    char why[CLI_NET_WHY_MAX];       /* for neterr */
+    char peer[CLI_NET_PEER_MAX];     /* the address that answered, or "" */
+    char server[CLI_NET_SERVER_MAX]; /* its Server header, or "" */
 };
 
 /*
  * One request (method "GET", "POST", "DELETE"; body JSON or NULL), run on
- * the loop until the answer is in. Returns AL_OK when an answer of any
+ * the loop until the answer is in (one connection each: its time includes
+ * connecting, and TLS for https). Returns AL_OK when an answer of any
  * status came (res->status), AL_E_IO when the network failed (res->neterr,
  * res->why), AL_E_TOOBIG when the body exceeded max_body, AL_E_NOMEM.
  * Free res->body with free().
  */
 int cli_http(struct cli_net *n, const char *method, const char *path, const char *body,
              size_t max_body, struct cli_http_result *res);
+
+/* A hint to add to a failure's reason: for an https server whose
+ * certificate could not be verified (lws says "SSL" or "cert"), that
+ * --insecure accepts a self-signed one; "" otherwise. */
+const char *cli_net_hint(const struct cli_net *n, const char *why);
 
 /* ---- WebSocket ----------------------------------------------------------- */
 

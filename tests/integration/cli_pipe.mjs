@@ -6,47 +6,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { run, check, tmpdir, BIN, freePort, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
-
-const EXIT = { USAGE: 64, REFUSED: 65, NOTFOUND: 66, DOWN: 69, AUTH: 77, FORBIDDEN: 78 };
-
-// Run the CLI (through bash for redirections); resolves { code, out, err }.
-function cli(args, { env = {}, shell = null, timeout = 60000 } = {}) {
-  return new Promise((resolve, reject) => {
-    const cmd = shell ?? [path.join(BIN, 'airlock'), ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
-    const p = spawn('bash', ['-c', cmd], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    p.stdout.on('data', (d) => { out += d; });
-    p.stderr.on('data', (d) => { err += d; });
-    const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`airlock ${args.join(' ')}: timed out`)); }, timeout);
-    p.on('exit', (code, sig) => { clearTimeout(t); resolve({ code: code ?? 128 + (sig ? 9 : 0), out, err }); });
-  });
-}
-
-async function waitLink(port, key, id, ms = 20000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    const r = await api(port, 'GET', '/v1/sandboxes', key);
-    const s = r.json && r.json.find((x) => x.id === id);
-    if (s && s.link_up) return s;
-    await sleep(100);
-  }
-  throw new Error(`sandbox ${id}: link never came up`);
-}
+import { run, check, freePort, sleep } from '../interop/harness.mjs';
+import { api } from '../interop/airlockd.mjs';
+import { cliServer, runCli as cli, waitLink, until, EXIT, AIRLOCK as airlock } from '../interop/cli.mjs';
 
 await run('cli_pipe', async () => {
-  const base = tmpdir('clipipe');
-  const dir = path.join(base, 'data');
-  const home = path.join(base, 'home');
-  fs.mkdirSync(home);
-  const admin = addUser(dir, 'ada', 'admin');
-  const op = addUser(dir, 'otto', 'operator');
-  const viewer = addUser(dir, 'vic', 'viewer');
-  const d = await startAirlockd({ dir });
-  const url = `http://127.0.0.1:${d.port}`;
-  const as = (key) => ({ env: { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: url, AIRLOCK_API_KEY: key } });
+  const { base, home, d, url, admin, op, viewer, env } = await cliServer('clipipe', { sandbox: null });
+  const as = (key) => ({ env: env(key) });
+  const noEnv = { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: '', AIRLOCK_API_KEY: '' };
 
   // ---- help, usage, configuration sources
   let r = await cli(['--help'], as(op));
@@ -54,15 +21,15 @@ await run('cli_pipe', async () => {
     'airlock --help lists the exit codes');
   r = await cli(['frobnicate'], as(op));
   check(r.code === EXIT.USAGE && /unknown command/.test(r.err), `an unknown command is a usage error (${r.code})`);
-  r = await cli(['ls'], { env: { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: '', AIRLOCK_API_KEY: '' } });
+  r = await cli(['ls'], { env: noEnv });
   check(r.code === EXIT.USAGE && /no server address/.test(r.err), 'no URL anywhere: a usage error that says where to put it');
   fs.mkdirSync(path.join(home, '.config', 'airlock'), { recursive: true });
   fs.writeFileSync(path.join(home, '.config', 'airlock', 'config'), `# test\nurl = ${url}\nkey=${viewer}\n`);
-  r = await cli(['ls'], { env: { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: '', AIRLOCK_API_KEY: '' } });
+  r = await cli(['ls'], { env: noEnv });
   check(r.code === 0 && /SANDBOX/.test(r.out), 'url and key from ~/.config/airlock/config');
-  r = await cli(['sandbox', 'add', 'box', '--kind', 'local'], { env: { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: '', AIRLOCK_API_KEY: admin } });
+  r = await cli(['sandbox', 'add', 'box', '--kind', 'local'], { env: { ...noEnv, AIRLOCK_API_KEY: admin } });
   check(r.code === 0, 'the environment key wins over the file key (admin may add)');
-  r = await cli(['--key', viewer, 'sandbox', 'add', 'box2', '--kind', 'local'], { env: { HOME: home, XDG_CONFIG_HOME: '', AIRLOCK_URL: '', AIRLOCK_API_KEY: admin } });
+  r = await cli(['--key', viewer, 'sandbox', 'add', 'box2', '--kind', 'local'], { env: { ...noEnv, AIRLOCK_API_KEY: admin } });
   check(r.code === EXIT.FORBIDDEN && /role may not/.test(r.err), `--key wins over the environment; a viewer may not add: 403 -> ${r.code}`);
   await waitLink(d.port, admin, 'box');
 
@@ -93,7 +60,6 @@ await run('cli_pipe', async () => {
   const inFile = path.join(base, 'in.bin');
   fs.writeFileSync(inFile, crypto.randomBytes(10 * 1024 * 1024));
   const outFile = path.join(base, 'out'), errFile = path.join(base, 'err');
-  const airlock = path.join(BIN, 'airlock');
   const t0 = Date.now();
   r = await cli([], { ...as(op), timeout: 120000, shell: `'${airlock}' run box -- sh -c 'cat; printf "to stderr\\001\\n" >&2; exit 7' <'${inFile}' >'${outFile}' 2>'${errFile}'` });
   const same = crypto.createHash('sha256').update(fs.readFileSync(inFile)).digest('hex') ===
@@ -110,6 +76,8 @@ await run('cli_pipe', async () => {
   const created = await api(d.port, 'POST', '/v1/terminals', op, { sandbox: 'box', argv: ['sleep', '300'] });
   check(created.status === 201, 'a long-running terminal for ls and kill');
   const tid = created.json.id;
+  await until(async () => (await api(d.port, 'GET', `/v1/terminals/${tid}`, op)).json.state === 'running',
+    'the terminal to be running');
   r = await cli(['ls'], as(viewer));
   check(r.code === 0 && new RegExp(`^${tid}\\s+box\\s+running\\s+pty`, 'm').test(r.out) && /sleep 300/.test(r.out),
     'ls shows the terminal with sandbox, state, mode and command');

@@ -8,82 +8,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, BIN, sleep, onCleanup } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
+import { run, check, sleep, onCleanup } from '../interop/harness.mjs';
+import { api } from '../interop/airlockd.mjs';
 import { startProxy } from '../interop/proxy.mjs';
-
-// A tmux server of its own: type with send-keys, read with capture-pane.
-function startTmux(dir, { cols = 100, rows = 30, env = {}, cmd = 'bash --norc --noprofile' } = {}) {
-  const sock = path.join(dir, 'tmux.sock');
-  const fullEnv = { ...process.env, ...env };
-  const tmux = (...args) => execFileSync('tmux', ['-S', sock, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
-  tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'main', '-x', String(cols), '-y', String(rows), cmd);
-  tmux('set-option', '-g', 'remain-on-exit', 'on');
-  onCleanup(async () => { try { tmux('kill-server'); } catch { /* gone */ } });
-  const t = {
-    tmux,
-    window: 'main',
-    // Open another window running cmd; returns its target.
-    newWindow(name, command) {
-      tmux('new-window', '-d', '-n', name, '-t', 'main', command);
-      return `main:${name}`;
-    },
-    keys(...k) { tmux('send-keys', '-t', t.window, ...k); },
-    literal(s, target = t.window) { tmux('send-keys', '-t', target, '-l', s); },
-    type(line, target = t.window) { tmux('send-keys', '-t', target, '-l', line); tmux('send-keys', '-t', target, 'Enter'); },
-    screen(target = t.window, escapes = false) {
-      return tmux('capture-pane', '-p', ...(escapes ? ['-e'] : []), '-t', target);
-    },
-    cursor(target = t.window) { return tmux('display-message', '-p', '-t', target, '#{cursor_x},#{cursor_y}').trim(); },
-    resize(c, r) { tmux('resize-window', '-t', 'main', '-x', String(c), '-y', String(r)); },
-    async waitFor(re, what, ms = 15000, target = t.window) {
-      const until = Date.now() + ms;
-      let s = '';
-      while (Date.now() < until) {
-        s = t.screen(target);
-        if (re.test(s)) return s;
-        await sleep(100);
-      }
-      throw new Error(`tmux: waited ${ms} ms for ${what} (${re}); screen:\n${s}`);
-    },
-  };
-  return t;
-}
-
-async function waitLink(port, key, id, ms = 20000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    const r = await api(port, 'GET', '/v1/sandboxes', key);
-    const s = r.json && r.json.find((x) => x.id === id);
-    if (s && s.link_up) return s;
-    await sleep(100);
-  }
-  throw new Error(`sandbox ${id}: link never came up`);
-}
+import { cliServer, startTmux } from '../interop/cli.mjs';
 
 const LINES = 60000;
 
 await run('cli_resume', async () => {
-  const base = tmpdir('cliresume');
-  const dir = path.join(base, 'data');
-  const admin = addUser(dir, 'ada', 'admin');
-  const op = addUser(dir, 'otto', 'operator');
-  const d = await startAirlockd({ dir });
-  await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
-  await waitLink(d.port, admin, 'box');
+  const { base, d, op, env } = await cliServer('cliresume');
   const proxy = await startProxy(d.port);
   onCleanup(() => proxy.close());
-  fs.writeFileSync(path.join(base, 'bashrc'), "PS1='local$ '\n");
-  const t = startTmux(base, {
-    cols: 100, rows: 30, cmd: `bash --rcfile ${path.join(base, 'bashrc')} --noprofile -i`,
-    env: { PATH: `${BIN}:${process.env.PATH}`, HOME: base, XDG_CONFIG_HOME: '', HISTFILE: '/dev/null',
-      AIRLOCK_URL: `http://127.0.0.1:${proxy.port}`, AIRLOCK_API_KEY: op, TERM: 'xterm-256color' },
-  });
+  const t = startTmux(base, { cols: 100, rows: 30, env: env(op, { AIRLOCK_URL: `http://127.0.0.1:${proxy.port}` }) });
   await t.waitFor(/local\$\s*$/m, 'the local prompt');
-  const sttyBefore = path.join(base, 'stty.before');
-  t.type(`stty -a > ${sttyBefore}; echo saved-before`);
-  await t.waitFor(/^saved-before$/m, 'stty saved');
+  const sttyBefore = await t.stty('before');
 
   // the program waits for Enter, prints LINES numbered lines in bursts,
   // then reads one more line and echoes it
@@ -129,9 +67,5 @@ await run('cli_resume', async () => {
   await t.waitFor(/giving up/, 'giving up', 20000);
   await t.waitFor(/cli-rc=69/, 'exit code 69', 10000);
   check(true, 'when the server is gone for good the CLI gives up and exits 69 (server down)');
-  const sttyAfter = path.join(base, 'stty.after');
-  t.type(`stty -a > ${sttyAfter}; echo saved-after`);
-  await t.waitFor(/^saved-after$/m, 'stty saved after');
-  check(fs.readFileSync(sttyAfter, 'utf8') === fs.readFileSync(sttyBefore, 'utf8'),
-    'after the server was killed, stty -a is what it was');
+  check(await t.stty('after') === sttyBefore, 'after the server was killed, stty -a is what it was');
 }, 170000);

@@ -6,85 +6,16 @@
 // Then `airlock replay` of airlockd's recording ends on the same screen as
 // the live terminal had.
 import fs from 'node:fs';
-import path from 'node:path';
-import { run, check, tmpdir, BIN, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
-import { execFileSync } from 'node:child_process';
-import { onCleanup } from '../interop/harness.mjs';
-
-// A tmux server of its own: type with send-keys, read with capture-pane.
-function startTmux(dir, { cols = 100, rows = 30, env = {}, cmd = 'bash --norc --noprofile' } = {}) {
-  const sock = path.join(dir, 'tmux.sock');
-  const fullEnv = { ...process.env, ...env };
-  const tmux = (...args) => execFileSync('tmux', ['-S', sock, ...args], { env: fullEnv, stdio: ['ignore', 'pipe', 'pipe'] }).toString();
-  tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'main', '-x', String(cols), '-y', String(rows), cmd);
-  tmux('set-option', '-g', 'remain-on-exit', 'on');
-  onCleanup(async () => { try { tmux('kill-server'); } catch { /* gone */ } });
-  const t = {
-    tmux,
-    window: 'main',
-    // Open another window running cmd; returns its target.
-    newWindow(name, command) {
-      tmux('new-window', '-d', '-n', name, '-t', 'main', command);
-      return `main:${name}`;
-    },
-    keys(...k) { tmux('send-keys', '-t', t.window, ...k); },
-    literal(s, target = t.window) { tmux('send-keys', '-t', target, '-l', s); },
-    type(line, target = t.window) { tmux('send-keys', '-t', target, '-l', line); tmux('send-keys', '-t', target, 'Enter'); },
-    screen(target = t.window, escapes = false) {
-      return tmux('capture-pane', '-p', ...(escapes ? ['-e'] : []), '-t', target);
-    },
-    cursor(target = t.window) { return tmux('display-message', '-p', '-t', target, '#{cursor_x},#{cursor_y}').trim(); },
-    resize(c, r) { tmux('resize-window', '-t', 'main', '-x', String(c), '-y', String(r)); },
-    async waitFor(re, what, ms = 15000, target = t.window) {
-      const until = Date.now() + ms;
-      let s = '';
-      while (Date.now() < until) {
-        s = t.screen(target);
-        if (re.test(s)) return s;
-        await sleep(100);
-      }
-      throw new Error(`tmux: waited ${ms} ms for ${what} (${re}); screen:\n${s}`);
-    },
-  };
-  return t;
-}
-
-async function waitLink(port, key, id, ms = 20000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    const r = await api(port, 'GET', '/v1/sandboxes', key);
-    const s = r.json && r.json.find((x) => x.id === id);
-    if (s && s.link_up) return s;
-    await sleep(100);
-  }
-  throw new Error(`sandbox ${id}: link never came up`);
-}
+import { run, check, sleep } from '../interop/harness.mjs';
+import { api } from '../interop/airlockd.mjs';
+import { cliServer, startTmux } from '../interop/cli.mjs';
 
 await run('cli_tmux', async () => {
-  const base = tmpdir('clitmux');
-  const dir = path.join(base, 'data');
-  const admin = addUser(dir, 'ada', 'admin');
-  const op = addUser(dir, 'otto', 'operator');
-  const d = await startAirlockd({ dir });
-  await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
-  await waitLink(d.port, admin, 'box');
-  fs.writeFileSync(path.join(base, 'bashrc'), "PS1='local$ '\n");
-  const t = startTmux(base, {
-    cols: 100, rows: 30, cmd: `bash --rcfile ${path.join(base, 'bashrc')} --noprofile -i`,
-    env: { PATH: `${BIN}:${process.env.PATH}`, HOME: base, XDG_CONFIG_HOME: '', HISTFILE: '/dev/null', PS1: 'local$ ',
-      AIRLOCK_URL: `http://127.0.0.1:${d.port}`, AIRLOCK_API_KEY: op, TERM: 'xterm-256color' },
-  });
+  const { base, d, op, env } = await cliServer('clitmux');
+  const t = startTmux(base, { cols: 100, rows: 30, env: env(op) });
   await t.waitFor(/local\$\s*$/m, 'the local prompt');
-  const stty = path.join(base, 'stty');
   let n = 0;
-  // Record the pane's modes now; returns the file.
-  const sttyNow = async () => {
-    const f = `${stty}.${n++}`;
-    t.type(`stty -a > ${f}; echo saved-${n}`);
-    await t.waitFor(new RegExp(`^saved-${n}$`, 'm'), `stty -a saved (${n})`);
-    return fs.readFileSync(f, 'utf8');
-  };
+  const sttyNow = () => t.stty(n++);
   const before = await sttyNow();
   check(/icanon/.test(before) && /echo/.test(before), 'the pane starts in cooked mode');
 
@@ -137,7 +68,7 @@ await run('cli_tmux', async () => {
   // ---- kill -TERM of the CLI
   r = await api(d.port, 'POST', '/v1/terminals', op, { sandbox: 'box', argv: ['sh'], env: { PS1: 'two$ ' } });
   const sh2 = r.json.id;
-  const pidf = path.join(base, 'cli.pid');
+  const pidf = `${base}/cli.pid`;
   t.type(`clear; sh -c 'echo $$ > ${pidf}; exec airlock attach ${sh2}'`);
   await t.waitFor(/two\$/, 'the second remote prompt');
   process.kill(Number(fs.readFileSync(pidf, 'utf8')), 'SIGTERM');

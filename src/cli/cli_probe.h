@@ -1,0 +1,26 @@
+/*
+ * cli_probe: `airlock probe`, the check to run first. In order, each step
+ * only if the one before it passed:
+ *   1. the server: GET /healthz (no key) answers 200;
+ *   2. the key: GET /v1/session accepts it (who and which role);
+ *   3. the API: GET /v1/sandboxes (each sandbox's link and its RTT) and
+ *      GET /v1/terminals (how many, how many running).
+ * Each step's round-trip time is measured (one connection per request,
+ * so connecting, and TLS for https, are included). The report goes to out
+ * as text or as one JSON object (the same on failure, with "error").
+ */
+#ifndef CLI_PROBE_H
+#define CLI_PROBE_H
+
+#include <stdio.h>
+
+#include "cli_config.h"
+#include "cli_net.h"
+
+/* Returns the exit code: 0 all passed; CLI_EXIT_DOWN the server cannot
+ * be reached; CLI_EXIT_AUTH the key was refused or none was given;
+ * CLI_EXIT_FORBIDDEN, CLI_EXIT_OTHER (it answered, but not healthy),
+ * CLI_EXIT_PROTO (an answer this client does not understand). */
+int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE *out);
+
+#endif
