@@ -12,11 +12,12 @@ DEB_PKGS=(
   clang-format clang-tidy cppcheck valgrind
   # libraries (see STYLE.md: chosen dependencies)
   libssl-dev libjansson-dev libcmocka-dev
-  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libsqlite3-dev
+  libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libsqlite3-dev libpq-dev
   # run: local sandboxes (bubblewrap), make run (curl)
   bubblewrap curl
-  # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests)
-  nodejs openssl procps util-linux tmux vim chromium
+  # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests;
+  # postgresql: the server binaries tests/tools/pg-temp.sh runs for the PostgreSQL suites)
+  nodejs openssl procps util-linux tmux vim chromium postgresql
 )
 
 missing=()

@@ -12,15 +12,17 @@
  *   airlockd keygen [--data DIR] [--rotate]
  *   airlockd token  [--data DIR] --aud AUD --scope SCOPE [--sub SUB]
  *                   [--iss ISS] [--ttl SECONDS]
- *   airlockd user add NAME --role admin|operator|viewer [--data DIR]
- *   airlockd user ls [--data DIR]
- *   airlockd user rm NAME [--data DIR]
- *   airlockd serve [--config FILE] [--data DIR] --listen HOST:PORT [...]
+ *   airlockd user add NAME --role admin|operator|viewer [--data DIR] [--db URL]
+ *   airlockd user ls [--data DIR] [--db URL]
+ *   airlockd user rm NAME [--data DIR] [--db URL]
+ *   airlockd serve [--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [...]
  *                  (api.h; a --config file holds "key = value" lines named
  *                  like the flags, which win over it)
  *
- * The database is DIR/airlock.db (db.h); user add creates DIR (0700) and
- * the database when missing and prints the new API key, once, on stdout.
+ * The database is DIR/airlock.db (db.h), or the one --db names (a db.h URL:
+ * postgres://... for PostgreSQL; DIR still holds the signing key and the
+ * recordings); user add creates DIR (0700) and the SQLite database when
+ * missing and prints the new API key, once, on stdout.
  *
  * --data defaults to $AIRLOCK_DATA, else ./airlock-data.
  */
@@ -80,12 +82,12 @@ static const struct cmd cmds[] = {
      cmd_keygen},
     {"token", "[--data DIR] --aud AUD --scope SCOPE [--sub SUB] [--iss ISS] [--ttl SECONDS]",
      "mint a signed token and print it on stdout", cmd_token},
-    {"user", "add NAME --role ROLE | ls | rm NAME  [--data DIR]",
+    {"user", "add NAME --role ROLE | ls | rm NAME  [--data DIR] [--db URL]",
      "manage the people who may use airlockd (roles: admin, operator, viewer); add prints the "
      "new API key once, DIR/" DB_FILE_NAME " keeps only its hash",
      cmd_user},
     {"serve",
-     "[--config FILE] [--data DIR] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
+     "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
      "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page",
@@ -113,6 +115,8 @@ static void usage_all(FILE *to)
         (void)fprintf(to, "  %-8s %s\n           %s\n", cmds[i].name, cmds[i].synopsis,
                       cmds[i].summary);
     (void)fputs("\n--data defaults to $" DATA_ENV ", else " DATA_DEFAULT ".\n"
+                "--db URL: that database (postgres://... or sqlite:PATH) instead of "
+                "DIR/" DB_FILE_NAME ".\n"
                 "Exit status: 0 ok, 1 failure, 2 usage error.\n",
                 to);
 }
@@ -251,12 +255,12 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
 
 /* What `serve` takes from flags, then from --config for what flags left unset. */
 struct serve_conf {
-    const char *data, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
 };
 
 /*
  * A config file: "key = value" lines, '#' comments, keys as the flags
- * without "--" (data, listen, runner, log-level, tls-cert, tls-key, web,
+ * without "--" (data, db, listen, runner, log-level, tls-cert, tls-key, web,
  * no-bwrap = true|false). Fills what is still NULL; values live in store.
  */
 static int read_config(const char *path, struct serve_conf *c, char *store, size_t cap)
@@ -277,10 +281,11 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
     struct {
         const char *key;
         const char **dst;
-    } keys[] = {{"data", &c->data},         {"listen", &c->listen},
-                {"runner", &c->runner},     {"log-level", &c->log_level},
-                {"tls-cert", &c->tls_cert}, {"tls-key", &c->tls_key},
-                {"web", &c->web},           {"no-bwrap", &c->no_bwrap}};
+    } keys[] = {{"data", &c->data},           {"db", &c->db},
+                {"listen", &c->listen},       {"runner", &c->runner},
+                {"log-level", &c->log_level}, {"tls-cert", &c->tls_cert},
+                {"tls-key", &c->tls_key},     {"web", &c->web},
+                {"no-bwrap", &c->no_bwrap}};
     unsigned lineno = 0;
     for (char *line = store, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -323,11 +328,12 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
     const char *config = NULL;
     bool verbose = false, no_bwrap = false;
     const struct opt opts[] = {
-        {"--data", &c.data, NULL},         {"--listen", &c.listen, NULL},
-        {"--runner", &c.runner, NULL},     {"--no-bwrap", NULL, &no_bwrap},
-        {"--verbose", NULL, &verbose},     {"--log-level", &c.log_level, NULL},
-        {"--tls-cert", &c.tls_cert, NULL}, {"--tls-key", &c.tls_key, NULL},
-        {"--web", &c.web, NULL},           {"--config", &config, NULL},
+        {"--data", &c.data, NULL},           {"--db", &c.db, NULL},
+        {"--listen", &c.listen, NULL},       {"--runner", &c.runner, NULL},
+        {"--no-bwrap", NULL, &no_bwrap},     {"--verbose", NULL, &verbose},
+        {"--log-level", &c.log_level, NULL}, {"--tls-cert", &c.tls_cert, NULL},
+        {"--tls-key", &c.tls_key, NULL},     {"--web", &c.web, NULL},
+        {"--config", &config, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -367,6 +373,7 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
     }
     struct api_config cfg = {
         .data_dir = c.data,
+        .db_url = c.db,
         .listen = c.listen,
         .runner_bin = c.runner,
         .no_bwrap = c.no_bwrap && !strcmp(c.no_bwrap, "true"),
@@ -495,19 +502,31 @@ static int user_ls(const struct cmd *self, int argc, char **argv);
 static int user_rm(const struct cmd *self, int argc, char **argv);
 
 static const struct cmd user_cmds[] = {
-    {"user add", "NAME --role admin|operator|viewer [--data DIR]",
+    {"user add", "NAME --role admin|operator|viewer [--data DIR] [--db URL]",
      "add a user and print their API key on stdout (shown once; only its hash is kept)", user_add},
-    {"user ls", "[--data DIR]", "list the users: name, role, creation time (UTC)", user_ls},
-    {"user rm", "NAME [--data DIR]", "remove a user; their API key stops working", user_rm},
+    {"user ls", "[--data DIR] [--db URL]", "list the users: name, role, creation time (UTC)",
+     user_ls},
+    {"user rm", "NAME [--data DIR] [--db URL]", "remove a user; their API key stops working",
+     user_rm},
 };
 enum { NUSER_CMDS = sizeof user_cmds / sizeof user_cmds[0] };
 
-/* Open DIR/airlock.db. With create, DIR (0700) and the database are made
- * when missing; without, a missing database is an error (a read or a
- * removal never leaves an empty database behind). */
-static int user_open_db(const char *cmd, const char *data, bool create, struct db **out)
+/* Open the database --db names, else DIR/airlock.db. With create, DIR
+ * (0700) and the database are made when missing; without, a missing
+ * database file is an error (a read or a removal never leaves an empty
+ * database behind). */
+static int user_open_db(const char *cmd, const char *data, const char *db_url, bool create,
+                        struct db **out)
 {
-    char path[DB_PATH_MAX + 1];
+    char path[DB_PATH_MAX + 1], url[DB_URL_MAX + 1], err[DB_MSG_MAX];
+    if (db_url) {
+        int rc = db_open(db_url, out, err, sizeof err); /* never echoes the URL */
+        if (rc != AL_OK) {
+            errline(cmd, "%s", err[0] ? err : al_strerror(rc));
+            return RC_FAIL;
+        }
+        return 0;
+    }
     int n = snprintf(path, sizeof path, "%s/%s", data, DB_FILE_NAME);
     if (n < 0 || (size_t)n >= sizeof path) {
         errline(cmd, "--data path too long");
@@ -524,7 +543,6 @@ static int user_open_db(const char *cmd, const char *data, bool create, struct d
                 e == ENOENT ? " (airlockd user add creates it)" : "");
         return RC_FAIL;
     }
-    char url[DB_URL_MAX + 1], err[DB_MSG_MAX];
     (void)snprintf(url, sizeof url, "%s%s", DB_SQLITE_PREFIX, path); /* fits: see DB_URL_MAX */
     int rc = db_open(url, out, err, sizeof err);
     if (rc != AL_OK) {
@@ -563,11 +581,12 @@ static int user_check_name(const struct cmd *c, const char *name)
 
 static int user_add(const struct cmd *self, int argc, char **argv)
 {
-    const char *name = NULL, *role_s = NULL, *data = NULL;
+    const char *name = NULL, *role_s = NULL, *data = NULL, *db_url = NULL;
     const struct opt opts[] = {
         {NULL, &name, NULL},
         {"--role", &role_s, NULL},
         {"--data", &data, NULL},
+        {"--db", &db_url, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -584,7 +603,7 @@ static int user_add(const struct cmd *self, int argc, char **argv)
         data = default_data_dir();
 
     struct db *db = NULL;
-    if ((prc = user_open_db(self->name, data, true, &db)) != 0)
+    if ((prc = user_open_db(self->name, data, db_url, true, &db)) != 0)
         return prc;
     char key[DB_KEY_LEN + 1];
     int rc = db_user_add(db, name, role, key, sizeof key);
@@ -624,15 +643,15 @@ static int user_print(void *ctx, const struct db_user *u)
 
 static int user_ls(const struct cmd *self, int argc, char **argv)
 {
-    const char *data = NULL;
-    const struct opt opts[] = {{"--data", &data, NULL}};
+    const char *data = NULL, *db_url = NULL;
+    const struct opt opts[] = {{"--data", &data, NULL}, {"--db", &db_url, NULL}};
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
     if (!data)
         data = default_data_dir();
     struct db *db = NULL;
-    if ((prc = user_open_db(self->name, data, false, &db)) != 0)
+    if ((prc = user_open_db(self->name, data, db_url, false, &db)) != 0)
         return prc;
     int rc = db_user_list(db, user_print, NULL);
     if (rc == AL_E_IO && db_errmsg(db)[0] == '\0') {
@@ -650,8 +669,9 @@ static int user_ls(const struct cmd *self, int argc, char **argv)
 
 static int user_rm(const struct cmd *self, int argc, char **argv)
 {
-    const char *name = NULL, *data = NULL;
-    const struct opt opts[] = {{NULL, &name, NULL}, {"--data", &data, NULL}};
+    const char *name = NULL, *data = NULL, *db_url = NULL;
+    const struct opt opts[] = {
+        {NULL, &name, NULL}, {"--data", &data, NULL}, {"--db", &db_url, NULL}};
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
@@ -660,7 +680,7 @@ static int user_rm(const struct cmd *self, int argc, char **argv)
     if (!data)
         data = default_data_dir();
     struct db *db = NULL;
-    if ((prc = user_open_db(self->name, data, false, &db)) != 0)
+    if ((prc = user_open_db(self->name, data, db_url, false, &db)) != 0)
         return prc;
     int rc = db_user_remove(db, name);
     if (rc != AL_OK)

@@ -1192,15 +1192,16 @@ static int load_key(struct api *a, char *err, size_t cap)
     return rc;
 }
 
+/* --db URL (never logged: it may hold a password), else DATA/airlock.db. */
 static int open_db(struct api *a, char *err, size_t cap)
 {
     char url[DB_URL_MAX + 1], why[DB_MSG_MAX];
     int n = snprintf(url, sizeof url, "%s%s/%s", DB_SQLITE_PREFIX, a->data_dir, DB_FILE_NAME);
-    if (n < 0 || (size_t)n >= sizeof url) {
+    if (!a->cfg.db_url && (n < 0 || (size_t)n >= sizeof url)) {
         al_errf(err, cap, "--data path too long");
         return AL_E_TOOBIG;
     }
-    int rc = db_open(url, &a->db, why, sizeof why);
+    int rc = db_open(a->cfg.db_url ? a->cfg.db_url : url, &a->db, why, sizeof why);
     if (rc != AL_OK)
         al_errf(err, cap, "database: %s", why);
     return rc;

@@ -37,6 +37,7 @@
 
 struct api_config {
     const char *data_dir;
+    const char *db_url;     /* a db.h URL; NULL: sqlite:DATA_DIR/airlock.db */
     const char *listen;     /* HOST:PORT */
     const char *runner_bin; /* NULL: airlock-runner beside this program */
     int no_bwrap;           /* local runners without bubblewrap */

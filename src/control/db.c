@@ -48,7 +48,29 @@ _Static_assert(DB_KEY_LEN == sizeof DB_KEY_PREFIX - 1 + B64U_ENC_LEN(DB_KEY_RAW_
 _Static_assert(DB_TERM_ID_PREFIX_LEN + 2 * DB_TERM_ID_RANDOM <= DB_NAME_MAX,
                "terminal ids are names");
 
-static const struct db_backend *const db_backends[] = {&db_sqlite_backend};
+/* Backends by URL scheme (the text before the first ':'). "sqlite:PATH"
+ * hands PATH to its backend; a PostgreSQL URL goes whole to libpq, which
+ * parses it (postgres:// and postgresql:// alike). DB_WITH_PG: al_control
+ * links libpq (CMakeLists.txt); a program compiling db.c on its own, as
+ * fuzz_apireq.c does, has SQLite only. */
+#define DB_URL_SQLITE "sqlite:PATH"
+#ifdef DB_WITH_PG
+#define DB_URL_EXPECTED "expected " DB_URL_SQLITE " or postgres://..."
+#else
+#define DB_URL_EXPECTED "expected " DB_URL_SQLITE
+#endif
+
+static const struct {
+    const char *scheme;
+    const struct db_backend *be;
+    bool whole_url; /* the backend gets the URL, not what follows "scheme:" */
+} db_schemes[] = {
+    {"sqlite", &db_sqlite_backend, false},
+#ifdef DB_WITH_PG
+    {"postgres", &db_pg_backend, true},
+    {"postgresql", &db_pg_backend, true},
+#endif
+};
 
 int db_fail(struct db *db, int code, const char *fmt, ...)
 {
@@ -437,7 +459,7 @@ int db_open(const char *url, struct db **out, char *err, size_t cap)
     }
     *out = NULL;
     if (!url || url[0] == '\0') {
-        db_copy_msg(err, cap, "database URL is missing (expected sqlite:PATH)");
+        db_copy_msg(err, cap, "database URL is missing (" DB_URL_EXPECTED ")");
         return AL_E_INVAL;
     }
     if (strnlen(url, DB_URL_MAX + 1) > DB_URL_MAX) {
@@ -447,18 +469,18 @@ int db_open(const char *url, struct db **out, char *err, size_t cap)
     /* Never echo the URL: a postgres URL may hold a password. */
     const struct db_backend *be = NULL;
     const char *where = NULL;
-    for (size_t i = 0; i < DB_COUNT(db_backends); i++) {
-        size_t sl = strlen(db_backends[i]->scheme);
-        if (strncmp(url, db_backends[i]->scheme, sl) == 0 && url[sl] == ':') {
-            be = db_backends[i];
-            where = url + sl + 1;
+    for (size_t i = 0; i < DB_COUNT(db_schemes); i++) {
+        size_t sl = strlen(db_schemes[i].scheme);
+        if (strncmp(url, db_schemes[i].scheme, sl) == 0 && url[sl] == ':') {
+            be = db_schemes[i].be;
+            where = db_schemes[i].whole_url ? url : url + sl + 1;
         }
     }
     if (!be) {
         bool pg = strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0;
         db_copy_msg(err, cap,
-                    pg ? "the PostgreSQL backend is not built yet (use sqlite:PATH)"
-                       : "unknown database URL scheme (expected sqlite:PATH)");
+                    pg ? "the PostgreSQL backend is not built in (use " DB_URL_SQLITE ")"
+                       : "unknown database URL scheme (" DB_URL_EXPECTED ")");
         return AL_E_INVAL;
     }
     struct db *db = calloc(1, sizeof *db);

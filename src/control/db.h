@@ -1,7 +1,12 @@
 /*
  * db: the control plane's data layer. One small interface over a storage
- * backend chosen by a URL-ish string: "sqlite:PATH" now (db_sqlite.c),
- * "postgres://..." later. Control plane only (al_control).
+ * backend chosen by a URL-ish string: "sqlite:PATH" (db_sqlite.c, the
+ * default: DATA/airlock.db) or a libpq URL "postgres://..." /
+ * "postgresql://..." (db_pg.c; the database must exist, the tables are
+ * made and migrated on open). Both keep the same rules, schema version and
+ * error codes; see each backend's comment for what differs underneath.
+ * A URL is never echoed in a message: a PostgreSQL one may hold a password.
+ * Control plane only (al_control).
  *
  * Data model (what the database holds; times are Unix milliseconds):
  *   users      name ([a-z0-9._-], 1..DB_NAME_MAX, first a letter or digit),
@@ -27,8 +32,10 @@
  * by one thread at a time. Inputs are caller-owned strings; outputs are
  * plain structs with fixed-size buffers the caller provides. List functions
  * call a callback per row with a struct valid only during the call; the
- * callback must not use the same db; a non-zero return stops the listing
- * and is returned as is.
+ * callback should not use the same db (both backends still deliver every
+ * row if it does, since airlockd's relay audits from one, but db_errmsg()
+ * then tells of the inner call); a non-zero return stops the listing and
+ * is returned as is.
  *
  * Errors: AL_OK or a negative AL_E_* code; db_errmsg() then says why in one
  * line (never containing an API key). Bad input is AL_E_INVAL (AL_E_TOOBIG

@@ -1,7 +1,7 @@
 /*
  * db_backend: what a storage backend of db.h implements. Internal to the
- * data layer: only db.c and the backends (db_sqlite.c; db_pg.c later)
- * include it.
+ * data layer: only db.c and the backends (db_sqlite.c, db_pg.c) include
+ * it.
  *
  * Data model: struct db is the handle db.h hands out. db.c owns it,
  * validates every input (names, enums, JSON, sizes, state transitions),
@@ -18,7 +18,8 @@
 #include "db.h"
 
 struct db_backend {
-    const char *scheme; /* "sqlite" */
+    const char *scheme; /* "sqlite", "postgres" */
+    /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c). */
     int (*open)(struct db *db, const char *where);
     int (*close)(struct db *db);
 
@@ -67,5 +68,6 @@ __attribute__((format(printf, 3, 4))) int db_fail(struct db *db, int code, const
 int db_now(int64_t *out);
 
 extern const struct db_backend db_sqlite_backend;
+extern const struct db_backend db_pg_backend; /* in al_control, with libpq */
 
 #endif

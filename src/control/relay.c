@@ -1442,6 +1442,11 @@ static int cast_start(struct rl_term *t, const struct db_terminal *row)
     t->rec_bytes = (int64_t)row->rec_bytes;
     t->persisted.off = row->out_offset;
     t->persisted.size = (int64_t)row->rec_bytes;
+    /* No size stored: nothing of this recording was ever credited (a crash
+     * right after creation, or no client ever acknowledged), so the runner
+     * resends from out_offset and a file left behind is started afresh. */
+    if (row->rec_bytes == 0 && unlink(path) == 0)
+        rlog(r, 1, "terminal %s: recording restarts (nothing of it was durable)", t->id);
     int rc = cast_open(path, &h, (int64_t)row->rec_bytes, &t->cast, why, sizeof why);
     if (rc != AL_OK) {
         rlog(r, 0, "terminal %s: recording %s: %s", t->id, path, why);

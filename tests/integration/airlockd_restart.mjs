@@ -77,6 +77,29 @@ await run('airlockd_restart', async () => {
   check(header.version === 3 && exits === 1, 'the recording is asciicast v3 with one exit event');
   check(rec.length === expected.length && sha(rec) === sha(expected),
     `the recording holds the complete stream exactly once (${rec.length} bytes)`);
+
+  // a terminal whose only client never acknowledged anything: no recording
+  // size was ever stored; after a kill -9 its recording starts afresh
+  r = await api(port, 'POST', '/v1/terminals', op,
+    { sandbox: 'box', argv: ['sh', '-c', 'sleep 1; echo second-output; sleep 4; echo second-bye'] });
+  const id2 = r.json.id;
+  const b = await attach(port, id2, op);
+  b.ctl.ws._socket.pause(); // reads (and acknowledges) nothing
+  await sleep(2000);
+  d.p.kill('SIGKILL');
+  await d.exited;
+  d = await startAirlockd({ dir, port });
+  const c = await attach(port, id2, op);
+  await c.ch.waitExit(30000);
+  const seen = Buffer.concat([c.ch.snapshot ? c.ch.snapshot.bytes : Buffer.alloc(0), ...c.ch.out]).toString();
+  check(/second-bye/.test(seen), 'the second terminal is adopted after the restart');
+  await sleep(500);
+  r = await api(port, 'GET', `/v1/terminals/${id2}`, op);
+  check(!r.json.recording_error, `its recording works after the restart (${JSON.stringify(r.json.recording_error || '')})`);
+  // the events only: the header names the command
+  const rec2 = fs.readFileSync(path.join(dir, 'recordings', `${id2}.cast`), 'utf8').split('\n').slice(1).join('\n');
+  check((rec2.match(/second-output/g) || []).length === 1 && (rec2.match(/second-bye/g) || []).length === 1,
+    'it holds the output exactly once');
   const st = await d.stop();
   check(st.code === 0, 'airlockd stops cleanly');
 }, 300000);

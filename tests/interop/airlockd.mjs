@@ -11,8 +11,10 @@ import { BIN, freePort, rawHttp, sleep, onCleanup, addLog } from './harness.mjs'
 
 const { Terminal } = xtermHeadless;
 
-export function addUser(dir, name, role) {
-  return execFileSync(path.join(BIN, 'airlockd'), ['user', 'add', name, '--role', role, '--data', dir])
+// db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
+export function addUser(dir, name, role, db) {
+  return execFileSync(path.join(BIN, 'airlockd'),
+    ['user', 'add', name, '--role', role, '--data', dir, ...(db ? ['--db', db] : [])])
     .toString().trim();
 }
 
@@ -31,13 +33,14 @@ export function stopLocalRunners(dir) {
 
 // Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
 // wrap: a command line to run it under (e.g. ['prlimit', '--fsize=N', '--']).
-export async function startAirlockd({ dir, port, args = [], wrap = [] }) {
+// db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
+export async function startAirlockd({ dir, port, args = [], wrap = [], db }) {
   port = port || await freePort();
   const log = path.join(path.dirname(dir), `airlockd-${port}.log`);
   const out = fs.openSync(log, 'a');
   addLog(log);
   const argv = [path.join(BIN, 'airlockd'),
-    'serve', '--data', dir, '--listen', `127.0.0.1:${port}`, '--verbose', ...args];
+    'serve', '--data', dir, ...(db ? ['--db', db] : []), '--listen', `127.0.0.1:${port}`, '--verbose', ...args];
   const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);

@@ -1,0 +1,149 @@
+// airlockd on PostgreSQL, end to end: a throw-away server
+// (tests/tools/pg-temp.sh: unix socket only, stopped and removed at the
+// end), `airlockd user add|ls --db URL`, `airlockd serve --db URL` (the data
+// directory keeps the signing key and the recordings, and no airlock.db), a
+// local sandbox whose terminal's output and exit code reach a client; then
+// kill -9 airlockd in the middle of a checksummed 5 MB stream and start it
+// again on the same database: the client resumes with every byte exactly
+// once, and so does the recording. The URL's password appears in no log,
+// no error and nothing the runner can see.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { run, check, tmpdir, sleep, onCleanup, BIN, SRC } from '../interop/harness.mjs';
+import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+
+const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+const PASSWORD = 'pw-Secret-7q';
+const STREAM_BYTES = 5e6;
+
+// A PostgreSQL server of our own; its URL with a password (the server
+// trusts local connections, so the password is never checked, only carried).
+function startPostgres() {
+  const script = path.join(SRC, 'tests', 'tools', 'pg-temp.sh');
+  // its own directory under /tmp: the server's user must be able to reach it
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-pgdb-'));
+  const r = spawnSync('bash', [script, 'start', dir, String(process.pid)],
+    { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60000 });
+  if (r.status !== 0) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw new Error(`cannot start a throw-away PostgreSQL (tools/deps.sh installs it): ${r.stderr}`);
+  }
+  onCleanup(() => {
+    execFileSync('bash', [script, 'stop', dir], { stdio: 'inherit', timeout: 60000 });
+    check(!fs.existsSync(dir), 'the PostgreSQL server is stopped and its directory removed');
+  });
+  const url = r.stdout.toString().trim();
+  check(url.startsWith('postgresql://postgres@/postgres?host='), `a throw-away PostgreSQL at ${url}`);
+  return url.replace('postgresql://postgres@', `postgresql://postgres:${PASSWORD}@`);
+}
+
+async function waitLink(port, key, id, ms = 20000) {
+  for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
+    const r = await api(port, 'GET', '/v1/sandboxes', key);
+    const s = r.json && r.json.find((x) => x.id === id);
+    if (s && s.link_up) return s;
+  }
+  throw new Error(`sandbox ${id}: link never came up`);
+}
+
+await run('airlockd_pg', async () => {
+  const db = startPostgres();
+  const base = tmpdir('pg');
+  const dir = path.join(base, 'data');
+
+  // ---- users, through the CLI, in PostgreSQL
+  const admin = addUser(dir, 'ada', 'admin', db);
+  const op = addUser(dir, 'otto', 'operator', db);
+  check(/^alk_/.test(admin) && /^alk_/.test(op), 'airlockd user add --db URL prints the new keys');
+  const ls = execFileSync(path.join(BIN, 'airlockd'), ['user', 'ls', '--db', db]).toString();
+  check(/^ada +admin /m.test(ls) && /^otto +operator /m.test(ls), 'airlockd user ls --db URL lists them');
+  const dup = spawnSync(path.join(BIN, 'airlockd'), ['user', 'add', 'ada', '--role', 'viewer', '--db', db]);
+  check(dup.status === 1 && /user ada already exists/.test(dup.stderr) && !dup.stderr.includes(PASSWORD),
+    'a duplicate user: exit 1, one clear line, no password');
+  const bad = spawnSync(path.join(BIN, 'airlockd'),
+    ['user', 'ls', '--db', db.replace(/\/postgres\?/, '/nosuchdb?')]);
+  check(bad.status === 1 && /nosuchdb/.test(bad.stderr) && !bad.stderr.includes(PASSWORD),
+    `an unknown database: exit 1 (${bad.stderr.toString().trim()})`);
+
+  // ---- serve on PostgreSQL: output and exit code end to end
+  let d = await startAirlockd({ dir, db });
+  const port = d.port;
+  check(fs.existsSync(path.join(dir, 'signing-key.pem')), 'the data directory holds the signing key');
+  let r = await api(port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
+  check(r.status === 201, 'an admin (whose key is in PostgreSQL) adds a local sandbox');
+  await waitLink(port, admin, 'box');
+  r = await api(port, 'POST', '/v1/terminals', op,
+    { sandbox: 'box', argv: ['sh', '-c', 'printf out; printf err >&2; exit 7'], mode: 'pipes' });
+  check(r.status === 201, 'a terminal in pipe mode');
+  let a = await attach(port, r.json.id, op, { mode: 1 });
+  await a.ch.waitExit(20000);
+  check(a.ch.exit.code === 7 && Buffer.concat(a.ch.out).toString() === 'out' &&
+    Buffer.concat(a.ch.err || []).toString() === 'err', 'stdout, stderr and exit code 7 reach the client');
+  await sleep(300);
+  r = await api(port, 'GET', `/v1/terminals/${r.json.id}`, op);
+  check(r.json.state === 'exited' && r.json.exit_code === 7, 'the terminal is stored as exited with code 7');
+
+  // ---- kill -9 in the middle of a stream, restart on the same database
+  const work = path.join(dir, 'sandboxes', 'box', 'work');
+  fs.mkdirSync(work, { recursive: true });
+  const lines = [];
+  for (let i = 0, n = 0; n < STREAM_BYTES; i++) {
+    const l = `${String(i).padStart(8, '0')} ${crypto.createHash('md5').update(String(i)).digest('hex').repeat(2)}\n`;
+    lines.push(l); n += l.length;
+  }
+  const data = Buffer.from(lines.join(''));
+  fs.writeFileSync(path.join(work, 'data.txt'), data);
+  const expected = Buffer.concat([data, Buffer.from('END-OF-STREAM\n')]);
+  r = await api(port, 'POST', '/v1/terminals', op,
+    { sandbox: 'box', argv: ['sh', '-c', 'stty -onlcr -echo; sleep 2; cat data.txt; echo END-OF-STREAM; sleep 1'] });
+  check(r.status === 201, 'a terminal that prints 5 MB');
+  const id = r.json.id;
+  a = await attach(port, id, op);
+  await a.ctl.wait(() => a.ch.next[1] >= 1.5e6, '1.5 MB received', 60000);
+  d.p.kill('SIGKILL');
+  await d.exited;
+  const cut = a.ch.next[1];
+  check(cut < expected.length, `airlockd killed with -9 after ${cut} bytes of ${expected.length}`);
+  await a.ctl.wait(() => a.ctl.closeInfo, 'the client sees the drop', 10000);
+
+  d = await startAirlockd({ dir, port, db });
+  for (let i = 0; ; i++) {
+    try { await a.ctl.connect(a.url, a.headers); break; } catch (e) { if (i > 50) throw e; await sleep(200); }
+  }
+  await a.ch.waitExit(120000);
+  const got = Buffer.concat(a.ch.out);
+  check(!a.ch.gaps, 'no gap was reported to the client');
+  check(got.length === expected.length && sha(got) === sha(expected),
+    `the client has the stream exactly once (${got.length} bytes, sha256 ${sha(got).slice(0, 12)}…)`);
+  check(a.ch.exit.code === 0, 'and its exit code 0');
+  await sleep(500);
+  r = await api(port, 'GET', `/v1/terminals/${id}`, op);
+  check(r.json.state === 'exited' && r.json.exit_code === 0 && r.json.out_bytes === expected.length,
+    'after the restart PostgreSQL has the terminal exited with code 0 and its whole offset');
+  let out = '';
+  let exits = 0;
+  for (const l of fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`), 'utf8').split('\n').slice(1)) {
+    if (!l) continue;
+    const ev = JSON.parse(l);
+    if (ev[1] === 'o') out += ev[2];
+    if (ev[1] === 'x') exits++;
+  }
+  const rec = Buffer.from(out, 'utf8');
+  check(exits === 1 && rec.length === expected.length && sha(rec) === sha(expected),
+    `the recording (in the data directory) holds the stream exactly once (${rec.length} bytes)`);
+
+  // ---- nothing went to SQLite, the password went nowhere
+  check(!fs.existsSync(path.join(dir, 'airlock.db')), 'no airlock.db in the data directory');
+  const pid = Number(fs.readFileSync(path.join(dir, 'sandboxes', 'box', 'run', 'runner.pid'), 'utf8'));
+  for (const f of ['environ', 'cmdline']) {
+    check(!fs.readFileSync(`/proc/${pid}/${f}`).includes(PASSWORD), `the runner's ${f} holds no database password`);
+  }
+  const st = await d.stop();
+  check(st.code === 0, 'airlockd stops cleanly');
+  for (const log of fs.readdirSync(base).filter((n) => n.startsWith('airlockd-'))) {
+    check(!fs.readFileSync(path.join(base, log), 'utf8').includes(PASSWORD), `${log} holds no database password`);
+  }
+}, 240000);
