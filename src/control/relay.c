@@ -408,20 +408,29 @@ static void client_close_err(struct rl_client *c, uint16_t code, const char *msg
     c->gone = 1;
 }
 
-/* Move what the client may have next into its endpoint. */
-static void client_pump(struct rl_client *c)
+/*
+ * Move what the client may have next into its endpoint. Returns whether
+ * anything was queued: only then does its connection need a writable
+ * callback. (Waking it unconditionally made every writable callback that
+ * found nothing to send ask for the next one: a busy loop of epoll_ctl and
+ * epoll_wait for as long as a client is attached.)
+ */
+static int client_fill(struct rl_client *c)
 {
     struct rl_term *t = c->t;
     struct relay *r = t->sb->r;
+    int queued = 0;
     if (!c->ch || c->gone)
-        return;
+        return 0;
     if (c->need_resync) {
         if (t->mode == FR_MODE_PIPES) {
             uint64_t to = t->log[FR_STDOUT].base;
             if (to < c->cur[FR_STDOUT])
                 to = c->cur[FR_STDOUT];
-            if (ep_resync(c->ep, c->ch, to, 0, 0, NULL, 0) == AL_OK)
+            if (ep_resync(c->ep, c->ch, to, 0, 0, NULL, 0) == AL_OK) {
                 c->cur[FR_STDOUT] = to;
+                queued = 1;
+            }
             c->need_resync = 0;
         } else if (snap_usable(t, c->cur[FR_STDOUT])) {
             if (ep_resync(c->ep, c->ch, t->snap_off, t->snap_cols, t->snap_rows, t->snap,
@@ -430,11 +439,12 @@ static void client_pump(struct rl_client *c)
                 c->resynced = 1;
                 c->resync_at = t->snap_off;
                 r->resyncs++;
+                queued = 1;
             }
             c->need_resync = 0;
         } else {
             term_want_snapshot(t);
-            return;
+            return 0;
         }
     }
     for (unsigned s = FR_STDOUT; s <= FR_STDERR; s++) {
@@ -446,15 +456,13 @@ static void client_pump(struct rl_client *c)
                 struct ep_stream_info si;
                 if (c->resynced && ep_stream_info(c->ep, c->ch, s, &si) == AL_OK &&
                     si.acked <= c->resync_at)
-                    return;         /* still not reading since its last resync: wait for it */
+                    return queued;  /* still not reading since its last resync: wait for it */
                 c->need_resync = 1; /* fell out of the window */
                 rlog(r, 2, "terminal %s: %s fell behind: resync", t->id, c->user);
-                client_pump(c);
-                return;
+                return client_fill(c) || queued;
             }
             client_close_err(c, FR_ERR_LIMIT, "fell too far behind on stderr");
-            wake(r, c->conn);
-            return;
+            return 1;
         }
         while (c->cur[s] < l->end) {
             size_t room = ep_writable(c->ep, c->ch, s);
@@ -468,15 +476,25 @@ static void client_pump(struct rl_client *c)
             if (w <= 0)
                 break;
             c->cur[s] += (uint64_t)w;
+            queued = 1;
         }
     }
     if (t->exited && !c->exit_sent && c->cur[FR_STDOUT] == t->log[FR_STDOUT].end &&
         (t->mode != FR_MODE_PIPES || c->cur[FR_STDERR] == t->log[FR_STDERR].end)) {
         uint8_t sig = (uint8_t)(t->exit_signal > 0 ? t->exit_signal : 0);
-        if (ep_exit(c->ep, c->ch, sig ? -1 : t->exit_code, sig, 0) == AL_OK)
+        if (ep_exit(c->ep, c->ch, sig ? -1 : t->exit_code, sig, 0) == AL_OK) {
             c->exit_sent = 1;
+            queued = 1;
+        }
     }
-    wake(r, c->conn);
+    return queued;
+}
+
+/* Fill the client's endpoint, and wake its connection if that queued anything. */
+static void client_pump(struct rl_client *c)
+{
+    if (client_fill(c))
+        wake(c->t->sb->r, c->conn);
 }
 
 static void term_pump_all(struct rl_term *t)
@@ -814,8 +832,10 @@ int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len)
 long relay_client_output(struct rl_client *c, uint8_t *buf, size_t cap)
 {
     long n = ep_output(c->ep, buf, cap, relay_now_us());
-    if (n == 0 && c->ch && c->t)
-        client_pump(c); /* room may have freed */
+    /* room may have freed: refill and go on in this same writable callback
+     * (the caller loops while we return frames), without asking for another */
+    if (n == 0 && c->ch && c->t && client_fill(c))
+        n = ep_output(c->ep, buf, cap, relay_now_us());
     return n;
 }
 
@@ -1647,14 +1667,16 @@ void relay_each_link(const struct relay *r, rl_link_fn *fn, void *ud)
 static void sbx_tick(struct rl_sbx *sb, uint64_t now)
 {
     struct relay *r = sb->r;
+    int due = ep_next_deadline(sb->ep) <= now; /* a PING or a timeout may be queued */
     ep_tick(sb->ep, now);
     if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
         char tok[AL_MAX_TOKEN];
-        if (mint(r, sb->id, "refresh", tok, sizeof tok) == AL_OK)
-            (void)ep_send_token(sb->ep, tok, strlen(tok));
+        if (mint(r, sb->id, "refresh", tok, sizeof tok) == AL_OK &&
+            ep_send_token(sb->ep, tok, strlen(tok)) == AL_OK)
+            due = 1;
         sb->token_due_us = now + RL_TOKEN_REFRESH_US;
     }
-    if (sb->conn && ep_closing(sb->ep, NULL, NULL))
+    if (sb->conn && (due || ep_closing(sb->ep, NULL, NULL)))
         wake(r, sb->conn);
     if (sb->kind == DB_SANDBOX_STATIC && !sb->removed && !sb->conn && !sb->dialing &&
         sb->redial_us && now >= sb->redial_us) {
@@ -1686,8 +1708,9 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
         if (t->sync_due_us && now >= t->sync_due_us)
             term_sync(t);
         for (struct rl_client *c = t->clients; c; c = c->next) {
+            int ping = ep_next_deadline(c->ep) <= now; /* a PING may be queued */
             ep_tick(c->ep, now);
-            if (ep_closing(c->ep, NULL, NULL))
+            if (ping || ep_closing(c->ep, NULL, NULL))
                 wake(r, c->conn);
         }
     }
