@@ -540,26 +540,7 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
 static void lat_bare(double out[4])
 {
     static double s[ECHO_N];
-    uint8_t buf[256];
-    int m;
-    pid_t pid = bu_pty_spawn(ECHO_CMD, &m, &g.child);
-    size_t n = bu_pty_read(m, buf, sizeof buf, bu_now_ns() + 10 * BU_SEC);
-    if (n != 1 || buf[0] != 'R')
-        bu_fail("bare PTY: the echo command did not start (%zu bytes)", n);
-    for (int i = 0; i < ECHO_WARM + ECHO_N; i++) {
-        uint8_t b = (uint8_t)('a' + i % 26);
-        uint64_t t0 = bu_now_ns();
-        if (write(m, &b, 1) != 1)
-            bu_fail("write to the PTY: %s", strerror(errno));
-        n = bu_pty_read(m, buf, sizeof buf, t0 + 2 * BU_SEC);
-        uint64_t t1 = bu_now_ns();
-        if (n != 1 || buf[0] != b)
-            bu_fail("bare PTY: round trip %d brought back %zu bytes", i, n);
-        if (i >= ECHO_WARM)
-            s[i - ECHO_WARM] = (double)(t1 - t0) / 1e3;
-    }
-    bu_pty_stop(pid, m, &g.child);
-    bu_percentiles(s, ECHO_N, out);
+    bu_lat_bare(ECHO_CMD, ECHO_WARM, ECHO_N, s, &g.child, out);
 }
 
 static void lat_runner(struct wsc *c, int port, double out[4])

@@ -449,6 +449,31 @@ void bu_pty_stop(pid_t pid, int m, volatile pid_t *slot)
     *slot = 0;
 }
 
+void bu_lat_bare(const char *cmd, int warm, int n, double *samples, volatile pid_t *slot,
+                 double out[4])
+{
+    uint8_t buf[256];
+    int m;
+    pid_t pid = bu_pty_spawn(cmd, &m, slot);
+    size_t got = bu_pty_read(m, buf, sizeof buf, bu_now_ns() + 10 * BU_SEC);
+    if (got != 1 || buf[0] != 'R')
+        bu_fail("bare PTY: the echo command did not start (%zu bytes)", got);
+    for (int i = 0; i < warm + n; i++) {
+        uint8_t c = (uint8_t)('a' + i % 26);
+        uint64_t t0 = bu_now_ns();
+        if (write(m, &c, 1) != 1)
+            bu_fail("write to the PTY: %s", strerror(errno));
+        got = bu_pty_read(m, buf, sizeof buf, t0 + 2 * BU_SEC);
+        uint64_t t1 = bu_now_ns();
+        if (got != 1 || buf[0] != c)
+            bu_fail("bare PTY: round trip %d brought back %zu bytes", i, got);
+        if (i >= warm)
+            samples[i - warm] = (double)(t1 - t0) / 1e3;
+    }
+    bu_pty_stop(pid, m, slot);
+    bu_percentiles(samples, n, out);
+}
+
 /* ---- a small blocking WebSocket client ------------------------------------------- */
 
 void bu_ws_init(struct bu_ws *c, const char *peer)

@@ -102,6 +102,11 @@ pid_t bu_pty_spawn(const char *cmd, int *master, volatile pid_t *slot);
 /* Bytes from the master (waiting until deadline_ns, else failing); 0 at its end. */
 size_t bu_pty_read(int m, uint8_t *buf, size_t cap, uint64_t deadline_ns);
 void bu_pty_stop(pid_t pid, int m, volatile pid_t *slot);
+/* Keystroke echo on a bare PTY running cmd (it prints 'R' once ready, then
+ * echoes): warm + n one-byte round trips; samples (n of them) in µs, and
+ * out = p50, p90, p99, max. */
+void bu_lat_bare(const char *cmd, int warm, int n, double *samples, volatile pid_t *slot,
+                 double out[4]);
 
 /* ---- a small blocking WebSocket client ------------------------------------------- */
 

@@ -83,6 +83,38 @@ int db_fail(struct db *db, int code, const char *fmt, ...)
     return code;
 }
 
+int db_parse_role_int(const char *s, int *out)
+{
+    enum db_role v = DB_ROLE_VIEWER;
+    int rc = db_role_parse(s, &v);
+    *out = (int)v;
+    return rc;
+}
+
+int db_parse_kind_int(const char *s, int *out)
+{
+    enum db_sandbox_kind v = DB_SANDBOX_LOCAL;
+    int rc = db_sandbox_kind_parse(s, &v);
+    *out = (int)v;
+    return rc;
+}
+
+int db_parse_mode_int(const char *s, int *out)
+{
+    enum db_term_mode v = DB_MODE_PTY;
+    int rc = db_term_mode_parse(s, &v);
+    *out = (int)v;
+    return rc;
+}
+
+int db_parse_state_int(const char *s, int *out)
+{
+    enum db_term_state v = DB_TERM_OPENING;
+    int rc = db_term_state_parse(s, &v);
+    *out = (int)v;
+    return rc;
+}
+
 int db_now(int64_t *out)
 {
     struct timespec ts;

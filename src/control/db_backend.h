@@ -64,6 +64,12 @@ struct db {
 /* Set db->msg from the format and return code (a negative AL_E_*). */
 __attribute__((format(printf, 3, 4))) int db_fail(struct db *db, int code, const char *fmt, ...);
 
+/* db.h's enum parsers with an int out, for a backend's column readers. */
+int db_parse_role_int(const char *s, int *out);
+int db_parse_kind_int(const char *s, int *out);
+int db_parse_mode_int(const char *s, int *out);
+int db_parse_state_int(const char *s, int *out);
+
 /* The wall clock in Unix milliseconds. */
 int db_now(int64_t *out);
 

@@ -618,38 +618,6 @@ static int dbp_col_enum(struct db *db, const PGresult *res, int row, int col,
     return rc;
 }
 
-static int dbp_parse_role(const char *s, int *out)
-{
-    enum db_role v;
-    int rc = db_role_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbp_parse_kind(const char *s, int *out)
-{
-    enum db_sandbox_kind v;
-    int rc = db_sandbox_kind_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbp_parse_mode(const char *s, int *out)
-{
-    enum db_term_mode v;
-    int rc = db_term_mode_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbp_parse_state(const char *s, int *out)
-{
-    enum db_term_state v;
-    int rc = db_term_state_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
 static void dbp_i64_text(char *buf, size_t cap, int64_t v)
 {
     (void)snprintf(buf, cap, "%lld", (long long)v);
@@ -930,7 +898,7 @@ static int dbp_row_user(struct db *db, const PGresult *res, int row, struct db_u
     int role = 0;
     int rc = dbp_col_text(db, res, row, 0, u->name, sizeof u->name, false);
     if (rc == AL_OK)
-        rc = dbp_col_enum(db, res, row, 1, dbp_parse_role, &role);
+        rc = dbp_col_enum(db, res, row, 1, db_parse_role_int, &role);
     if (rc == AL_OK)
         rc = dbp_col_i64(db, res, row, 2, 0, INT64_MAX, NULL, &u->created_at);
     u->role = (enum db_role)role;
@@ -1019,7 +987,7 @@ static int dbp_row_sandbox(struct db *db, const PGresult *res, int row, struct d
     int kind = 0;
     int rc = dbp_col_text(db, res, row, 0, sb->id, sizeof sb->id, false);
     if (rc == AL_OK)
-        rc = dbp_col_enum(db, res, row, 1, dbp_parse_kind, &kind);
+        rc = dbp_col_enum(db, res, row, 1, db_parse_kind_int, &kind);
     if (rc == AL_OK)
         rc = dbp_col_text(db, res, row, 2, sb->url, sizeof sb->url, true);
     if (rc == AL_OK)
@@ -1142,9 +1110,9 @@ static int dbp_row_terminal(struct db *db, const PGresult *res, int row, struct 
     if (rc == AL_OK)
         rc = dbp_col_i64(db, res, row, 7, 1, AL_MAX_ROWS, NULL, &v[2]);
     if (rc == AL_OK)
-        rc = dbp_col_enum(db, res, row, 8, dbp_parse_mode, &mode);
+        rc = dbp_col_enum(db, res, row, 8, db_parse_mode_int, &mode);
     if (rc == AL_OK)
-        rc = dbp_col_enum(db, res, row, 9, dbp_parse_state, &state);
+        rc = dbp_col_enum(db, res, row, 9, db_parse_state_int, &state);
     if (rc == AL_OK)
         rc = dbp_col_i64(db, res, row, 10, -1, DBP_EXIT_CODE_MAX, &no_code, &v[3]);
     if (rc == AL_OK)

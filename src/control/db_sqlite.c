@@ -379,38 +379,6 @@ static int dbs_col_enum(struct db *db, sqlite3_stmt *st, int col, int (*parse)(c
     return rc;
 }
 
-static int dbs_parse_role(const char *s, int *out)
-{
-    enum db_role v;
-    int rc = db_role_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbs_parse_kind(const char *s, int *out)
-{
-    enum db_sandbox_kind v;
-    int rc = db_sandbox_kind_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbs_parse_mode(const char *s, int *out)
-{
-    enum db_term_mode v;
-    int rc = db_term_mode_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
-static int dbs_parse_state(const char *s, int *out)
-{
-    enum db_term_state v;
-    int rc = db_term_state_parse(s, &v);
-    *out = (int)v;
-    return rc;
-}
-
 /* ---- open, migrate, close --------------------------------------------------- */
 
 static int dbs_errno_code(int e)
@@ -663,7 +631,7 @@ static int dbs_row_user(struct db *db, sqlite3_stmt *st, struct db_user *u)
     int role = 0;
     int rc = dbs_col_text(db, st, 0, u->name, sizeof u->name, false);
     if (rc == AL_OK)
-        rc = dbs_col_enum(db, st, 1, dbs_parse_role, &role);
+        rc = dbs_col_enum(db, st, 1, db_parse_role_int, &role);
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 2, 0, INT64_MAX, NULL, &u->created_at);
     u->role = (enum db_role)role;
@@ -764,7 +732,7 @@ static int dbs_row_sandbox(struct db *db, sqlite3_stmt *st, struct db_sandbox *s
     int64_t up = 0;
     int rc = dbs_col_text(db, st, 0, sb->id, sizeof sb->id, false);
     if (rc == AL_OK)
-        rc = dbs_col_enum(db, st, 1, dbs_parse_kind, &kind);
+        rc = dbs_col_enum(db, st, 1, db_parse_kind_int, &kind);
     if (rc == AL_OK)
         rc = dbs_col_text(db, st, 2, sb->url, sizeof sb->url, true);
     if (rc == AL_OK)
@@ -910,9 +878,9 @@ static int dbs_row_terminal(struct db *db, sqlite3_stmt *st, struct db_terminal 
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 7, 1, AL_MAX_ROWS, NULL, &v[2]);
     if (rc == AL_OK)
-        rc = dbs_col_enum(db, st, 8, dbs_parse_mode, &mode);
+        rc = dbs_col_enum(db, st, 8, db_parse_mode_int, &mode);
     if (rc == AL_OK)
-        rc = dbs_col_enum(db, st, 9, dbs_parse_state, &state);
+        rc = dbs_col_enum(db, st, 9, db_parse_state_int, &state);
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 10, -1, DBS_EXIT_CODE_MAX, &no_code, &v[3]);
     if (rc == AL_OK)
