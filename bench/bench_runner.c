@@ -156,38 +156,7 @@ static void mint_token(char *tok, size_t cap)
 
 static void start_runner(int port)
 {
-    char listen_on[64];
-    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", port);
-    pid_t pid = fork();
-    if (pid < 0)
-        bu_fail("fork: %s", strerror(errno));
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        int lf = open(g.log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (nul < 0 || lf < 0 || dup2(nul, 0) < 0 || dup2(lf, 1) < 0 || dup2(lf, 2) < 0)
-            _exit(127);
-        signal(SIGPIPE, SIG_DFL);
-        execl(g.runner_path, "airlock-runner", "--listen", listen_on, "--identifier", IDENT,
-              "--jwks", g.jwks, (char *)NULL);
-        _exit(127);
-    }
-    g.runner = pid;
-    for (int i = 0; i < 200; i++) { /* 5 s */
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            g.runner = 0;
-            bu_fail("%s exited at start (%s %d)", g.runner_path,
-                    WIFEXITED(st) ? "exit code" : "signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-        }
-        int fd = bu_tcp_connect(port);
-        if (fd >= 0) {
-            close(fd);
-            return;
-        }
-        bu_sleep_ms(25);
-    }
-    bu_fail("%s is not listening on %s after 5 s", g.runner_path, listen_on);
+    bu_start_runner(g.runner_path, port, IDENT, g.jwks, g.log, &g.runner);
 }
 
 static void stop_runner(void)

@@ -438,6 +438,42 @@ size_t bu_pty_read(int m, uint8_t *buf, size_t cap, uint64_t deadline_ns)
     }
 }
 
+void bu_start_runner(const char *bin, int port, const char *ident, const char *jwks,
+                     const char *log, volatile pid_t *slot)
+{
+    char listen_on[64];
+    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", port);
+    pid_t pid = fork();
+    if (pid < 0)
+        bu_fail("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        int lf = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (nul < 0 || lf < 0 || dup2(nul, 0) < 0 || dup2(lf, 1) < 0 || dup2(lf, 2) < 0)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        execl(bin, "airlock-runner", "--listen", listen_on, "--identifier", ident, "--jwks", jwks,
+              (char *)NULL);
+        _exit(127);
+    }
+    *slot = pid;
+    for (int i = 0; i < 200; i++) { /* 5 s */
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            *slot = 0;
+            bu_fail("%s exited at start (%s %d)", bin, WIFEXITED(st) ? "exit code" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        }
+        int fd = bu_tcp_connect(port);
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        bu_sleep_ms(25);
+    }
+    bu_fail("%s is not listening on %s after 5 s", bin, listen_on);
+}
+
 void bu_pty_stop(pid_t pid, int m, volatile pid_t *slot)
 {
     close(m);

@@ -101,6 +101,10 @@ void bu_free_dataset(struct bu_dataset *d);
 pid_t bu_pty_spawn(const char *cmd, int *master, volatile pid_t *slot);
 /* Bytes from the master (waiting until deadline_ns, else failing); 0 at its end. */
 size_t bu_pty_read(int m, uint8_t *buf, size_t cap, uint64_t deadline_ns);
+/* Start airlock-runner --listen 127.0.0.1:port (stdio to log) into *slot and
+ * wait (5 s at most) until it accepts connections; bu_fail otherwise. */
+void bu_start_runner(const char *bin, int port, const char *ident, const char *jwks,
+                     const char *log, volatile pid_t *slot);
 void bu_pty_stop(pid_t pid, int m, volatile pid_t *slot);
 /* Keystroke echo on a bare PTY running cmd (it prints 'R' once ready, then
  * echoes): warm + n one-byte round trips; samples (n of them) in µs, and

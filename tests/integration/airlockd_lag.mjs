@@ -6,8 +6,8 @@
 // stalls from the first byte; the writer must still get every byte without
 // a long pause, and the viewer, reading again, catches up.
 import path from 'node:path';
-import { run, check, tmpdir, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { run, check, tmpdir } from '../interop/harness.mjs';
+import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
 
 // past the runner's window (2 MiB), within the idle time a stalled client is kept
 const LINES = Number(process.env.AL_LAG_LINES || 1600);
@@ -20,12 +20,8 @@ await run('airlockd_lag', async () => {
   const op = addUser(dir, 'otto', 'operator');
   const viewer = addUser(dir, 'vic', 'viewer');
   const d = await startAirlockd({ dir });
-  let r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
-  for (let i = 0; i < 100; i++) {
-    r = await api(d.port, 'GET', '/v1/sandboxes', admin);
-    if (r.json[0].link_up) break;
-    await sleep(100);
-  }
+  await addLocalSandbox(d.port, admin);
+  let r;
   // about 2 kB every 20 ms: each 200 ms recording sync sees a few tens of kB
   r = await api(d.port, 'POST', '/v1/terminals', op, {
     sandbox: 'box', cols: 80, rows: 24,

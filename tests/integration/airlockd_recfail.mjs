@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, check, tmpdir, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
 
 const LIMIT = 1500000; // bytes any file of airlockd may reach
 const OUT = 3000000;   // what the terminal prints: twice the limit
@@ -17,14 +17,8 @@ await run('airlockd_recfail', async () => {
   const admin = addUser(dir, 'ada', 'admin');
   const op = addUser(dir, 'otto', 'operator');
   const d = await startAirlockd({ dir, wrap: ['prlimit', `--fsize=${LIMIT}`, '--'] });
-  let r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
-  let up = false;
-  for (let i = 0; i < 100 && !up; i++) {
-    r = await api(d.port, 'GET', '/v1/sandboxes', admin);
-    up = r.json[0].link_up;
-    if (!up) await sleep(100);
-  }
-  check(up, 'the local sandbox links up under the file size limit');
+  check((await addLocalSandbox(d.port, admin)).link_up, 'the local sandbox links up under the file size limit');
+  let r;
   // the first PING goes at link up: the RTT is known at once
   let m = '';
   for (let i = 0; i < 50; i++) {

@@ -5,7 +5,7 @@
 // writer's.
 import path from 'node:path';
 import { run, check, tmpdir, sleep, rssKb } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach, screenBytes, screenOf, diffScreens } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, addLocalSandbox, api, attach, screenBytes, screenOf, diffScreens } from '../interop/airlockd.mjs';
 
 const PAUSE_MS = Number(process.env.AL_SLOW_PAUSE_MS || 30000);
 const BASE_MS = 8000;
@@ -17,12 +17,8 @@ await run('airlockd_slow', async () => {
   const op = addUser(dir, 'otto', 'operator');
   const viewer = addUser(dir, 'vic', 'viewer');
   const d = await startAirlockd({ dir });
-  let r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
-  for (let i = 0; i < 100; i++) {
-    r = await api(d.port, 'GET', '/v1/sandboxes', admin);
-    if (r.json[0].link_up) break;
-    await sleep(100);
-  }
+  await addLocalSandbox(d.port, admin);
+  let r;
   // the flood runs until the writer types Ctrl-C (the shell traps it)
   r = await api(d.port, 'POST', '/v1/terminals', op, {
     sandbox: 'box', cols: 80, rows: 24,

@@ -59,6 +59,19 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db }) {
   throw new Error(`airlockd did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
 }
 
+// Add a local sandbox (admin key) and wait until its runner has linked up;
+// throws if it does not within ms.
+export async function addLocalSandbox(port, adminKey, id = 'box', ms = 10000) {
+  const r = await api(port, 'POST', '/v1/sandboxes', adminKey, { id, kind: 'local' });
+  if (r.status !== 201) throw new Error(`adding sandbox ${id}: ${r.status} ${r.body}`);
+  for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
+    const l = await api(port, 'GET', '/v1/sandboxes', adminKey);
+    const sb = l.json && l.json.find((x) => x.id === id);
+    if (sb && sb.link_up) return sb;
+  }
+  throw new Error(`sandbox ${id}: the local runner did not link up within ${ms} ms`);
+}
+
 // One API call; resolves { status, body, json }.
 export async function api(port, method, target, key, body) {
   const data = body === undefined ? '' : (typeof body === 'string' ? body : JSON.stringify(body));
