@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -132,6 +133,13 @@ static int env_same_name(const char *a, const char *b)
 
 static int validate(const struct proc_spec *s, char *err, size_t errcap)
 {
+    if (s->wrap && (!s->wrap[0] || s->wrap[0][0] != '/' || s->wrap_fd < -1 ||
+                    (s->wrap_fd >= 0 && s->wrap_fd < 3) ||
+                    count_upto(s->wrap, PROC_MAX_WRAP + 1) > PROC_MAX_WRAP)) {
+        al_errf(err, errcap, "bad wrapper: an absolute path, at most %d entries, fd >= 3",
+                PROC_MAX_WRAP);
+        return AL_E_INVAL;
+    }
     if (s->mode != PROC_PTY && s->mode != PROC_PIPES) {
         al_errf(err, errcap, "unknown process mode %d", (int)s->mode);
         return AL_E_INVAL;
@@ -221,7 +229,10 @@ struct plan {
     char **shargv; /* PROC_SHELL, <candidate>, argv[1..], NULL (ENOEXEC) */
     char **envp;   /* the child's whole environment, NULL-terminated */
     char **cands;  /* paths to try for argv[0], NULL-terminated */
-    void *ptrs;    /* owns argv, shargv, envp, cands */
+    char **wargv;  /* wrap[...], <candidate>, argv[1..], NULL (a wrapper) */
+    size_t nwrap;  /* entries of wrap (0: none) */
+    int wrap_fd;   /* kept open for the wrapper, or -1 */
+    void *ptrs;    /* owns argv, shargv, envp, cands, wargv */
     char *cmem;    /* owns the candidate strings */
     char term_env[sizeof "TERM=" + AL_MAX_TERM];
     const char *cwd; /* NULL: unchanged */
@@ -367,7 +378,9 @@ static int plan_build(const struct proc_spec *s, struct plan *pl, char *err, siz
     size_t nenv = count_upto(s->env, AL_MAX_ENV);
     size_t n_argv = argc + 1, n_sh = argc + 2, n_envp = nenv + PROC_MAX_INHERIT + 2;
     size_t n_cands = PROC_MAX_PATH_DIRS + 1;
-    pl->ptrs = calloc(n_argv + n_sh + n_envp + n_cands, sizeof(char *));
+    size_t nwrap = s->wrap ? count_upto(s->wrap, PROC_MAX_WRAP) : 0;
+    size_t n_w = nwrap ? nwrap + argc + 1 : 0;
+    pl->ptrs = calloc(n_argv + n_sh + n_envp + n_cands + n_w, sizeof(char *));
     if (!pl->ptrs) {
         al_errf(err, errcap, "out of memory");
         return AL_E_NOMEM;
@@ -377,6 +390,15 @@ static int plan_build(const struct proc_spec *s, struct plan *pl, char *err, siz
     pl->shargv = p + n_argv;
     pl->envp = p + n_argv + n_sh;
     pl->cands = p + n_argv + n_sh + n_envp;
+    pl->nwrap = nwrap;
+    pl->wrap_fd = nwrap ? s->wrap_fd : -1;
+    if (nwrap) {
+        pl->wargv = pl->cands + n_cands;
+        for (size_t i = 0; i < nwrap; i++)
+            pl->wargv[i] = (char *)s->wrap[i];
+        for (size_t i = 1; i < argc; i++)
+            pl->wargv[nwrap + i] = (char *)s->argv[i]; /* [nwrap]: the candidate */
+    }
     /* exec*() take char *const[] but do not write through it */
     for (size_t i = 0; i < argc; i++)
         pl->argv[i] = (char *)s->argv[i];
@@ -439,15 +461,34 @@ static int fd_from_name(const char *s)
     return v;
 }
 
-/* Close every fd >= 3 but keep. */
-static void close_fds_except(int keep, long maxfd)
+/* Close every fd >= 3 but keep and keep2 (either may be -1). */
+static void close_fds_except(int keep, int keep2, long maxfd)
 {
+    if (keep2 >= 0 && keep2 < keep) { /* in order: keep < keep2, or keep2 < 0 */
+        int t = keep;
+        keep = keep2;
+        keep2 = t;
+    }
+    if (keep < 0 || keep2 == keep) {
+        keep = keep2 == keep ? keep : keep2;
+        keep2 = -1;
+    }
 #ifdef SYS_close_range
-    int ok = 1;
-    if (keep > 3 && syscall(SYS_close_range, 3u, (unsigned)keep - 1, 0u) != 0)
-        ok = 0;
-    if (ok && syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
-        return;
+    {
+        int ok = 1;
+        unsigned from = 3;
+        const int ks[2] = {keep, keep2};
+        for (int i = 0; i < 2 && ok; i++) {
+            if (ks[i] < 3)
+                continue;
+            if ((unsigned)ks[i] > from &&
+                syscall(SYS_close_range, from, (unsigned)ks[i] - 1, 0u) != 0)
+                ok = 0;
+            from = (unsigned)ks[i] + 1;
+        }
+        if (ok && syscall(SYS_close_range, from, ~0u, 0u) == 0)
+            return;
+    }
 #endif
     int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
@@ -458,7 +499,7 @@ static void close_fds_except(int keep, long maxfd)
             for (ssize_t off = 0; off < n;) {
                 const struct dirent64 *d = (const struct dirent64 *)(void *)(buf + off);
                 int fd = fd_from_name(d->d_name);
-                if (fd >= 3 && fd != keep && fd != dfd)
+                if (fd >= 3 && fd != keep && fd != keep2 && fd != dfd)
                     (void)close(fd); /* EBADF is harmless here */
                 off += d->d_reclen;
             }
@@ -469,7 +510,7 @@ static void close_fds_except(int keep, long maxfd)
             return;
     }
     for (long fd = 3; fd < maxfd; fd++)
-        if (fd != keep)
+        if (fd != keep && fd != keep2)
             (void)close((int)fd);
 }
 
@@ -484,7 +525,9 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
             child_fail(errfd, STEP_STDIO, errno);
-    close_fds_except(errfd, pl->maxfd);
+    close_fds_except(errfd, pl->wrap_fd, pl->maxfd);
+    if (pl->wrap_fd >= 0 && fcntl(pl->wrap_fd, F_SETFD, 0) < 0)
+        child_fail(errfd, STEP_STDIO, errno);
 
     /* default dispositions (SIGKILL/SIGSTOP and the C library's reserved
      * signals refuse the change, harmlessly); the mask is cleared last */
@@ -527,6 +570,21 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
         child_fail(errfd, STEP_SIGNALS, errno);
 
     int e = ENOENT, eacces = 0;
+    if (pl->nwrap) { /* the first executable file, started by the wrapper */
+        for (size_t i = 0; pl->cands[i]; i++) {
+            struct stat st;
+            if (stat(pl->cands[i], &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            if (access(pl->cands[i], X_OK) != 0) {
+                eacces = 1;
+                continue;
+            }
+            pl->wargv[pl->nwrap] = pl->cands[i];
+            execve(pl->wargv[0], pl->wargv, pl->envp);
+            child_fail(errfd, STEP_EXEC, errno);
+        }
+        child_fail(errfd, STEP_EXEC, eacces ? EACCES : ENOENT);
+    }
     for (size_t i = 0; pl->cands[i]; i++) {
         execve(pl->cands[i], pl->argv, pl->envp);
         e = errno;

@@ -45,6 +45,7 @@
 #define PROC_MAX_TREE 4096         /* processes one tree signal reaches */
 #define PROC_MAX_SCAN 65536        /* /proc entries read per tree walk */
 #define PROC_TREE_ROUNDS 16        /* freeze-and-rescan rounds in a tree kill */
+#define PROC_MAX_WRAP 128          /* entries of a wrapper's argv prefix */
 
 enum proc_mode { PROC_PTY = 0, PROC_PIPES = 1 };
 
@@ -78,6 +79,13 @@ struct proc_spec {
     uid_t uid;
     gid_t gid;
     int set_user;
+    /* A wrapper (the agent's jail): when set, the resolved command (the
+     * first executable candidate for argv[0]) is appended to wrap, then
+     * argv[1..], and wrap[0] (an absolute path) is executed instead. At
+     * most PROC_MAX_WRAP entries. wrap_fd (>= 3, or -1) stays open in the
+     * child under the same number, for the wrapper to read. */
+    const char *const *wrap;
+    int wrap_fd;
 };
 
 struct proc {

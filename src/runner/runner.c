@@ -33,6 +33,7 @@
 #include "al_log.h"
 #include "endpoint.h"
 #include "frame.h"
+#include "jail.h"
 #include "proc.h"
 #include "vt.h"
 
@@ -448,7 +449,17 @@ static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
     spec.uid = r->cfg.uid;
     spec.gid = r->cfg.gid;
     why[0] = 0;
-    int rc = proc_spawn(&spec, &t->proc, why, sizeof why);
+    struct jail_cmd jc;
+    int rc = AL_OK;
+    if (r->cfg.jail) {
+        rc = jail_cmd(r->cfg.jail, spec.cwd, &jc, why, sizeof why);
+        spec.wrap = jc.argv;
+        spec.wrap_fd = jc.fd;
+    }
+    if (rc == AL_OK)
+        rc = proc_spawn(&spec, &t->proc, why, sizeof why);
+    if (r->cfg.jail)
+        jail_cmd_done(&jc);
     free(a.mem);
     if (rc != AL_OK) {
         runner_log(r, 1, "channel %u: open failed: %s", (unsigned)ch, why);

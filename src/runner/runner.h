@@ -22,6 +22,8 @@
 
 struct runner;
 
+struct jail;
+
 struct runner_config {
     const char *identifier;
     const struct tok_keyset *keys; /* borrowed; outlives the runner */
@@ -34,6 +36,7 @@ struct runner_config {
     uid_t uid;
     gid_t gid;
     int log_level; /* 0 errors, 1 info, 2 debug */
+    const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
 };
 
 #define RUNNER_DEFAULT_GRACE_MS (3600ull * 1000u)

@@ -32,6 +32,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "al_log.h"
+#include "jail.h"
 #include "runner.h"
 #include "token.h"
 #include "wsglue.h"
@@ -60,6 +61,9 @@ struct app {
     const char *env_allow[MAX_ENV_ALLOW + 1];
     char *env_allow_mem;
     struct runner_config rcfg;
+    int jailed;              /* --agent-sandbox bwrap */
+    struct jail_config jcfg; /* its settings */
+    struct jail *jail;
     /* state */
     uv_loop_t *loop;
     struct lws_context *ctx;
@@ -515,6 +519,13 @@ static void usage(FILE *to)
           "  --env-allow A,B,...    our environment variables agents may see\n"
           "                         (PATH,HOME,LANG,LC_ALL,LC_CTYPE,USER,LOGNAME,SHELL,TZ,TMPDIR)\n"
           "  --agent-user USER      run agents as USER\n"
+          "  --agent-sandbox KIND   none (agents run as we do) or bwrap (each agent in\n"
+          "                         its own user, pid and IPC namespaces, no capability,\n"
+          "                         a seccomp filter; sees the system read-only, a private\n"
+          "                         /tmp and the workspace only) (none)\n"
+          "  --agent-network KIND   with bwrap: host (shared) or none (loopback only) (host)\n"
+          "  --workspace DIR        with bwrap: the directory agents may write (the current\n"
+          "                         directory)\n"
           "  -v, --verbose          debug log\n",
           to);
 }
@@ -601,6 +612,12 @@ static int parse_args(struct app *a, int argc, char **argv)
                 a->env_allow[k++] = tok;
             }
             a->env_allow[k] = NULL;
+        } else if (!strcmp(o, "--agent-sandbox") && (!strcmp(v, "none") || !strcmp(v, "bwrap"))) {
+            a->jailed = !strcmp(v, "bwrap");
+        } else if (!strcmp(o, "--agent-network") && (!strcmp(v, "host") || !strcmp(v, "none"))) {
+            a->jcfg.no_network = !strcmp(v, "none");
+        } else if (!strcmp(o, "--workspace") && v[0] == '/') {
+            a->jcfg.workspace = v;
         } else if (!strcmp(o, "--agent-user")) {
             struct passwd *pw = getpwnam(v);
             if (!pw) {
@@ -716,6 +733,22 @@ int main(int argc, char **argv)
         return 1;
     }
     a->rcfg.keys = a->keys;
+    if (a->jailed && geteuid() == 0 && !a->rcfg.set_user) {
+        /* uid 0 mapped into the agent's namespace owns root's files there */
+        fprintf(stderr, "airlock-runner: --agent-sandbox bwrap as root needs --agent-user USER\n");
+        return 2;
+    }
+    if (a->jailed) {
+        char cwd[512];
+        if (!a->jcfg.workspace && getcwd(cwd, sizeof cwd))
+            a->jcfg.workspace = cwd;
+        rc = jail_new(&a->jcfg, &a->jail, why, sizeof why);
+        if (rc != AL_OK) {
+            fprintf(stderr, "airlock-runner: --agent-sandbox bwrap: %s\n", why);
+            return 1;
+        }
+        a->rcfg.jail = a->jail;
+    }
     if (a->connect_url && setup_dial(a) != 0)
         return 2;
 
@@ -793,6 +826,7 @@ int main(int argc, char **argv)
         ;
     (void)uv_loop_close(a->loop);
     tok_keyset_free(a->keys);
+    jail_free(a->jail);
     free(a->env_allow_mem);
     return 0;
 }
