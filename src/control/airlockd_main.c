@@ -30,6 +30,7 @@
 #include "api.h"
 #include "db.h"
 #include "keys.h"
+#include "lsbx.h"
 #include "tok_sign.h"
 #include "token.h"
 
@@ -53,6 +54,7 @@ enum {
 };
 
 #define DATA_DEFAULT "./airlock-data"
+#define SBX_MIN_MEMORY (32ull << 20) /* below this a runner cannot start */
 #define DATA_ENV "AIRLOCK_DATA"
 #define SUB_DEFAULT "operator"
 
@@ -88,7 +90,9 @@ static const struct cmd cmds[] = {
      cmd_user},
     {"serve",
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
-     "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose]",
+     "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose] "
+     "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
+     "[--sandbox-pids N] [--sandbox-cpu PERCENT]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page",
      cmd_serve},
@@ -256,7 +260,33 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
 /* What `serve` takes from flags, then from --config for what flags left unset. */
 struct serve_conf {
     const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
 };
+
+/* "123", "64K", "512M", "4G" -> bytes; -1 when not a size. */
+static int parse_size(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -1;
+    static const struct {
+        char suffix;
+        unsigned shift;
+    } units[] = {{'K', 10}, {'M', 20}, {'G', 30}, {'T', 40}};
+    for (size_t i = 0; *end && i < sizeof units / sizeof units[0]; i++)
+        if ((*end == units[i].suffix || *end == units[i].suffix + 32) && !end[1]) {
+            if (v > (max >> units[i].shift))
+                return -1;
+            v <<= units[i].shift;
+            end++;
+        }
+    if (*end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
 
 /*
  * A config file: "key = value" lines, '#' comments, keys as the flags
@@ -285,7 +315,9 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
                 {"listen", &c->listen},       {"runner", &c->runner},
                 {"log-level", &c->log_level}, {"tls-cert", &c->tls_cert},
                 {"tls-key", &c->tls_key},     {"web", &c->web},
-                {"no-bwrap", &c->no_bwrap}};
+                {"no-bwrap", &c->no_bwrap},   {"sandbox-user", &c->sbx_user},
+                {"sandbox-network", &c->sbx_network}, {"sandbox-memory", &c->sbx_memory},
+                {"sandbox-pids", &c->sbx_pids},       {"sandbox-cpu", &c->sbx_cpu}};
     unsigned lineno = 0;
     for (char *line = store, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -333,7 +365,9 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         {"--no-bwrap", NULL, &no_bwrap},     {"--verbose", NULL, &verbose},
         {"--log-level", &c.log_level, NULL}, {"--tls-cert", &c.tls_cert, NULL},
         {"--tls-key", &c.tls_key, NULL},     {"--web", &c.web, NULL},
-        {"--config", &config, NULL},
+        {"--config", &config, NULL},         {"--sandbox-user", &c.sbx_user, NULL},
+        {"--sandbox-network", &c.sbx_network, NULL}, {"--sandbox-memory", &c.sbx_memory, NULL},
+        {"--sandbox-pids", &c.sbx_pids, NULL},       {"--sandbox-cpu", &c.sbx_cpu, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -365,6 +399,27 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         errline("serve", "no-bwrap = true or false");
         return RC_USAGE;
     }
+    struct cg_limits lim = {LSBX_DEFAULT_MEMORY, LSBX_DEFAULT_PIDS, LSBX_DEFAULT_CPU};
+    uint64_t v;
+    if (c.sbx_memory && (parse_size(c.sbx_memory, 1ull << 50, &lim.memory_bytes) != 0 ||
+                         (lim.memory_bytes && lim.memory_bytes < SBX_MIN_MEMORY))) {
+        errline("serve", "sandbox-memory: a size such as 512M or 4G (0: no limit; at least 32M)");
+        return RC_USAGE;
+    }
+    if (c.sbx_pids && parse_size(c.sbx_pids, 1u << 22, &lim.pids) != 0) {
+        errline("serve", "sandbox-pids: a number of processes (0: no limit)");
+        return RC_USAGE;
+    }
+    if (c.sbx_cpu && (parse_size(c.sbx_cpu, 100000, &v) != 0)) {
+        errline("serve", "sandbox-cpu: percent of one core (0: no limit)");
+        return RC_USAGE;
+    }
+    if (c.sbx_cpu)
+        lim.cpu_percent = (unsigned)v;
+    if (c.sbx_network && strcmp(c.sbx_network, "host") != 0 && strcmp(c.sbx_network, "none") != 0) {
+        errline("serve", "sandbox-network = host or none");
+        return RC_USAGE;
+    }
     if (!c.data)
         c.data = default_data_dir();
     if (mkdir(c.data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
@@ -377,6 +432,9 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         .listen = c.listen,
         .runner_bin = c.runner,
         .no_bwrap = c.no_bwrap && !strcmp(c.no_bwrap, "true"),
+        .sandbox_user = c.sbx_user,
+        .sandbox_no_network = c.sbx_network && !strcmp(c.sbx_network, "none"),
+        .sandbox_limits = lim,
         .log_level = level,
         .tls_cert = c.tls_cert,
         .tls_key = c.tls_key,

@@ -32,6 +32,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "al_log.h"
+#include "lsbx.h"
 #include "apireq.h"
 #include "bearer.h"
 #include "db.h"
@@ -71,6 +72,7 @@ struct api {
     struct db *db;
     struct keys_signing *key;
     struct relay *relay;
+    struct lsbx *lsbx; /* local sandboxes' runners */
     struct lws_context *ctx;
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint;
@@ -105,6 +107,11 @@ __attribute__((format(printf, 3, 4))) static void logf_(const struct api *a, int
     va_start(ap, fmt);
     al_vlog("airlockd", a->cfg.listen, level, fmt, ap);
     va_end(ap);
+}
+
+static void lsbx_log(void *ud, int level, const char *line)
+{
+    logf_(ud, level, "%s", line);
 }
 
 /* ---- answers ------------------------------------------------------------- */
@@ -1248,6 +1255,8 @@ static void teardown(struct api *a)
     a->ctx = NULL;
     relay_free(a->relay);
     a->relay = NULL;
+    lsbx_free(a->lsbx);
+    a->lsbx = NULL;
     for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
         ;
     uv_walk(a->loop, close_walk, NULL);
@@ -1305,13 +1314,29 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
     lws_set_log_level(LLL_ERR, NULL);
     a->loop = uv_default_loop();
+    struct lsbx_config lc = {
+        .loop = a->loop,
+        .runner_bin = a->runner_bin,
+        .data_dir = a->data_dir,
+        .user = cfg->sandbox_user,
+        .unsafe = cfg->no_bwrap,
+        .limits = cfg->sandbox_limits,
+        .log = lsbx_log,
+        .log_ud = a,
+    };
+    rc = lsbx_new(&lc, &a->lsbx);
+    if (rc == AL_OK && lsbx_unusable(a->lsbx))
+        logf_(a, 0, "local sandboxes cannot run here: %s", lsbx_unusable(a->lsbx));
+    if (rc == AL_OK && cfg->no_bwrap)
+        logf_(a, 0, "--no-bwrap: local sandboxes run WITHOUT isolation; their agents can read "
+                    "this host as airlockd's user does");
     struct relay_config rc_cfg = {
         .db = a->db,
         .key = a->key,
         .data_dir = a->data_dir,
-        .runner_bin = a->runner_bin,
+        .lsbx = a->lsbx,
         .self_url = a->self_url,
-        .use_bwrap = !cfg->no_bwrap && access("/usr/bin/bwrap", X_OK) == 0,
+        .no_network = cfg->sandbox_no_network,
         .insecure_tls = a->tls, /* local runners dial our own certificate */
         .log_level = cfg->log_level,
         .loop = a->loop,
@@ -1319,8 +1344,10 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         .dial = dial,
         .dial_ud = a,
     };
-    rc = relay_new(&rc_cfg, &a->relay, err, cap);
+    if (rc == AL_OK)
+        rc = relay_new(&rc_cfg, &a->relay, err, cap);
     if (rc != AL_OK) {
+        lsbx_free(a->lsbx);
         (void)db_close(a->db);
         keys_free(a->key);
         free(a);

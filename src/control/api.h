@@ -35,12 +35,17 @@
 
 #include <stddef.h>
 
+#include "cgroup.h"
+
 struct api_config {
     const char *data_dir;
     const char *db_url;     /* a db.h URL; NULL: sqlite:DATA_DIR/airlock.db */
     const char *listen;     /* HOST:PORT */
     const char *runner_bin; /* NULL: airlock-runner beside this program */
-    int no_bwrap;           /* local runners without bubblewrap */
+    int no_bwrap;           /* local runners without bubblewrap (unsafe) */
+    const char *sandbox_user; /* as root: the host user sandboxes run as */
+    int sandbox_no_network;   /* local sandboxes' agents get loopback only */
+    struct cg_limits sandbox_limits;
     int log_level;          /* 0 errors, 1 info, 2 debug */
     const char *tls_cert;   /* PEM files: serve https/wss (both or neither) */
     const char *tls_key;

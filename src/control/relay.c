@@ -31,6 +31,7 @@
 #include "cast.h"
 #include "endpoint.h"
 #include "frame.h"
+#include "lsbx.h"
 #include "ring.h"
 #include "tok_sign.h"
 #include "token.h"
@@ -135,7 +136,7 @@ struct rl_sbx {
     uint64_t redial_us; /* 0: none scheduled */
     int dialing;
     /* local: the runner process */
-    uv_process_t *proc; /* owned until its close callback */
+    struct lsbx_proc *proc; /* borrowed from lsbx until its exit callback */
     int proc_live;
     int pid;
     uint64_t proc_check_us;
@@ -1155,8 +1156,13 @@ static int write_token_file(struct rl_sbx *sb)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return AL_E_IO;
+    /* readable by the runner's host user alone (never by its agents: they
+     * run in a jail that does not mount the run directory) */
+    uid_t uid;
+    gid_t gid;
+    lsbx_owner(r->cfg.lsbx, &uid, &gid);
     size_t n = strlen(tok);
-    int ok = write(fd, tok, n) == (ssize_t)n;
+    int ok = (geteuid() != 0 || fchown(fd, uid, gid) == 0) && write(fd, tok, n) == (ssize_t)n;
     ok = close(fd) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {
         (void)unlink(tmp);
@@ -1165,23 +1171,15 @@ static int write_token_file(struct rl_sbx *sb)
     return AL_OK;
 }
 
-static void free_handle(uv_handle_t *h)
+static void on_proc_exit(void *data, int64_t status, int signo)
 {
-    free(h);
-}
-
-static void on_proc_exit(uv_process_t *p, int64_t status, int signo)
-{
-    struct rl_sbx *sb = p->data;
-    if (!sb) /* airlockd is stopping */
-        return;
+    struct rl_sbx *sb = data;
     rlog(sb->r, 1, "sandbox %s: runner exited (status %lld, signal %d)", sb->id, (long long)status,
          signo);
     sb->proc_live = 0;
     sb->pid = 0;
     sb->proc_check_us = relay_now_us() + RL_RESPAWN_MS * 1000ull;
     sb->proc = NULL;
-    uv_close((uv_handle_t *)p, free_handle);
 }
 
 static int pid_file(struct rl_sbx *sb, char *path, size_t cap)
@@ -1237,17 +1235,21 @@ static int runner_alive(struct rl_sbx *sb)
     return 1;
 }
 
-/* bwrap: own pid/ipc/uts namespaces, the system read-only, a private /tmp,
- * the workspace writable, the data directory invisible, network shared. */
+/* The runner, in its sandbox (lsbx.h says what it gets). */
 static int spawn_runner(struct rl_sbx *sb)
 {
     struct relay *r = sb->r;
     char run[RL_PATH_MAX], work[RL_PATH_MAX], url[DB_SANDBOX_URL_MAX + 128];
-    char jwks_src[RL_PATH_MAX], bindir[RL_PATH_MAX];
+    char jwks_src[RL_PATH_MAX], why[512];
     if (path_in(r, run, sizeof run, "sandboxes/%s/run", sb->id) != AL_OK ||
         path_in(r, work, sizeof work, "sandboxes/%s/work", sb->id) != AL_OK ||
         path_in(r, jwks_src, sizeof jwks_src, "%s", KEYS_JWKS_FILE) != AL_OK)
         return AL_E_TOOBIG;
+    const char *unusable = lsbx_unusable(r->cfg.lsbx);
+    if (unusable) {
+        rlog(r, 0, "sandbox %s: not started: %s", sb->id, unusable);
+        return AL_E_PERM;
+    }
     if (mkdir_p(run, 0700) != AL_OK || mkdir_p(work, 0755) != AL_OK)
         return AL_E_IO;
     /* the runner reads the public keys from its own directory */
@@ -1274,115 +1276,23 @@ static int spawn_runner(struct rl_sbx *sb)
     if (rc != AL_OK)
         return rc;
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", r->cfg.self_url, sb->id);
-    (void)snprintf(bindir, sizeof bindir, "%s", r->cfg.runner_bin);
-    char *slash = strrchr(bindir, '/');
-    if (slash && slash != bindir)
-        *slash = 0;
-    char tokf[RL_PATH_MAX + 16];
-    (void)snprintf(tokf, sizeof tokf, "%s/token", run);
-
-    const char *args[RL_MAX_BWRAP_ARGS];
-    unsigned n = 0;
-    const char *in_run = r->cfg.use_bwrap ? "/run/airlock" : run;
-    char in_jwks[RL_PATH_MAX + 16], in_tok[RL_PATH_MAX + 16];
-    (void)snprintf(in_jwks, sizeof in_jwks, "%s/jwks.json", in_run);
-    (void)snprintf(in_tok, sizeof in_tok, "%s/token", in_run);
-    if (r->cfg.use_bwrap) {
-        static const char *const sys_dirs[] = {"/usr", "/etc", "/opt", NULL};
-        static const char *const links[] = {"/bin", "/sbin", "/lib", "/lib64", NULL};
-        args[n++] = "bwrap";
-        args[n++] = "--unshare-pid";
-        args[n++] = "--unshare-ipc";
-        args[n++] = "--unshare-uts";
-        args[n++] = "--hostname";
-        args[n++] = sb->id;
-        for (unsigned i = 0; sys_dirs[i]; i++) {
-            struct stat st;
-            if (stat(sys_dirs[i], &st) == 0) {
-                args[n++] = "--ro-bind";
-                args[n++] = sys_dirs[i];
-                args[n++] = sys_dirs[i];
-            }
-        }
-        static char targets[4][256];
-        for (unsigned i = 0; links[i]; i++) {
-            ssize_t m = readlink(links[i], targets[i], sizeof targets[i] - 1);
-            if (m > 0) {
-                targets[i][m] = 0;
-                args[n++] = "--symlink";
-                args[n++] = targets[i];
-                args[n++] = links[i];
-            } else if (access(links[i], F_OK) == 0) {
-                args[n++] = "--ro-bind";
-                args[n++] = links[i];
-                args[n++] = links[i];
-            }
-        }
-        args[n++] = "--dev";
-        args[n++] = "/dev";
-        args[n++] = "--proc";
-        args[n++] = "/proc";
-        args[n++] = "--tmpfs";
-        args[n++] = "/tmp";
-        args[n++] = "--ro-bind"; /* after the tmpfs: the build may live in /tmp */
-        args[n++] = bindir;
-        args[n++] = bindir;
-        args[n++] = "--ro-bind";
-        args[n++] = run;
-        args[n++] = "/run/airlock";
-        args[n++] = "--bind";
-        args[n++] = work;
-        args[n++] = "/workspace";
-        args[n++] = "--chdir";
-        args[n++] = "/workspace";
-        args[n++] = "--setenv";
-        args[n++] = "HOME";
-        args[n++] = "/workspace";
-        args[n++] = "--";
+    struct lsbx_spawn sp = {
+        .id = sb->id,
+        .url = url,
+        .run_dir = run,
+        .work_dir = work,
+        .insecure_tls = r->cfg.insecure_tls,
+        .no_network = r->cfg.no_network,
+        .exit_cb = on_proc_exit,
+        .data = sb,
+    };
+    why[0] = 0;
+    rc = lsbx_start(r->cfg.lsbx, &sp, &sb->proc, &sb->pid, why, sizeof why);
+    if (rc != AL_OK) {
+        rlog(r, 0, "sandbox %s: cannot start its runner: %s", sb->id, why);
+        return rc;
     }
-    args[n++] = r->cfg.runner_bin;
-    args[n++] = "--connect";
-    args[n++] = url;
-    args[n++] = "--identifier";
-    args[n++] = sb->id;
-    args[n++] = "--jwks";
-    args[n++] = in_jwks;
-    args[n++] = "--token-file";
-    args[n++] = in_tok;
-    args[n] = NULL;
-
-    const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                         "LANG=C.UTF-8",
-                         "HOME=/workspace",
-                         "SHELL=/bin/bash",
-                         r->cfg.insecure_tls ? "AIRLOCK_INSECURE_TLS=1" : NULL,
-                         NULL};
-    uv_process_options_t o;
-    memset(&o, 0, sizeof o);
-    o.file = args[0];
-    o.args = (char **)args;
-    o.env = (char **)env;
-    o.cwd = work;
-    o.flags = UV_PROCESS_DETACHED;
-    o.exit_cb = on_proc_exit;
-    uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2},
-                                     {.flags = UV_INHERIT_FD, .data.fd = 2}};
-    o.stdio = stdio;
-    o.stdio_count = 3;
-    uv_process_t *proc = calloc(1, sizeof *proc);
-    if (!proc)
-        return AL_E_NOMEM;
-    proc->data = sb;
-    int e = uv_spawn(r->cfg.loop, proc, &o);
-    if (e != 0) {
-        rlog(r, 0, "sandbox %s: cannot start %s: %s", sb->id, args[0], uv_strerror(e));
-        uv_close((uv_handle_t *)proc, free_handle);
-        return AL_E_IO;
-    }
-    sb->proc = proc;
     sb->proc_live = 1;
-    sb->pid = proc->pid;
     char pidp[RL_PATH_MAX], pidtxt[32];
     if (pid_file(sb, pidp, sizeof pidp) == AL_OK) {
         int fd = open(pidp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -1393,8 +1303,6 @@ static int spawn_runner(struct rl_sbx *sb)
             (void)close(fd);
         }
     }
-    rlog(r, 1, "sandbox %s: started runner pid %d%s", sb->id, sb->pid,
-         r->cfg.use_bwrap ? " under bubblewrap" : "");
     return AL_OK;
 }
 
@@ -1823,8 +1731,8 @@ void relay_free(struct relay *r)
             term_free(t);
         }
         if (sb->proc) { /* the runner keeps running: airlockd relinks on start */
-            sb->proc->data = NULL;
-            uv_close((uv_handle_t *)sb->proc, free_handle);
+            lsbx_proc_forget(sb->proc);
+            sb->proc = NULL;
         }
         ep_free(sb->ep);
         free(sb);

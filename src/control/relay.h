@@ -52,6 +52,7 @@
 #define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */
 
 struct relay;
+struct lsbx;
 struct rl_sbx;
 struct rl_client;
 
@@ -66,9 +67,9 @@ struct relay_config {
     struct db *db;
     const struct keys_signing *key;
     const char *data_dir;
-    const char *runner_bin; /* airlock-runner, for local sandboxes */
-    const char *self_url;   /* ws://host:port where local runners dial us */
-    int use_bwrap;          /* run local runners under bubblewrap */
+    struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
+    const char *self_url; /* ws://host:port where local runners dial us */
+    int no_network;       /* local sandboxes' agents get loopback only */
     int insecure_tls;       /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
     uv_loop_t *loop;

@@ -137,10 +137,12 @@ static int compile(struct jail *j, char *err, size_t cap)
 int jail_new(const struct jail_config *cfg, struct jail **out, char *err, size_t cap)
 {
     *out = NULL;
-    if (access(JAIL_BWRAP, X_OK) != 0) {
-        al_errf(err, cap, "agents cannot be sandboxed: %s: %s", JAIL_BWRAP, strerror(errno));
-        return AL_E_NOENT;
-    }
+    static const char *const needed[] = {JAIL_BWRAP, JAIL_SETSID, NULL};
+    for (int i = 0; needed[i]; i++)
+        if (access(needed[i], X_OK) != 0) {
+            al_errf(err, cap, "agents cannot be sandboxed: %s: %s", needed[i], strerror(errno));
+            return AL_E_NOENT;
+        }
     struct jail *j = calloc(1, sizeof *j);
     if (!j)
         return AL_E_NOMEM;
@@ -176,7 +178,8 @@ static const char *const sys_dirs[] = {"/usr", "/etc", "/opt", NULL};
 static const char *const sys_links[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
                                         NULL};
 
-int jail_cmd(const struct jail *j, const char *cwd, struct jail_cmd *c, char *err, size_t cap)
+int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *c, char *err,
+             size_t cap)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -235,6 +238,11 @@ int jail_cmd(const struct jail *j, const char *cwd, struct jail_cmd *c, char *er
     a[n++] = "--seccomp";
     a[n++] = c->fdtxt;
     a[n++] = "--";
+    /* the command leads a session of its own inside the namespace (and
+     * takes its terminal there): job control then sees its own groups */
+    a[n++] = JAIL_SETSID;
+    if (pty)
+        a[n++] = "--ctty";
     a[n] = NULL;
     return AL_OK;
 }

@@ -25,6 +25,7 @@
 #include <stddef.h>
 
 #define JAIL_BWRAP "/usr/bin/bwrap"
+#define JAIL_SETSID "/usr/bin/setsid" /* util-linux: a session (and terminal) of its own */
 #define JAIL_AGENT_UID 1000 /* the agent's uid and gid inside its namespace */
 #define JAIL_MAX_ARGS 96    /* the argv prefix, NULL included */
 #define JAIL_DEFAULT_HOME "/workspace"
@@ -50,9 +51,11 @@ struct jail_cmd {
 int jail_new(const struct jail_config *cfg, struct jail **out, char *err, size_t cap);
 void jail_free(struct jail *j);
 
-/* The prefix for one agent started in cwd (NULL: the workspace). 0 or
- * AL_E_IO / AL_E_TOOBIG with err. */
-int jail_cmd(const struct jail *j, const char *cwd, struct jail_cmd *out, char *err, size_t cap);
+/* The prefix for one agent started in cwd (NULL: the workspace), on a
+ * PTY (pty: the command takes it as its controlling terminal) or pipes.
+ * 0 or AL_E_IO / AL_E_TOOBIG with err. */
+int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *out, char *err,
+             size_t cap);
 void jail_cmd_done(struct jail_cmd *c);
 
 /* The syscall names the filter refuses, for docs and tests (NULL-ended). */

@@ -520,7 +520,8 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
 {
     if (setsid() < 0)
         child_fail(errfd, STEP_SETSID, errno);
-    if (pty && ioctl(stdio[0], TIOCSCTTY, 0) < 0)
+    /* a wrapper's command takes the terminal itself, in its namespace */
+    if (pty && !pl->nwrap && ioctl(stdio[0], TIOCSCTTY, 0) < 0)
         child_fail(errfd, STEP_CTTY, errno);
     for (int i = 0; i < 3; i++)
         if (dup2(stdio[i], i) < 0)
@@ -869,6 +870,7 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         goto out;
     }
     out->pid = pid;
+    out->wrapped = pl.nwrap > 0;
     out->fd_in = pin;
     out->fd_out = pout;
     out->fd_err = perr;
@@ -1138,10 +1140,40 @@ static void note_kill(int r, int *delivered, int *last_errno)
         *last_errno = errno;
 }
 
+/* A wrapped process (the agent's jail): the wrapper (p->pid) and its
+ * children (the namespace's init) never get the signal, as either would
+ * end the whole sandbox; the group is that of the agent's command, the
+ * first process below them (its own session and group leader). */
+static int signal_wrapped(struct proc *p, int signo, int whole_tree)
+{
+    struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);
+    size_t n = 0;
+    int rc = m ? tree_members(p->pid, m, &n) : AL_E_NOMEM;
+    int delivered = 0, last = ESRCH;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].pid == p->pid || m[i].ppid == p->pid)
+            continue; /* the wrapper, the namespace's init */
+        int is_root = 0;
+        for (size_t k = 0; k < n; k++)
+            if (m[k].pid == m[i].ppid && m[k].ppid == p->pid)
+                is_root = 1;
+        if (is_root)
+            note_kill(kill(-m[i].pid, signo), &delivered, &last);
+        else if (whole_tree)
+            note_kill(kill(m[i].pid, signo), &delivered, &last);
+    }
+    free(m);
+    if (!delivered)
+        return errno_to_al(last);
+    return rc;
+}
+
 int proc_signal(struct proc *p, int signo, int whole_tree)
 {
     if (!proc_ok(p) || signo < 1 || signo >= NSIG)
         return AL_E_INVAL;
+    if (p->wrapped)
+        return signal_wrapped(p, signo, whole_tree);
     if (!whole_tree)
         return kill(-p->pid, signo) < 0 ? errno_to_al(errno) : AL_OK;
     struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);

@@ -96,6 +96,7 @@ struct proc {
     enum proc_mode mode;
     int reaped; /* proc_reap saw the exit: status below is final */
     int status; /* the waitpid status once reaped */
+    int wrapped; /* started through spec->wrap (signals skip the wrapper) */
 };
 
 /* Start the process. 0, or AL_E_INVAL (bad spec), AL_E_LIMIT (more than

@@ -452,7 +452,7 @@ static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
     struct jail_cmd jc;
     int rc = AL_OK;
     if (r->cfg.jail) {
-        rc = jail_cmd(r->cfg.jail, spec.cwd, &jc, why, sizeof why);
+        rc = jail_cmd(r->cfg.jail, spec.cwd, spec.mode == PROC_PTY, &jc, why, sizeof why);
         spec.wrap = jc.argv;
         spec.wrap_fd = jc.fd;
     }

@@ -23,8 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -39,6 +41,7 @@
 #include "upgrade.h"
 
 #define MAX_ENV_ALLOW 64
+#define MAX_CGROUP_FDS 4
 /* lws 4.1's private value for a close frame (the public enum skips 4). */
 #define MAX_TOKEN_FILE 8192
 #define HANDSHAKE_TIMEOUT_S 10
@@ -62,6 +65,9 @@ struct app {
     char *env_allow_mem;
     struct runner_config rcfg;
     int jailed;              /* --agent-sandbox bwrap */
+    int cgroup_fds[MAX_CGROUP_FDS]; /* --cgroup-fd: cgroup.procs to join */
+    int ncgroup_fds;
+    uint64_t max_procs; /* --max-procs: RLIMIT_NPROC (0: unchanged) */
     struct jail_config jcfg; /* its settings */
     struct jail *jail;
     /* state */
@@ -524,6 +530,9 @@ static void usage(FILE *to)
           "                         a seccomp filter; sees the system read-only, a private\n"
           "                         /tmp and the workspace only) (none)\n"
           "  --agent-network KIND   with bwrap: host (shared) or none (loopback only) (host)\n"
+          "  --cgroup-fd N          join the control group whose cgroup.procs is open on\n"
+          "                         descriptor N, first thing (repeatable)\n"
+          "  --max-procs N          RLIMIT_NPROC for us and our agents\n"
           "  --workspace DIR        with bwrap: the directory agents may write (the current\n"
           "                         directory)\n"
           "  -v, --verbose          debug log\n",
@@ -616,6 +625,11 @@ static int parse_args(struct app *a, int argc, char **argv)
             a->jailed = !strcmp(v, "bwrap");
         } else if (!strcmp(o, "--agent-network") && (!strcmp(v, "host") || !strcmp(v, "none"))) {
             a->jcfg.no_network = !strcmp(v, "none");
+        } else if (!strcmp(o, "--cgroup-fd") && !parse_u64(v, 1023, &n) && n >= 3 &&
+                   a->ncgroup_fds < MAX_CGROUP_FDS) {
+            a->cgroup_fds[a->ncgroup_fds++] = (int)n;
+        } else if (!strcmp(o, "--max-procs") && !parse_u64(v, 1u << 22, &n) && n > 0) {
+            a->max_procs = n;
         } else if (!strcmp(o, "--workspace") && v[0] == '/') {
             a->jcfg.workspace = v;
         } else if (!strcmp(o, "--agent-user")) {
@@ -713,12 +727,43 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* Join the control groups we were given, bound our process count, and
+ * close every other inherited descriptor: nothing of whoever started us
+ * stays open (an agent could otherwise reach it through us). */
+static int confine(struct app *a)
+{
+    for (int i = 0; i < a->ncgroup_fds; i++) {
+        int fd = a->cgroup_fds[i];
+        if (write(fd, "0", 1) != 1) {
+            fprintf(stderr, "airlock-runner: cannot join the control group on fd %d: %s\n", fd,
+                    strerror(errno));
+            return -1;
+        }
+        (void)close(fd);
+    }
+    if (a->max_procs) {
+        struct rlimit rl = {(rlim_t)a->max_procs, (rlim_t)a->max_procs};
+        if (setrlimit(RLIMIT_NPROC, &rl) != 0) {
+            fprintf(stderr, "airlock-runner: --max-procs: %s\n", strerror(errno));
+            return -1;
+        }
+    }
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+        long max = sysconf(_SC_OPEN_MAX);
+        for (long fd = 3; fd < max && fd < 65536; fd++)
+            (void)close((int)fd);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static struct app app;
     struct app *a = &app;
     if (parse_args(a, argc, argv) != 0)
         return 2;
+    if (confine(a) != 0)
+        return 1;
     /* Nothing of ours is readable through /proc by a same-user agent. */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     /* Orphans of agents come back to us to be reaped, not to init. */

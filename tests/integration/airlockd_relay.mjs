@@ -198,7 +198,7 @@ await run('airlockd_relay', async () => {
   await sleep(300);
   o2.ch.write('exit\r');
   await o2.ch.waitExit(10000);
-  check(o2.ch.exit.code === 0, 'the shell exits: every client gets the exit status');
+  check(o2.ch.exit.code === 0, `the shell exits: every client gets the exit status (${JSON.stringify(o2.ch.exit)})`);
   await late.ch.waitExit(10000);
 
   // the recording holds the writer's output and input, and is served

@@ -27,6 +27,8 @@ export function addLog(file) { logs.push(file); }
 
 export function tmpdir(tag) {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), `airlock-${tag}-`));
+  // searchable (not listable) by the sandbox user airlockd runs local sandboxes as
+  fs.chmodSync(d, 0o711);
   dirs.push(d);
   return d;
 }

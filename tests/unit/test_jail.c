@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static int spawn_in(const struct jail *j, const char *const *argv, const char *c
     s.cwd = ws;
     as_agent(&s);
     struct jail_cmd jc;
-    int rc = jail_cmd(j, NULL, &jc, err, cap);
+    int rc = jail_cmd(j, NULL, 0, &jc, err, cap);
     if (rc != AL_OK)
         return rc;
     s.wrap = jc.argv;
@@ -295,6 +296,66 @@ static void test_no_network(void **state)
     jail_free(j);
 }
 
+/* On a PTY the command leads its own session in the namespace: a group
+ * signal reaches it (not the wrapper, whose death would end the sandbox),
+ * and the shell's job control works. */
+static void test_pty_signal_reaches_the_command(void **state)
+{
+    (void)state;
+    struct jail *j = new_jail(0);
+    static const char *const allow[] = {"PATH", NULL};
+    const char *const argv[] = {"sh", "-c",
+                                "trap 'echo got-int; exit 3' INT; echo ready $(ps -o sid= -p $$); "
+                                "while :; do sleep 0.05; done",
+                                NULL};
+    struct proc_spec s;
+    memset(&s, 0, sizeof s);
+    s.mode = PROC_PTY;
+    s.argv = argv;
+    s.env_allow = allow;
+    s.cwd = ws;
+    s.cols = 80;
+    s.rows = 24;
+    as_agent(&s);
+    struct jail_cmd jc;
+    char err[512] = "";
+    assert_int_equal(jail_cmd(j, NULL, 1, &jc, err, sizeof err), AL_OK);
+    s.wrap = jc.argv;
+    s.wrap_fd = jc.fd;
+    struct proc p;
+    int rc = proc_spawn(&s, &p, err, sizeof err);
+    jail_cmd_done(&jc);
+    if (rc != AL_OK)
+        fail_msg("spawn: %s", err);
+    char buf[OUT_CAP];
+    size_t n = 0;
+    int sent = 0;
+    int64_t deadline = now_ms() + WAIT_MS;
+    while (now_ms() < deadline && !strstr(buf, "got-int")) {
+        struct pollfd pfd = {.fd = p.fd_out, .events = POLLIN};
+        if (poll(&pfd, 1, 50) > 0) {
+            ssize_t m = read(p.fd_out, buf + n, sizeof buf - 1 - n);
+            if (m <= 0)
+                break;
+            n += (size_t)m;
+        }
+        buf[n] = 0;
+        if (!sent && strstr(buf, "ready")) {
+            assert_int_equal(proc_signal(&p, SIGINT, 0), AL_OK);
+            sent = 1;
+        }
+    }
+    int code = -1, sig = -1;
+    while (proc_reap(&p, &code, &sig, NULL) == AL_E_AGAIN && now_ms() < deadline)
+        usleep(5000);
+    proc_close(&p);
+    if (!strstr(buf, "got-int") || code != 3)
+        fail_msg("the command did not get SIGINT (exit %d, signal %d): %s", code, sig, buf);
+    /* the shell leads its own session inside (sid 2: bwrap's init is 1) */
+    assert_non_null(strstr(buf, "ready 2"));
+    jail_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_command_passes_through),
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_no_network),
+        cmocka_unit_test(test_pty_signal_reaches_the_command),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,101 @@
+/*
+ * lsbx: a local sandbox's runner process, started on this host under
+ * bubblewrap. Control plane only.
+ *
+ * What the runner gets (docs/security.md has the whole model):
+ *   - its own user namespace (uid LSBX_RUNNER_UID inside), pid, IPC, UTS
+ *     and cgroup namespaces, no capability; when airlockd runs as root the
+ *     whole sandbox runs as an unprivileged host user (the sandbox user),
+ *     never as root;
+ *   - the system read-only, a private /tmp, its own /dev and /proc, and
+ *     three things airlockd opened for it, bound by descriptor (so none of
+ *     the data directory's paths needs to be reachable by the sandbox
+ *     user): the sandbox's run directory read-only at /airlock/run (the
+ *     public keys, the runner's token file), the runner binary at
+ *     /airlock/airlock-runner, the workspace at /workspace;
+ *   - stdout and stderr on a pipe airlockd reads and logs one escaped,
+ *     length-limited line at a time, prefixed with the sandbox (nothing of
+ *     airlockd's own log file, nor any other descriptor of airlockd);
+ *   - resource bounds (cgroup.h), or RLIMIT_NPROC where no cgroup is
+ *     writable;
+ *   - the order to start every agent in a jail of its own
+ *     (airlock-runner --agent-sandbox bwrap): agents never see the runner.
+ *
+ * Data model: struct lsbx holds the configuration and the host check made
+ * at start (lsbx_new): whether sandboxes can be started here, and if not,
+ * why. Each started runner is a struct lsbx_proc, owned by lsbx until its
+ * process has exited and its output pipe is closed; the caller holds a
+ * borrowed pointer until the exit callback (or lsbx_proc_forget).
+ */
+#ifndef AL_LSBX_H
+#define AL_LSBX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "cgroup.h"
+
+#define LSBX_BWRAP "/usr/bin/bwrap"
+#define LSBX_RUNNER_UID 1001          /* the runner's uid inside its namespace */
+#define LSBX_DEFAULT_USER "airlock-sandbox" /* the host user when airlockd is root */
+#define LSBX_LINE_MAX 1024            /* a runner's log line, longer ones are cut */
+#define LSBX_DEFAULT_MEMORY (4ull << 30)
+#define LSBX_DEFAULT_PIDS 1024
+#define LSBX_DEFAULT_CPU 100 /* percent of one core */
+#define LSBX_MAX_ARGS 128
+
+struct lsbx;
+struct lsbx_proc;
+
+typedef void lsbx_log_fn(void *ud, int level, const char *line);
+/* The runner exited (status, or the signal that ended it). */
+typedef void lsbx_exit_fn(void *data, int64_t status, int signo);
+
+struct lsbx_config {
+    uv_loop_t *loop;
+    const char *runner_bin; /* absolute path of airlock-runner */
+    const char *data_dir;
+    const char *user;   /* the sandbox user when root (NULL: LSBX_DEFAULT_USER) */
+    int unsafe;         /* --no-bwrap: runners as airlockd's own children, no sandbox */
+    struct cg_limits limits;
+    lsbx_log_fn *log;
+    void *log_ud;
+};
+
+struct lsbx_spawn {
+    const char *id;       /* the sandbox */
+    const char *url;      /* where the runner dials */
+    const char *run_dir;  /* the sandbox's run directory (jwks.json, token) */
+    const char *work_dir; /* its workspace */
+    int insecure_tls;
+    int no_network; /* agents get loopback only */
+    lsbx_exit_fn *exit_cb;
+    void *data;
+};
+
+/* Checks what this host can give (bubblewrap, user namespaces, the
+ * sandbox user when root, cgroups). Never fails for an unusable host: it
+ * records why, and lsbx_spawn then refuses with that reason. */
+int lsbx_new(const struct lsbx_config *cfg, struct lsbx **out);
+/* Runners keep running (they redial when airlockd comes back). */
+void lsbx_free(struct lsbx *l);
+
+/* NULL when local sandboxes can be started, else why not. */
+const char *lsbx_unusable(const struct lsbx *l);
+
+/* Prepare the directories (owned by the sandbox user when root) and start
+ * the runner. 0 with *out and *pid, or AL_E_* with why. */
+int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **out, int *pid,
+               char *why, size_t cap);
+/* Stop calling back about this runner (airlockd is stopping; it runs on). */
+void lsbx_proc_forget(struct lsbx_proc *p);
+
+/* The host uid and gid sandboxes run as (airlockd's own when not root). */
+void lsbx_owner(const struct lsbx *l, uid_t *uid, gid_t *gid);
+
+/* The cgroup name of a sandbox (unique per data directory). */
+int lsbx_cgroup_name(const struct lsbx *l, const char *id, char *out, size_t cap);
+
+#endif
