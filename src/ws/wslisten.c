@@ -145,8 +145,12 @@ static void on_sweep(uv_timer_t *h)
     struct wsl *l = h->data;
     const void *keys[WSL_EXPIRED_BATCH];
     size_t n = clim_expired(l->lim, now_ms(l), keys, WSL_EXPIRED_BATCH);
+    /* closed here and now: an async kill is a pending timeout that lws
+     * replaces with its own at the next body chunk (a slow body would
+     * live on); this runs outside any lws callback, so a sync close is
+     * safe, and each key is a distinct wsi whose slot it frees */
     for (size_t i = 0; i < n; i++)
-        lws_set_timeout((struct lws *)keys[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        lws_set_timeout((struct lws *)keys[i], PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
     for (size_t i = 0; i < n; i++) {
         unsigned long c = al_lograte_hit(&l->log_deadline, now_ms(l), WSL_LOG_INTERVAL_MS);
         if (c)
