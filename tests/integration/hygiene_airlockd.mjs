@@ -97,4 +97,22 @@ await run('hygiene_airlockd', async () => {
   check(log.includes('boom\\n1700000000.000 airlockd[forged] error FORGED LINE\\r\\x1b[2J'), 'the ERROR text is logged escaped, on its own line');
   last.terminate();
   await d.stop();
+
+  // ---- the limits are airlockd's configuration: a --config file sets them
+  const conf = path.join(base, 'airlockd.conf');
+  fs.writeFileSync(conf, 'max-conns-per-ip = 2\nrequest-timeout = 2\n');
+  const d2 = await startAirlockd({ dir, args: ['--config', conf] });
+  const held = [];
+  for (let i = 0; i < 2; i++) {
+    const s = net.connect(d2.port, '127.0.0.1');
+    s.on('error', () => {});
+    held.push(await new Promise((res) => s.on('connect', () => res(s))));
+  }
+  res = await rawHttp(d2.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n').catch((e) => ({ status: String(e) }));
+  check(res.status === 429 && /too many connections from your address/.test(res.body), `a third connection from one address with max-conns-per-ip = 2: ${res.status}`);
+  const closedAt = await Promise.all(held.map((s) => new Promise((r2) => { const t0 = Date.now(); s.on('close', () => r2(Date.now() - t0)); setTimeout(() => r2(-1), 6000); })));
+  check(closedAt.every((ms) => ms >= 0 && ms < 4000), `with request-timeout = 2 the idle connections were closed (${closedAt.join(', ')} ms)`);
+  res = await rawHttp(d2.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  check(res.status === 200, 'their slots are free again');
+  await d2.stop();
 }, 120000);
