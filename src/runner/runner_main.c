@@ -49,7 +49,7 @@
  * ingress's health checks), usually all from one ingress address. */
 #define LISTEN_MAX_CONNS 64
 #define LISTEN_MAX_CONNS_PER_IP 32
-#define LISTEN_REQUEST_TIMEOUT_MS (HANDSHAKE_TIMEOUT_S * 1000u) /* headers, from accept */
+#define LISTEN_REQUEST_TIMEOUT_MS (HANDSHAKE_TIMEOUT_S * 1000ull) /* headers, from accept */
 
 static const char *const default_env_allow[] = {
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", NULL,
