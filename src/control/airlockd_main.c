@@ -92,7 +92,10 @@ static const struct cmd cmds[] = {
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
      "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose] "
      "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
-     "[--sandbox-pids N] [--sandbox-cpu PERCENT]",
+     "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
+
+     "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
+     "[--audit-keep-rows N]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page",
      cmd_serve},
@@ -260,6 +263,8 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
 /* What `serve` takes from flags, then from --config for what flags left unset. */
 struct serve_conf {
     const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    /* limits (api.h): whole numbers, unset = the default */
+    const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
 };
 
@@ -288,10 +293,15 @@ static int parse_size(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
+/* The limits serve takes: key, where it goes, largest value. */
+#define SERVE_LIMIT_MAX 100000000u
+
 /*
  * A config file: "key = value" lines, '#' comments, keys as the flags
  * without "--" (data, db, listen, runner, log-level, tls-cert, tls-key, web,
- * no-bwrap = true|false). Fills what is still NULL; values live in store.
+ * no-bwrap = true|false, max-conns, max-conns-per-ip, request-timeout,
+ * audit-keep-days, audit-keep-rows). Fills what is still NULL; values live
+ * in store.
  */
 static int read_config(const char *path, struct serve_conf *c, char *store, size_t cap)
 {
@@ -311,13 +321,25 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
     struct {
         const char *key;
         const char **dst;
-    } keys[] = {{"data", &c->data},           {"db", &c->db},
-                {"listen", &c->listen},       {"runner", &c->runner},
-                {"log-level", &c->log_level}, {"tls-cert", &c->tls_cert},
-                {"tls-key", &c->tls_key},     {"web", &c->web},
-                {"no-bwrap", &c->no_bwrap},   {"sandbox-user", &c->sbx_user},
-                {"sandbox-network", &c->sbx_network}, {"sandbox-memory", &c->sbx_memory},
-                {"sandbox-pids", &c->sbx_pids},       {"sandbox-cpu", &c->sbx_cpu}};
+    } keys[] = {{"data", &c->data},
+                {"db", &c->db},
+                {"listen", &c->listen},
+                {"runner", &c->runner},
+                {"log-level", &c->log_level},
+                {"tls-cert", &c->tls_cert},
+                {"tls-key", &c->tls_key},
+                {"web", &c->web},
+                {"no-bwrap", &c->no_bwrap},
+                {"max-conns", &c->max_conns},
+                {"max-conns-per-ip", &c->max_conns_per_ip},
+                {"request-timeout", &c->request_timeout},
+                {"audit-keep-days", &c->audit_keep_days},
+                {"audit-keep-rows", &c->audit_keep_rows},
+                {"sandbox-user", &c->sbx_user},
+                {"sandbox-network", &c->sbx_network},
+                {"sandbox-memory", &c->sbx_memory},
+                {"sandbox-pids", &c->sbx_pids},
+                {"sandbox-cpu", &c->sbx_cpu}};
     unsigned lineno = 0;
     for (char *line = store, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -357,17 +379,32 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
 {
     struct serve_conf c;
     memset(&c, 0, sizeof c);
+    struct api_config cfg;
+    memset(&cfg, 0, sizeof cfg);
     const char *config = NULL;
     bool verbose = false, no_bwrap = false;
     const struct opt opts[] = {
-        {"--data", &c.data, NULL},           {"--db", &c.db, NULL},
-        {"--listen", &c.listen, NULL},       {"--runner", &c.runner, NULL},
-        {"--no-bwrap", NULL, &no_bwrap},     {"--verbose", NULL, &verbose},
-        {"--log-level", &c.log_level, NULL}, {"--tls-cert", &c.tls_cert, NULL},
-        {"--tls-key", &c.tls_key, NULL},     {"--web", &c.web, NULL},
-        {"--config", &config, NULL},         {"--sandbox-user", &c.sbx_user, NULL},
-        {"--sandbox-network", &c.sbx_network, NULL}, {"--sandbox-memory", &c.sbx_memory, NULL},
-        {"--sandbox-pids", &c.sbx_pids, NULL},       {"--sandbox-cpu", &c.sbx_cpu, NULL},
+        {"--data", &c.data, NULL},
+        {"--db", &c.db, NULL},
+        {"--listen", &c.listen, NULL},
+        {"--runner", &c.runner, NULL},
+        {"--no-bwrap", NULL, &no_bwrap},
+        {"--verbose", NULL, &verbose},
+        {"--log-level", &c.log_level, NULL},
+        {"--tls-cert", &c.tls_cert, NULL},
+        {"--tls-key", &c.tls_key, NULL},
+        {"--web", &c.web, NULL},
+        {"--config", &config, NULL},
+        {"--max-conns", &c.max_conns, NULL},
+        {"--max-conns-per-ip", &c.max_conns_per_ip, NULL},
+        {"--request-timeout", &c.request_timeout, NULL},
+        {"--audit-keep-days", &c.audit_keep_days, NULL},
+        {"--audit-keep-rows", &c.audit_keep_rows, NULL},
+        {"--sandbox-user", &c.sbx_user, NULL},
+        {"--sandbox-network", &c.sbx_network, NULL},
+        {"--sandbox-memory", &c.sbx_memory, NULL},
+        {"--sandbox-pids", &c.sbx_pids, NULL},
+        {"--sandbox-cpu", &c.sbx_cpu, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -400,7 +437,7 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         return RC_USAGE;
     }
     struct cg_limits lim = {LSBX_DEFAULT_MEMORY, LSBX_DEFAULT_PIDS, LSBX_DEFAULT_CPU};
-    uint64_t v;
+    uint64_t cpu = 0;
     if (c.sbx_memory && (parse_size(c.sbx_memory, 1ull << 50, &lim.memory_bytes) != 0 ||
                          (lim.memory_bytes && lim.memory_bytes < SBX_MIN_MEMORY))) {
         errline("serve", "sandbox-memory: a size such as 512M or 4G (0: no limit; at least 32M)");
@@ -410,15 +447,37 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         errline("serve", "sandbox-pids: a number of processes (0: no limit)");
         return RC_USAGE;
     }
-    if (c.sbx_cpu && (parse_size(c.sbx_cpu, 100000, &v) != 0)) {
+    if (c.sbx_cpu && (parse_size(c.sbx_cpu, 100000, &cpu) != 0)) {
         errline("serve", "sandbox-cpu: percent of one core (0: no limit)");
         return RC_USAGE;
     }
     if (c.sbx_cpu)
-        lim.cpu_percent = (unsigned)v;
+        lim.cpu_percent = (unsigned)cpu;
     if (c.sbx_network && strcmp(c.sbx_network, "host") != 0 && strcmp(c.sbx_network, "none") != 0) {
         errline("serve", "sandbox-network = host or none");
         return RC_USAGE;
+    }
+    const struct {
+        const char *key, *val;
+        unsigned *dst;
+    } limits[] = {{"max-conns", c.max_conns, &cfg.max_conns},
+                  {"max-conns-per-ip", c.max_conns_per_ip, &cfg.max_conns_per_ip},
+                  {"request-timeout", c.request_timeout, &cfg.request_timeout_s},
+                  {"audit-keep-days", c.audit_keep_days, &cfg.audit_keep_days},
+                  {"audit-keep-rows", c.audit_keep_rows, &cfg.audit_keep_rows}};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        if (!limits[i].val)
+            continue;
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(limits[i].val, &end, 10);
+        if (errno || end == limits[i].val || *end || limits[i].val[0] == '-' || v == 0 ||
+            v > SERVE_LIMIT_MAX) {
+            errline("serve", "%s wants a whole number from 1 to %u", limits[i].key,
+                    SERVE_LIMIT_MAX);
+            return RC_USAGE;
+        }
+        *limits[i].dst = (unsigned)v;
     }
     if (!c.data)
         c.data = default_data_dir();
@@ -426,7 +485,12 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         errline("serve", "cannot create data directory %s: %s", c.data, strerror(errno));
         return RC_FAIL;
     }
-    struct api_config cfg = {
+    cfg = (struct api_config){
+        .max_conns = cfg.max_conns,
+        .max_conns_per_ip = cfg.max_conns_per_ip,
+        .request_timeout_s = cfg.request_timeout_s,
+        .audit_keep_days = cfg.audit_keep_days,
+        .audit_keep_rows = cfg.audit_keep_rows,
         .data_dir = c.data,
         .db_url = c.db,
         .listen = c.listen,

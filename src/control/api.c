@@ -34,13 +34,16 @@
 #include "al_log.h"
 #include "lsbx.h"
 #include "apireq.h"
+#include "auditagg.h"
 #include "bearer.h"
 #include "db.h"
+#include "endpoint.h"
 #include "keys.h"
 #include "relay.h"
 #include "tok_sign.h"
 #include "token.h"
 #include "wsglue.h"
+#include "wslisten.h"
 
 #define API_MAX_URI 512
 #define API_MAX_AUTH 512        /* an API key or token header is far shorter */
@@ -57,6 +60,17 @@
 #define API_COOKIE "airlock_session"
 #define API_MAX_COOKIE 4096
 #define API_MAX_FILE_NAME 128
+/* Limits of an exposed server (docs/control-plane.md, "Limits"); the
+ * first three can be set in --config. */
+#define API_MAX_CONNS 1000          /* connections at once (lowered to fit RLIMIT_NOFILE) */
+#define API_MAX_CONNS_PER_IP 100    /* connections at once from one address */
+#define API_REQUEST_TIMEOUT_S 10    /* an HTTP request, headers and body, from accept */
+#define API_AUDIT_FLUSH_MS 5000     /* refusals: one audit row per source and reason per interval */
+#define API_AUDIT_PRUNE_MS 60000    /* how often audit retention runs */
+#define API_AUDIT_KEEP_DAYS 90      /* audit rows older than this are removed */
+#define API_AUDIT_KEEP_ROWS 1000000 /* at most this many audit rows are kept */
+#define API_LOG_INTERVAL_MS 10000   /* refusal log lines: one per interval, with a count */
+#define API_MS_PER_DAY 86400000LL
 
 enum method { M_GET, M_POST, M_DELETE, M_OTHER };
 enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
@@ -80,6 +94,10 @@ struct api {
     /* an accepted upgrade, handed from CONFIRM_UPGRADE to ESTABLISHED */
     struct lws *pending_wsi;
     struct conn *pending;
+    struct wsl *wsl;  /* the listening socket, the connection limits */
+    struct aagg *agg; /* refusals not yet written to the audit log */
+    uint64_t next_flush_ms, next_prune_ms;
+    struct al_lograte log_refused;
 };
 
 struct conn {
@@ -96,6 +114,9 @@ struct http_req {
     char *body;
     size_t len;
     int too_big;
+    /* refused before its body was read (401, 404, 413): the body is
+     * dropped as it comes, and this is the answer at its end */
+    unsigned refused;
 };
 
 __attribute__((format(printf, 3, 4))) static void logf_(const struct api *a, int level,
@@ -140,6 +161,9 @@ static int reply_with(struct lws *wsi, unsigned status, const char *type, const 
     free(buf);
     if (n != (int)len)
         return -1;
+    /* the next request on this connection has a deadline of its own */
+    const struct api *a = lws_context_user(lws_get_context(wsi));
+    wsl_deadline(a->wsl, wsi, 1);
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
@@ -370,6 +394,57 @@ static int origin_ok(const struct api *a, struct lws *wsi, int *present)
     return strcmp(origin, want) == 0;
 }
 
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * An unauthenticated peer was refused: counted (auditagg.h) and written to
+ * the audit log once per source and reason per API_AUDIT_FLUSH_MS; logged
+ * at most once per API_LOG_INTERVAL_MS with the count since the last line.
+ */
+static void refused(struct api *a, const char *peer, const char *action, const char *why,
+                    const char *target)
+{
+    aagg_add(a->agg, peer, action, why, target, wall_ms());
+    unsigned long n = al_lograte_hit(&a->log_refused, uv_now(a->loop), API_LOG_INTERVAL_MS);
+    if (n)
+        logf_(a, 1, "refused %s %s from %s: %s (%lu refusals since the last line)", action, target,
+              peer, why, n);
+}
+
+static void audit_row(void *ctx, const struct aagg_row *r)
+{
+    struct api *a = ctx;
+    json_t *d = json_pack("{s:s, s:s, s:I, s:I, s:I}", "peer", r->source, "why", r->reason, "count",
+                          (json_int_t)r->count, "first_at", (json_int_t)r->first_ms, "last_at",
+                          (json_int_t)r->last_ms);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (db_audit_add(a->db, r->last_ms, "anonymous", r->action, r->target, detail) != AL_OK)
+        logf_(a, 0, "audit: %s", db_errmsg(a->db));
+    free(detail);
+}
+
+/* Write the refusals counted so far; run retention when it is due. */
+static void audit_housekeeping(struct api *a, int force)
+{
+    uint64_t now = uv_now(a->loop);
+    if (force || now >= a->next_flush_ms) {
+        a->next_flush_ms = now + API_AUDIT_FLUSH_MS;
+        (void)aagg_flush(a->agg, audit_row, a);
+    }
+    if (force || now >= a->next_prune_ms) {
+        a->next_prune_ms = now + API_AUDIT_PRUNE_MS;
+        int64_t before = wall_ms() - (int64_t)a->cfg.audit_keep_days * API_MS_PER_DAY;
+        if (db_audit_prune(a->db, before > 0 ? before : 0, a->cfg.audit_keep_rows) != AL_OK)
+            logf_(a, 0, "audit retention: %s", db_errmsg(a->db));
+    }
+}
+
 /*
  * Who is asking: an API key (Authorization: Bearer), else the session
  * cookie. 0 and *u (*via_cookie set), or -1 with why (for a 401), audited.
@@ -396,11 +471,7 @@ static int who(struct api *a, struct lws *wsi, const char *uri, struct db_user *
     *why = !key               ? "no API key or session"
            : rc == AL_E_NOENT ? "unknown API key"
                               : "malformed API key";
-    logf_(a, 1, "401 %s from %s: %s", uri, peer, *why);
-    char detail[128];
-    (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%s\"}", peer, *why);
-    if (db_audit_add(a->db, 0, "anonymous", "auth_failed", uri, detail) != AL_OK)
-        logf_(a, 0, "audit: %s", db_errmsg(a->db));
+    refused(a, peer, "auth_failed", *why, uri);
     return -1;
 }
 
@@ -443,6 +514,8 @@ static int route_list(struct api *a, struct lws *wsi, const char *uri, const str
             json_decref(l.arr);
             return reply_error(wsi, 403, "the audit log is for admins");
         }
+        /* the refusals counted so far are rows before the log is read */
+        (void)aagg_flush(a->agg, audit_row, a);
         struct db_audit_filter f;
         memset(&f, 0, sizeof f);
         f.limit = API_LIST_MAX;
@@ -626,6 +699,7 @@ static int route_terminal(struct api *a, struct lws *wsi, const struct db_user *
         struct stat st;
         if (stat(path, &st) != 0)
             return reply_error(wsi, 404, "no recording");
+        wsl_deadline(a->wsl, wsi, 0); /* streamed: re-armed at HTTP_FILE_COMPLETION */
         int n = lws_serve_http_file(wsi, path, "application/x-asciicast", NULL, 0);
         return n < 0 ? -1 : 0;
     }
@@ -694,6 +768,7 @@ static int serve_static(struct api *a, struct lws *wsi, const char *uri)
     struct stat st;
     if (!mime || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return reply_error(wsi, 404, "not found");
+    wsl_deadline(a->wsl, wsi, 0); /* streamed: re-armed at HTTP_FILE_COMPLETION */
     return lws_serve_http_file(wsi, path, mime, NULL, 0) < 0 ? -1 : 0;
 }
 
@@ -709,10 +784,7 @@ static int session_login(struct api *a, struct lws *wsi, const struct http_req *
     char peer[64];
     peer_of(wsi, peer, sizeof peer);
     if (rc != AL_OK) {
-        char detail[128];
-        (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"sign-in\"}", peer);
-        audit(a, "anonymous", "auth_failed", "/v1/session", detail);
-        logf_(a, 1, "401 sign-in from %s", peer);
+        refused(a, peer, "auth_failed", "sign-in", "/v1/session");
         return reply_error(wsi, 401, "unknown API key");
     }
     char cookie[API_MAX_COOKIE + 128];
@@ -900,6 +972,19 @@ static void ws_closed(struct api *a, struct lws *wsi, struct conn *c)
     conn_free(wsi, c);
 }
 
+/* A runner link is up; the one it replaces, if any, is closed now (each
+ * replaced link, however many follow each other before it writes). */
+static void runner_up(struct api *a, struct conn *c, struct lws *wsi)
+{
+    void *old = NULL;
+    (void)relay_runner_up(c->sb, wsi, &old);
+    struct conn *oc = old ? conn_of(old) : NULL;
+    if (oc) {
+        logf_(a, 1, "a newer runner link replaces the current one");
+        wsg_close_later(&oc->ws, old, EP_CLOSE_REPLACED, "replaced by a newer connection");
+    }
+}
+
 /* A query argument's value (lws 4.1 hands back "name=value"). */
 static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
 {
@@ -920,8 +1005,7 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
     peer_of(wsi, peer, sizeof peer);
     int has_origin; /* runners authenticate with a header browsers cannot set: clients only */
     if (strcmp(uri, "/v1/runners/connect") != 0 && !origin_ok(a, wsi, &has_origin) && has_origin) {
-        logf_(a, 1, "upgrade %s from %s refused: foreign Origin", uri, peer);
-        audit(a, "anonymous", "origin_refused", uri, NULL);
+        refused(a, peer, "origin_refused", "foreign Origin", uri);
         (void)reply_error(wsi, 403, "cross-site WebSocket refused (foreign Origin)");
         return -1;
     }
@@ -937,8 +1021,7 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
         const char *tok = header_bearer(wsi, auth, sizeof auth);
         int rc = !sb ? AL_E_NOENT : relay_runner_token_ok(a->relay, ident, tok, why, sizeof why);
         if (rc != AL_OK) {
-            logf_(a, 1, "runner upgrade from %s refused: %s", peer, !sb ? "unknown sandbox" : why);
-            audit(a, "anonymous", "runner_refused", ident ? ident : "", NULL);
+            refused(a, peer, "runner_refused", !sb ? "unknown sandbox" : why, ident ? ident : "");
             free(c);
             (void)reply_error(wsi, 403, "a valid runner:connect token is required");
             return -1;
@@ -1011,6 +1094,33 @@ static int dial(void *ud, struct rl_sbx *sb, const char *url, const char *token)
 
 /* ---- the lws callback ------------------------------------------------------------------ */
 
+/*
+ * Before a byte of a POST body is read: 0 (read it), or the status that
+ * answers it (its bytes are then dropped as they come, never buffered).
+ * Only POST /v1/session takes a body without a key (the key is the body).
+ */
+static unsigned body_verdict(struct api *a, struct lws *wsi, const struct http_req *q, long len)
+{
+    if (strncmp(q->uri, "/v1/", 4) != 0)
+        return 404;
+    if (len < 0 || (unsigned long)len > API_MAX_REQ)
+        return 413;
+    if (!strcmp(q->uri, "/v1/session"))
+        return 0;
+    struct db_user u;
+    const char *why;
+    int via_cookie;
+    return who(a, wsi, q->uri, &u, &why, &via_cookie) == 0 ? 0 : 401;
+}
+
+static int answer_refused(struct lws *wsi, unsigned status)
+{
+    return reply_error(wsi, status,
+                       status == 401   ? "a valid API key is required (Authorization: Bearer <key>)"
+                       : status == 413 ? "request body over 64 KiB"
+                                       : "not found");
+}
+
 static int http_request(struct api *a, struct lws *wsi, struct http_req *q)
 {
     memset(q, 0, sizeof *q);
@@ -1028,15 +1138,21 @@ static int http_request(struct api *a, struct lws *wsi, struct http_req *q)
     }
     if (q->method == M_POST) {
         char cl[32] = "";
-        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 &&
-            strtol(cl, NULL, 10) != 0)
-            return 0; /* answered once the body is in */
+        long n = 0;
+        if (lws_hdr_copy(wsi, cl, sizeof cl, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0)
+            n = strtol(cl, NULL, 10);
+        if (n != 0) {
+            q->refused = body_verdict(a, wsi, q, n);
+            return 0; /* answered once the body is in (or dropped) */
+        }
     }
     return route(a, wsi, q);
 }
 
 static int http_body(struct http_req *q, const void *in, size_t len)
 {
+    if (q->refused)
+        return 0;
     if (q->too_big || len > API_MAX_REQ - q->len) {
         q->too_big = 1;
         return 0;
@@ -1070,10 +1186,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         /* answering may end the transaction and reset q: own the body first */
         struct http_req req = *q;
         q->body = NULL;
-        int rc = route(a, wsi, &req);
+        int rc = req.refused ? answer_refused(wsi, req.refused) : route(a, wsi, &req);
         free(req.body);
         return rc;
     }
+    case LWS_CALLBACK_HTTP_FILE_COMPLETION:
+        wsl_deadline(a->wsl, wsi, 1);
+        break;
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
     case LWS_CALLBACK_CLOSED_HTTP:
         if (q) {
@@ -1092,8 +1211,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (!c)
             return -1;
         wsg_nodelay(wsi);
+        wsl_deadline(a->wsl, wsi, 0);
         if (c->kind == CONN_RUNNER)
-            (void)relay_runner_up(c->sb, wsi);
+            runner_up(a, c, wsi);
         lws_callback_on_writable(wsi);
         return 0;
     }
@@ -1103,7 +1223,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             return -1;
         wsg_nodelay(wsi);
         logf_(a, 1, "dialed a runner");
-        (void)relay_runner_up(c->sb, wsi);
+        runner_up(a, c, wsi);
         return 0;
     }
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
@@ -1137,6 +1257,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         ws_closed(a, wsi, conn_of(wsi));
         return 0;
     case LWS_CALLBACK_WSI_DESTROY: {
+        wsl_gone(a->wsl, wsi);
         struct conn *c = conn_of(wsi);
         if (c) /* never established */
             ws_closed(a, wsi, c);
@@ -1167,6 +1288,7 @@ static void on_tick(uv_timer_t *h)
 {
     struct api *a = h->data;
     relay_tick(a->relay, relay_now_us());
+    audit_housekeeping(a, 0);
 }
 
 static void close_walk(uv_handle_t *h, void *arg)
@@ -1253,6 +1375,8 @@ static void teardown(struct api *a)
     if (a->ctx)
         lws_context_destroy(a->ctx);
     a->ctx = NULL;
+    wsl_close(a->wsl); /* after the context: its wsis left their slots */
+    a->wsl = NULL;
     relay_free(a->relay);
     a->relay = NULL;
     lsbx_free(a->lsbx);
@@ -1271,6 +1395,20 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     if (!a)
         return AL_E_NOMEM;
     a->cfg = *cfg;
+    if (!a->cfg.max_conns)
+        a->cfg.max_conns = API_MAX_CONNS;
+    if (!a->cfg.max_conns_per_ip)
+        a->cfg.max_conns_per_ip = API_MAX_CONNS_PER_IP;
+    if (!a->cfg.request_timeout_s)
+        a->cfg.request_timeout_s = API_REQUEST_TIMEOUT_S;
+    if (!a->cfg.audit_keep_days)
+        a->cfg.audit_keep_days = API_AUDIT_KEEP_DAYS;
+    if (!a->cfg.audit_keep_rows)
+        a->cfg.audit_keep_rows = API_AUDIT_KEEP_ROWS;
+    if (aagg_new(&a->agg) != AL_OK) {
+        free(a);
+        return AL_E_NOMEM;
+    }
     char host[256];
     const char *colon = cfg->listen ? strrchr(cfg->listen, ':') : NULL;
     char *end = NULL;
@@ -1278,6 +1416,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     if (!colon || !end || *end || port < 1 || port > 65535 ||
         (size_t)(colon - cfg->listen) >= sizeof host) {
         al_errf(err, cap, "--listen wants HOST:PORT");
+        aagg_free(a->agg);
         free(a);
         return AL_E_INVAL;
     }
@@ -1285,6 +1424,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     host[colon - cfg->listen] = 0;
     if (!cfg->tls_cert != !cfg->tls_key) {
         al_errf(err, cap, "TLS wants both --tls-cert and --tls-key");
+        aagg_free(a->agg);
         free(a);
         return AL_E_INVAL;
     }
@@ -1307,6 +1447,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         (void)db_close(a->db);
         keys_free(a->key);
         tok_keyset_free(a->keys);
+        aagg_free(a->agg);
         free(a);
         return rc;
     }
@@ -1314,7 +1455,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
     lws_set_log_level(LLL_ERR, NULL);
     a->loop = uv_default_loop();
-    struct lsbx_config lc = {
+    struct lsbx_config sbx_cfg = {
         .loop = a->loop,
         .runner_bin = a->runner_bin,
         .data_dir = a->data_dir,
@@ -1324,7 +1465,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         .log = lsbx_log,
         .log_ud = a,
     };
-    rc = lsbx_new(&lc, &a->lsbx);
+    rc = lsbx_new(&sbx_cfg, &a->lsbx);
     if (rc == AL_OK && lsbx_unusable(a->lsbx))
         logf_(a, 0, "local sandboxes cannot run here: %s", lsbx_unusable(a->lsbx));
     if (rc == AL_OK && cfg->no_bwrap)
@@ -1350,14 +1491,14 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         lsbx_free(a->lsbx);
         (void)db_close(a->db);
         keys_free(a->key);
+        aagg_free(a->agg);
         free(a);
         return rc;
     }
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     void *loops[] = {a->loop};
-    info.port = (int)port;
-    info.iface = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL;
+    info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* wslisten.c accepts (wslisten.h says why) */
     info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
                    LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
     info.foreign_loops = loops;
@@ -1370,13 +1511,27 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     info.ssl_cert_filepath = cfg->tls_cert;
     info.ssl_private_key_filepath = cfg->tls_key;
     a->ctx = lws_create_context(&info);
-    if (!a->ctx) {
-        al_errf(err, cap, "cannot listen on %s (is the port free? %s)", cfg->listen,
-                a->tls ? "are the certificate and key readable PEM files?" : "");
+    struct wsl_config lc = {
+        .loop = a->loop,
+        .vhost = a->ctx ? lws_get_vhost_by_name(a->ctx, "default") : NULL,
+        .host = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL,
+        .port = (int)port,
+        .tls = a->tls,
+        .lim = {a->cfg.max_conns, a->cfg.max_conns_per_ip,
+                (uint64_t)a->cfg.request_timeout_s * 1000u},
+        .prog = "airlockd",
+        .instance = cfg->listen,
+        .log_level = cfg->log_level,
+    };
+    char lerr[256] = "";
+    if (!a->ctx || !lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {
+        al_errf(err, cap, "cannot listen on %s (is the port free? %s) %s", cfg->listen,
+                a->tls ? "are the certificate and key readable PEM files?" : "", lerr);
         teardown(a);
         (void)db_close(a->db);
         keys_free(a->key);
         tok_keyset_free(a->keys);
+        aagg_free(a->agg);
         free(a);
         return AL_E_IO;
     }
@@ -1387,6 +1542,12 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     (void)uv_signal_start(&a->sigterm, on_stop, SIGTERM);
     (void)uv_signal_start(&a->sigint, on_stop, SIGINT);
     (void)uv_timer_start(&a->tick, on_tick, API_TICK_MS, API_TICK_MS);
+    audit_housekeeping(a, 1);
+    logf_(a, 1,
+          "at most %u connections, %u per address; %u s per request; audit kept %u days, "
+          "%u rows",
+          wsl_limits(a->wsl)->max_total, wsl_limits(a->wsl)->max_per_ip, a->cfg.request_timeout_s,
+          a->cfg.audit_keep_days, a->cfg.audit_keep_rows);
     logf_(a, 1, "serving %s on %s (data %s, key %s, runner %s, web %s)", a->tls ? "https" : "http",
           cfg->listen, a->data_dir, keys_kid(a->key), a->runner_bin, a->web_dir);
 
@@ -1396,9 +1557,11 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->tick, NULL);
     teardown(a);
+    audit_housekeeping(a, 1); /* the refusals counted since the last flush */
     rc = db_close(a->db);
     keys_free(a->key);
     tok_keyset_free(a->keys);
+    aagg_free(a->agg);
     free(a);
     if (rc != AL_OK)
         al_errf(err, cap, "closing the database: %s", al_strerror(rc));

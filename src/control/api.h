@@ -50,6 +50,12 @@ struct api_config {
     const char *tls_cert;   /* PEM files: serve https/wss (both or neither) */
     const char *tls_key;
     const char *web_dir; /* NULL: web/ beside this program */
+    /* limits (docs/control-plane.md, "Limits"); 0: the default */
+    unsigned max_conns;         /* connections at once (API_MAX_CONNS) */
+    unsigned max_conns_per_ip;  /* from one address (API_MAX_CONNS_PER_IP) */
+    unsigned request_timeout_s; /* a request's headers and body (API_REQUEST_TIMEOUT_S) */
+    unsigned audit_keep_days;   /* audit rows older are removed (API_AUDIT_KEEP_DAYS) */
+    unsigned audit_keep_rows;   /* at most this many audit rows (API_AUDIT_KEEP_ROWS) */
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

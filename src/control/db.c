@@ -942,3 +942,15 @@ int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb c
         return db_fail(db, AL_E_TOOBIG, "limit must be at most %d", DB_AUDIT_LIMIT_MAX);
     return db->be->audit_query(db, f, cb, ctx);
 }
+
+int db_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (before_at < 0)
+        return db_fail(db, AL_E_INVAL, "audit retention time must not be negative");
+    if (keep_rows > (uint64_t)INT64_MAX)
+        return db_fail(db, AL_E_INVAL, "audit retention count too large");
+    return db->be->audit_prune(db, before_at, keep_rows);
+}

@@ -214,5 +214,10 @@ int db_terminal_remove(struct db *db, const char *id);
 int db_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
                  const char *target, const char *detail_json);
 int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
+/* Retention: remove the rows older than before_at (Unix ms; 0: none by
+ * age), then all but the newest keep_rows (0: none by count). The audit
+ * log of an exposed server grows with what peers send: this bounds it by
+ * age and by size. */
+int db_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows);
 
 #endif

@@ -53,6 +53,7 @@ struct db_backend {
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
                      const char *target, const char *detail_json);
     int (*audit_query)(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
+    int (*audit_prune)(struct db *db, int64_t before_at, uint64_t keep_rows);
 };
 
 struct db {

@@ -1376,6 +1376,19 @@ static int dbp_audit_query(struct db *db, const struct db_audit_filter *f, db_au
     return rc;
 }
 
+static int dbp_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
+{
+    char b[DBP_INT_TEXT], k[DBP_INT_TEXT];
+    dbp_i64_text(b, sizeof b, before_at);
+    dbp_i64_text(k, sizeof k, (int64_t)keep_rows);
+    const char *const v[] = {b, k};
+    return dbp_run(db, "prune audit",
+                   "DELETE FROM audit WHERE ($1::bigint > 0 AND at < $1::bigint) OR"
+                   " ($2::bigint > 0 AND id <= (SELECT id FROM audit ORDER BY id DESC"
+                   " LIMIT 1 OFFSET $2::bigint))",
+                   2, v);
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -1398,4 +1411,5 @@ const struct db_backend db_pg_backend = {
     .terminal_cas_remove = dbp_terminal_cas_remove,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
+    .audit_prune = dbp_audit_prune,
 };

@@ -1245,6 +1245,23 @@ static int dbs_audit_query(struct db *db, const struct db_audit_filter *f, db_au
     return dbs_finish(db, st, rc);
 }
 
+static int dbs_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(db,
+                         "DELETE FROM audit WHERE (?1 > 0 AND at < ?1) OR (?2 > 0 AND id <= "
+                         "(SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET ?2))",
+                         &st);
+    if (rc != AL_OK)
+        return rc;
+    rc = dbs_bind_i64(db, st, 1, before_at);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 2, (int64_t)keep_rows);
+    if (rc == AL_OK)
+        rc = dbs_step(db, st, NULL, NULL);
+    return dbs_finish(db, st, rc);
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -1267,4 +1284,5 @@ const struct db_backend db_sqlite_backend = {
     .terminal_cas_remove = dbs_terminal_cas_remove,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
+    .audit_prune = dbs_audit_prune,
 };

@@ -1054,9 +1054,13 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id)
     return NULL;
 }
 
-int relay_runner_up(struct rl_sbx *sb, void *conn)
+int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
 {
+    if (replaced)
+        *replaced = NULL;
     if (sb->conn && sb->conn != conn) {
+        if (replaced)
+            *replaced = sb->conn;
         sb->old_conn = sb->conn;
         wake(sb->r, sb->old_conn);
     }

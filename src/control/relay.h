@@ -94,8 +94,10 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
 int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
                           size_t cap);
 /* A link to the sandbox's runner is up (dialed or accepted). A newer link
- * replaces an older one (the old conn is then told to close). */
-int relay_runner_up(struct rl_sbx *sb, void *conn);
+ * replaces an older one: the relay forgets it, and *replaced (when not
+ * NULL) is set to it (or NULL) for the glue to close; every replaced link
+ * is closed, however many replace each other before they get to write. */
+int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced);
 void relay_runner_down(struct rl_sbx *sb, void *conn);
 void relay_dial_failed(struct rl_sbx *sb, const char *why);
 int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len);

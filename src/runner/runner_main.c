@@ -38,6 +38,7 @@
 #include "runner.h"
 #include "token.h"
 #include "wsglue.h"
+#include "wslisten.h"
 #include "upgrade.h"
 
 #define MAX_ENV_ALLOW 64
@@ -48,6 +49,11 @@
 #define MAX_HEADER_DATA 8192
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 30000
+/* --listen: what one runner accepts at once. It serves one link (and the
+ * ingress's health checks), usually all from one ingress address. */
+#define LISTEN_MAX_CONNS 64
+#define LISTEN_MAX_CONNS_PER_IP 32
+#define LISTEN_REQUEST_TIMEOUT_MS (HANDSHAKE_TIMEOUT_S * 1000ull) /* headers, from accept */
 
 static const char *const default_env_allow[] = {
     "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", NULL,
@@ -78,6 +84,7 @@ struct app {
     struct lws *current; /* the connection the runner speaks on */
     int64_t pending_exp; /* token expiry learnt at the upgrade */
     struct lws *pending_wsi;
+    struct wsl *wsl; /* --listen: the listening socket, the connection limits */
     /* dialing */
     char url[2048];
     char parsed[2048]; /* lws_parse_uri cuts this one up */
@@ -148,6 +155,8 @@ static int http_reply(struct lws *wsi, unsigned status, const char *body)
     memcpy(body_buf + LWS_PRE, body, len); // NOLINT(bugprone-not-null-terminated-result)
     if (lws_write(wsi, body_buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) != (int)len)
         return -1;
+    const struct app *a = lws_context_user(lws_get_context(wsi));
+    wsl_deadline(a->wsl, wsi, 1);
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
@@ -438,6 +447,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         a->pending_wsi = NULL;
         if (c)
             memset(c, 0, sizeof *c);
+        wsl_deadline(a->wsl, wsi, 0);
         link_established(a, wsi, exp);
         return 0;
     }
@@ -482,6 +492,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_CLOSED:
         link_closed(a, wsi, c);
         return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        wsl_gone(a->wsl, wsi);
+        break;
     case LWS_CALLBACK_CLIENT_CLOSED: {
         int aged = c && c->max_aged;
         int was_current = a->current == wsi;
@@ -810,6 +823,7 @@ int main(int argc, char **argv)
     struct lws_context_creation_info info;
     memset(&info, 0, sizeof info);
     char host[256] = "";
+    int listen_port = 0;
     if (a->listen) {
         const char *colon = strrchr(a->listen, ':');
         uint64_t port;
@@ -820,8 +834,8 @@ int main(int argc, char **argv)
         }
         memcpy(host, a->listen, (size_t)(colon - a->listen));
         host[colon - a->listen] = 0;
-        info.port = (int)port;
-        info.iface = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL;
+        info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* wslisten.c accepts */
+        listen_port = (int)port;
     } else {
         info.port = CONTEXT_PORT_NO_LISTEN;
     }
@@ -838,9 +852,26 @@ int main(int argc, char **argv)
     info.uid = -1;
     a->ctx = lws_create_context(&info);
     if (!a->ctx) {
-        fprintf(stderr, "airlock-runner: cannot %s (is the port free?)\n",
-                a->listen ? "listen" : "start the client");
+        fprintf(stderr, "airlock-runner: cannot %s\n", a->listen ? "listen" : "start the client");
         return 1;
+    }
+    if (a->listen) {
+        struct wsl_config lc = {
+            .loop = a->loop,
+            .vhost = lws_get_vhost_by_name(a->ctx, "default"),
+            .host = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL,
+            .port = listen_port,
+            .lim = {LISTEN_MAX_CONNS, LISTEN_MAX_CONNS_PER_IP, LISTEN_REQUEST_TIMEOUT_MS},
+            .prog = "airlock-runner",
+            .instance = a->identifier,
+            .log_level = a->rcfg.log_level,
+        };
+        char lerr[256] = "";
+        if (!lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {
+            fprintf(stderr, "airlock-runner: %s (is the port free?)\n", lerr);
+            lws_context_destroy(a->ctx);
+            return 1;
+        }
     }
     (void)uv_timer_init(a->loop, &a->redial);
     (void)uv_timer_init(a->loop, &a->max_age);
@@ -863,6 +894,8 @@ int main(int argc, char **argv)
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     lws_context_destroy(a->ctx);
+    wsl_close(a->wsl); /* after the context: its wsis left their slots */
+    a->wsl = NULL;
     /* let lws and libuv finish closing (bounded), then sweep what is left */
     for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
         ;

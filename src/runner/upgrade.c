@@ -37,11 +37,8 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
                req->api_version ? "unknown api-version" : "missing api-version");
         return;
     }
-    if (!req->identifier || strcmp(req->identifier, cfg->identifier) != 0) {
-        answer(out, 404, "Not Found\n",
-               req->identifier ? "identifier is not this sandbox's" : "missing identifier");
-        return;
-    }
+    /* the token is checked before the identifier, and a wrong identifier
+     * gets the answer of a bad token: no oracle for identifiers */
     if (!req->auth || !*req->auth) {
         answer(out, 403, "Unauthenticated\n", "no token");
         return;
@@ -61,6 +58,12 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
         out->status = 403;
         out->body = "Forbidden\n";
         snprintf(out->log, sizeof out->log, "token refused: %s (%s)", al_strerror(rc), why);
+        return;
+    }
+    if (!req->identifier || strcmp(req->identifier, cfg->identifier) != 0) {
+        memset(&out->claims, 0, sizeof out->claims);
+        answer(out, 403, "Forbidden\n",
+               req->identifier ? "identifier is not this sandbox's" : "missing identifier");
         return;
     }
     out->status = 101;

@@ -6,10 +6,12 @@
  *   GET /?identifier=ID&api-version=2024-02-02-preview
  *   Authorization: Bearer <token>            (header name configurable)
  * Decisions, in order: GET /healthz -> 200 (no auth, reveals nothing);
- * another path -> 404; api-version missing or unknown -> 400; identifier
- * not ours -> 404; no token -> 403 "Unauthenticated"; a token that does
- * not verify (aud = ID, scope runner:connect) -> 403 "Forbidden", with the
- * precise reason kept for the log only; else 101.
+ * another path -> 404; api-version missing or unknown -> 400; no token ->
+ * 403 "Unauthenticated"; a token that does not verify (aud = our ID, scope
+ * runner:connect) -> 403 "Forbidden", with the precise reason kept for the
+ * log only; identifier missing or not ours -> 403 "Forbidden" too, checked
+ * after the token, so that a peer without a valid token cannot tell a
+ * wrong identifier from a bad token; else 101.
  */
 #ifndef AL_UPGRADE_H
 #define AL_UPGRADE_H

@@ -63,7 +63,7 @@ await run('airlockd_api', async () => {
   const ex = await s.exited;
   check(ex.code === 0, `SIGTERM stops it cleanly (${JSON.stringify(ex)})`);
   const log = fs.readFileSync(s.log, 'utf8');
-  check(/401 \/v1\/terminals/.test(log), 'the log records the refusals');
+  check(/refused auth_failed \/v1\/terminals from 127.0.0.1/.test(log), 'the log records the refusals (once per interval, with a count)');
   check(!log.includes(admin) && !log.includes(viewer) && !log.includes(admin.slice(4, 20)),
     'no API key, nor a piece of one, in the log');
 

@@ -39,7 +39,11 @@ await run('runner_upgrade', async () => {
   check(res.status === 403, 'not a Bearer token: 403');
 
   res = await rawHttp(r.port, upgrade('/?identifier=sbx-2&api-version=2024-02-02-preview', { Authorization: `Bearer ${good}` }));
-  check(res.status === 404, 'another identifier: 404');
+  check(res.status === 403 && res.body.trim() === 'Forbidden', 'another identifier with a valid token: 403 Forbidden, as a bad token');
+  const wrongNoTok = await rawHttp(r.port, upgrade('/?identifier=sbx-2&api-version=2024-02-02-preview'));
+  check(wrongNoTok.status === 403 && wrongNoTok.body.trim() === 'Unauthenticated', 'another identifier without a token: 403 Unauthenticated, as ours without one');
+  const wrongBad = await rawHttp(r.port, upgrade('/?identifier=sbx-2&api-version=2024-02-02-preview', { Authorization: 'Bearer garbage.token.here' }));
+  check(wrongBad.status === 403 && wrongBad.body.trim() === 'Forbidden', 'another identifier with a bad token: 403 Forbidden (the token is checked first)');
   res = await rawHttp(r.port, upgrade('/?identifier=sbx-1', { Authorization: `Bearer ${good}` }));
   check(res.status === 400, 'missing api-version: 400');
   res = await rawHttp(r.port, upgrade('/?identifier=sbx-1&api-version=2023-01-01', { Authorization: `Bearer ${good}` }));

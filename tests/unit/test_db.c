@@ -1521,6 +1521,31 @@ static void test_audit(void **state)
     assert_int_equal(db_audit_query(f->db, &flt, check_detail, NULL), AL_OK);
 }
 
+/* Retention: by age, then by count, newest kept; both at once; nothing
+ * to prune is no error. */
+static void test_audit_prune(void **state)
+{
+    struct fx *f = *state;
+    struct arows c;
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(db_audit_add(f->db, 1000 + i, "system", "link_up", "sb1", NULL), AL_OK);
+    assert_int_equal(db_audit_prune(f->db, 0, 0), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 20);
+    assert_int_equal(db_audit_prune(f->db, 1005, 0), AL_OK); /* before 1005: 5 rows */
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 15);
+    assert_int_equal(c.at[14], 1005);
+    assert_int_equal(db_audit_prune(f->db, 0, 10), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 10);
+    assert_int_equal(c.at[0], 1019);
+    assert_int_equal(c.at[9], 1010);
+    assert_int_equal(db_audit_prune(f->db, 1012, 5), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 5);
+    assert_int_equal(c.at[4], 1015);
+    assert_int_equal(db_audit_prune(f->db, 0, 100), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 5);
+    assert_int_equal(db_audit_prune(f->db, -1, 0), AL_E_INVAL);
+}
+
 static void test_audit_limit(void **state)
 {
     struct fx *f = *state;
@@ -1844,6 +1869,7 @@ int main(int argc, char **argv)
         BOTH(test_offsets_survive_reopen),
         BOTH(test_audit),
         BOTH(test_audit_limit),
+        BOTH(test_audit_prune),
         BOTH(test_audit_bad_inputs),
         cmocka_unit_test(test_names_and_enums),
         cmocka_unit_test(test_null_db),

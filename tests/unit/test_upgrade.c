@@ -98,8 +98,18 @@ static void test_matrix(void **state)
     assert_int_equal(decide(f, "/x", 1, "sbx-1", api, good, &r), 404);
     assert_int_equal(decide(f, "/", 1, "sbx-1", NULL, good, &r), 400);
     assert_int_equal(decide(f, "/", 1, "sbx-1", "2023-01-01", good, &r), 400);
-    assert_int_equal(decide(f, "/", 1, "sbx-2", api, good, &r), 404);
-    assert_int_equal(decide(f, "/", 1, NULL, api, good, &r), 404);
+    /* a wrong identifier is answered as a bad token (no identifier
+     * oracle), and only after the token was checked */
+    assert_int_equal(decide(f, "/", 1, "sbx-2", api, good, &r), 403);
+    assert_string_equal(r.body, "Forbidden\n");
+    assert_non_null(strstr(r.log, "identifier"));
+    assert_int_equal(decide(f, "/", 1, NULL, api, good, &r), 403);
+    assert_string_equal(r.body, "Forbidden\n");
+    assert_int_equal(decide(f, "/", 1, "sbx-2", api, aud2, &r), 403);
+    assert_string_equal(r.body, "Forbidden\n");
+    assert_non_null(strstr(r.log, "wrong audience"));
+    assert_int_equal(decide(f, "/", 1, "sbx-2", api, NULL, &r), 403);
+    assert_string_equal(r.body, "Unauthenticated\n");
     assert_int_equal(decide(f, "/", 1, "sbx-1", api, NULL, &r), 403);
     assert_string_equal(r.body, "Unauthenticated\n");
     assert_int_equal(decide(f, "/", 1, "sbx-1", api, "Basic abc", &r), 403);
