@@ -547,7 +547,7 @@ int apireq_sandbox(const char *body, size_t len, struct apireq_sandbox *out, cha
     const json_t *rec = o ? json_object_get(o, "record_input") : NULL;
     if (rc == AL_OK && rec && !json_is_boolean(rec))
         rc = ar_fail(err, cap, AL_E_INVAL, "\"record_input\": must be true or false");
-    out->record_input = rc == AL_OK && rec && json_is_true(rec);
+    out->record_input = rc == AL_OK && json_is_true(rec);
     json_decref(o);
     if (rc != AL_OK)
         memset(out, 0, sizeof *out);

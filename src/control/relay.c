@@ -11,6 +11,14 @@
  * Input path: the writer's stdin DATA -> rl_term.in (bounded by twice the
  * writer's credit) -> the runner's stdin stream as its ring has room; the
  * writer's credit returns as its bytes move on. Viewers get no stdin credit.
+ *
+ * Fair shares (docs/security-fair.md): attach_share() keeps one user name
+ * to RL_MAX_CLIENTS_PER_USER of a terminal's clients and the last
+ * RL_RESERVED_CLIENTS for admins and its creator; each client's
+ * SNAPSHOT_REQs pass its own rate limiter (snap_lim), one over the rate
+ * waits in snap_due_us (repeats coalesce) until relay_tick serves it.
+ * Recordings keep input only if the terminal's record_input (fixed from
+ * the sandbox's at creation) says so; writer changes are always marked.
  */
 #include "relay.h"
 

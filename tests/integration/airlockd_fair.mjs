@@ -166,7 +166,7 @@ await run('airlockd_fair', async () => {
   await ch.wait(() => ch.snapshots > before, 'the flood answered', 10000);
   const wall = (Date.now() - t0) / 1000;
   const made = ch.snapshots - before, most = SNAP_BURST + Math.ceil((wall * 1000) / SNAP_INTERVAL_MS) + 1;
-  check(made >= 2 && made <= most, `${FLOOD} SNAPSHOT_REQs in ${sentMs} ms gave the client ${made} snapshots (at most ${most})`);
+  check(made >= 1 && made <= most, `${FLOOD} SNAPSHOT_REQs in ${sentMs} ms gave the client ${made} snapshots (at most ${most})`);
   const cpuR = groupCpu(pid) - cpuR0, cpuD = cpuOf(d.p.pid) - cpuD0;
   check(cpuR / wall < 0.3 && cpuD / wall < 0.5,
     `during the flood: runner ${(100 * cpuR / wall).toFixed(1)} %, airlockd ${(100 * cpuD / wall).toFixed(1)} % of a core`);

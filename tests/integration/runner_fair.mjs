@@ -105,7 +105,7 @@ await run('runner_fair', async () => {
   await t.wait(() => t.snapshots > before, 'the flood answered', 10000);
   const wall = (Date.now() - t0) / 1000, cpu = cpuSeconds(r.proc.pid) - cpu0;
   const made = t.snapshots - before, most = SNAP_BURST + Math.ceil((wall * 1000) / SNAP_INTERVAL_MS) + 1;
-  check(made >= 2 && made <= most, `${FLOOD} SNAPSHOT_REQs in ${sentMs} ms made ${made} snapshots (at most ${most})`);
+  check(made >= 1 && made <= most, `${FLOOD} SNAPSHOT_REQs in ${sentMs} ms made ${made} snapshots (at most ${most})`);
   check(cpu / wall < 0.5, `runner CPU during the flood: ${(100 * cpu / wall).toFixed(1)} % of a core`);
   const snap = t.snapshot.bytes.toString('latin1');
   check(t.snapshot.offset === end && t.snapshot.cols === 300 && /END-MARK/.test(snap) && /0{280}99/.test(snap),
