@@ -236,9 +236,10 @@ struct list_ctx {
 
 static json_t *sandbox_json(const struct db_sandbox *s)
 {
-    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I}", "id", s->id, "kind",
+    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b}", "id", s->id, "kind",
                      db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
-                     "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us);
+                     "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us,
+                     "record_input", (int)s->record_input);
 }
 
 static int add_sandbox(void *ctx, const struct db_sandbox *s)
@@ -274,6 +275,10 @@ static json_t *terminal_json(struct api *a, const struct db_terminal *t)
         (void)json_object_set_new(o, "recording_error", json_string(info.rec_error));
     if (o && info.writer[0])
         (void)json_object_set_new(o, "writer", json_string(info.writer));
+    if (o) {
+        (void)json_object_set_new(o, "creator", json_string(t->creator));
+        (void)json_object_set_new(o, "record_input", json_boolean(t->record_input));
+    }
     return o;
 }
 
@@ -589,9 +594,11 @@ static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_use
     if (rc != AL_OK)
         return reply_error(wsi, 400, why);
     rc = db_sandbox_add(a->db, s.id, s.kind, s.kind == DB_SANDBOX_STATIC ? s.url : NULL);
+    if (rc == AL_OK && s.record_input)
+        rc = db_sandbox_set_record_input(a->db, s.id, true);
     if (rc != AL_OK)
         return reply_error(wsi, status_of(rc), db_errmsg(a->db));
-    audit(a, u->name, "sandbox_add", s.id, NULL);
+    audit(a, u->name, "sandbox_add", s.id, s.record_input ? "{\"record_input\":true}" : NULL);
     rc = relay_sandbox_added(a->relay, s.id, why, sizeof why);
     if (rc != AL_OK)
         return reply_error(wsi, 500, why);
@@ -655,7 +662,7 @@ static int route_terminal_create(struct api *a, struct lws *wsi, const struct db
         return reply_error(wsi, 400, why);
     }
     char id[DB_NAME_MAX + 1];
-    rc = relay_terminal_create(a->relay, &t, id, sizeof id, why, sizeof why);
+    rc = relay_terminal_create(a->relay, &t, u->name, id, sizeof id, why, sizeof why);
     apireq_terminal_free(&t);
     if (rc != AL_OK)
         return reply_error(wsi, status_of(rc), why);
@@ -681,6 +688,9 @@ static int route_terminal(struct api *a, struct lws *wsi, const struct db_user *
         free(row);
         return reply_error(wsi, 404, "no such terminal");
     }
+    /* recordings: admins and the terminal's creator (docs/recording.md) */
+    int may_read_rec =
+        u->role == DB_ROLE_ADMIN || (row->creator[0] && !strcmp(row->creator, u->name));
     free(row);
     char why[256];
     if (q->method == M_GET && !*rest) {
@@ -694,6 +704,9 @@ static int route_terminal(struct api *a, struct lws *wsi, const struct db_user *
         return reply_json(wsi, 200, o);
     }
     if (q->method == M_GET && !strcmp(rest, "/recording")) {
+        if (!may_read_rec)
+            return reply_error(wsi, 403,
+                               "a recording is readable by admins and the terminal's creator only");
         char path[PATH_MAX + DB_NAME_MAX + 32];
         (void)snprintf(path, sizeof path, "%s/recordings/%s.cast", a->data_dir, id);
         struct stat st;
@@ -1039,11 +1052,11 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
         }
         const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
         struct rl_attach at = {id, u.name, u.role, mode && !strcmp(mode, "read"), wsi};
-        int rc = relay_attach(a->relay, &at, &c->cl);
+        int rc = relay_attach(a->relay, &at, &c->cl, why, sizeof why);
         if (rc != AL_OK) {
             free(c);
-            (void)reply_error(wsi, rc == AL_E_NOENT ? 404 : 429,
-                              rc == AL_E_NOENT ? "no such live terminal" : "too many viewers");
+            logf_(a, 1, "attach of %s by %s refused: %s", id, u.name, why);
+            (void)reply_error(wsi, status_of(rc), rc == AL_E_NOENT ? "no such live terminal" : why);
             return -1;
         }
         c->kind = CONN_CLIENT;

@@ -489,7 +489,7 @@ void apireq_terminal_free(struct apireq_terminal *t)
 
 /* ---- POST /v1/sandboxes ------------------------------------------------------ */
 
-static const char *const ar_sandbox_members[] = {"id", "kind", "url", NULL};
+static const char *const ar_sandbox_members[] = {"id", "kind", "url", "record_input", NULL};
 
 static int ar_kind(const json_t *o, enum db_sandbox_kind *kind, char *err, size_t cap)
 {
@@ -544,6 +544,10 @@ int apireq_sandbox(const char *body, size_t len, struct apireq_sandbox *out, cha
         rc = ar_kind(o, &out->kind, err, cap);
     if (rc == AL_OK)
         rc = ar_url(o, out, err, cap);
+    const json_t *rec = o ? json_object_get(o, "record_input") : NULL;
+    if (rc == AL_OK && rec && !json_is_boolean(rec))
+        rc = ar_fail(err, cap, AL_E_INVAL, "\"record_input\": must be true or false");
+    out->record_input = rc == AL_OK && json_is_true(rec);
     json_decref(o);
     if (rc != AL_OK)
         memset(out, 0, sizeof *out);

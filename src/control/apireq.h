@@ -37,16 +37,22 @@
  *    "term": "xterm-256color",          optional, default APIREQ_DEFAULT_TERM:
  *                                         1..AL_MAX_TERM printable ASCII
  *                                         characters, no space
- *    "record_input": true}              optional, default true: a boolean
+ *    "record_input": true}              optional, default true: a boolean; it
+ *                                         can only narrow the sandbox's own
+ *                                         record_input (off unless an admin set
+ *                                         it), never turn input recording on
  *
  * POST /v1/sandboxes  (apireq_sandbox, admin)
  *   {"id": "box1",                      required: a sandbox id (as "sandbox")
  *    "kind": "static",                  required: "local", "static" or "reverse"
- *    "url": "wss://host:7443/airlock"}  required for "static", refused for the
+ *    "url": "wss://host:7443/airlock",  required for "static", refused for the
  *                                         others: "ws://" or "wss://", then at
  *                                         least one character, all printable
  *                                         ASCII without space; at most
  *                                         DB_SANDBOX_URL_MAX bytes in all
+ *    "record_input": false}             optional, default false: whether its
+ *                                         terminals' recordings keep the
+ *                                         writer's keystrokes ("i" events)
  *
  * POST /v1/terminals/{id}/resize  (apireq_resize)
  *   {"cols": 120, "rows": 40}           both required: 1..AL_MAX_COLS,
@@ -128,6 +134,7 @@ struct apireq_sandbox {
     char id[DB_NAME_MAX + 1];
     enum db_sandbox_kind kind;
     char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless kind is static */
+    bool record_input;
 };
 
 /* Parse body[0..len). *out is overwritten, not freed first; on failure it is

@@ -669,6 +669,16 @@ int db_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx)
     return db->be->sandbox_list(db, cb, ctx);
 }
 
+int db_sandbox_set_record_input(struct db *db, const char *id, bool on)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+        return rc;
+    return db->be->sandbox_set_record_input(db, id, on);
+}
+
 int db_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us)
 {
     int rc = db_begin(db);
@@ -750,6 +760,10 @@ int db_terminal_add(struct db *db, const struct db_terminal_spec *spec, char *id
         s.cwd = "";
     if (!s.env_json)
         s.env_json = "{}";
+    if (!s.creator)
+        s.creator = "";
+    else if (s.creator[0] && (rc = db_check_name(db, "creator", s.creator)) != AL_OK)
+        return rc;
     rc = db->be->terminal_add(db, id, &s, now);
     if (rc == AL_OK)
         (void)snprintf(id_out, cap, "%s", id); /* fits: cap > DB_NAME_MAX */

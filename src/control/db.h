@@ -15,8 +15,10 @@
  *              256 bits of entropy, so a plain SHA-256 is enough (no salt,
  *              no slow hash: nothing to brute-force).
  *   sandboxes  id (same alphabet as names), kind, url (static only),
- *              created_at, and the link state airlockd keeps current:
- *              up or down, since when, last RTT in microseconds (-1 unknown).
+ *              created_at, record_input (whether recordings keep the
+ *              writer's keystrokes; false by default, schema 2), and the
+ *              link state airlockd keeps current: up or down, since when,
+ *              last RTT in microseconds (-1 unknown).
  *   terminals  id ("t-" + 24 hex), sandbox id (must exist; a sandbox with
  *              terminals cannot be removed), channel on the sandbox's link
  *              (unique among the sandbox's live terminals: opening, running,
@@ -25,6 +27,8 @@
  *              and the stream offsets durably delivered (bytes of stdout and
  *              stderr) with the recording's size in bytes: airlockd resumes
  *              every terminal from them after a restart. They only grow.
+ *              Schema 2: creator (the user who made it; "" for terminals
+ *              made before) and record_input (fixed at creation).
  *   audit      id (grows), at, actor (a user name or "system"), action
  *              ([a-z][a-z0-9_]*), target, detail (a JSON object).
  *
@@ -54,7 +58,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 1,     /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 2,     /* the newest schema this code knows */
     DB_PATH_MAX = 4096,        /* a database path */
     DB_URL_MAX = 4160,         /* the whole URL given to db_open */
     DB_MSG_MAX = 512,          /* an error message, with its NUL */
@@ -100,6 +104,7 @@ struct db_sandbox {
     bool link_up;
     int64_t link_since; /* when link_up last changed (created_at at first) */
     int64_t rtt_us;     /* -1: unknown */
+    bool record_input;  /* recordings keep input ("i" events) */
 };
 
 /* What db_terminal_add needs; the strings stay the caller's. */
@@ -111,6 +116,8 @@ struct db_terminal_spec {
     const char *env_json;  /* {"NAME": "value", ...}; NULL: {} */
     uint16_t cols, rows;   /* 1..AL_MAX_COLS, 1..AL_MAX_ROWS */
     enum db_term_mode mode;
+    const char *creator; /* a user name; NULL or "": none */
+    bool record_input;   /* its recording keeps input */
 };
 
 struct db_terminal {
@@ -129,6 +136,8 @@ struct db_terminal {
     int64_t ended_at;                /* 0 until exited, closed or lost */
     uint64_t out_offset, err_offset; /* stream bytes durably delivered */
     uint64_t rec_bytes;              /* the recording's size with them */
+    char creator[DB_NAME_MAX + 1];   /* "": unknown (made before schema 2) */
+    bool record_input;
 };
 
 struct db_audit {
@@ -186,6 +195,8 @@ int db_sandbox_get(struct db *db, const char *id, struct db_sandbox *out);
 int db_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx); /* by id */
 /* since: when the link went up or down; rtt_us: -1 if unknown. */
 int db_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
+/* Whether the sandbox's new terminals record their input. */
+int db_sandbox_set_record_input(struct db *db, const char *id, bool on);
 /* AL_E_STATE while terminals refer to it. */
 int db_sandbox_remove(struct db *db, const char *id);
 

@@ -34,6 +34,7 @@ struct db_backend {
     int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
     int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
     int (*sandbox_set_link)(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
+    int (*sandbox_set_record_input)(struct db *db, const char *id, bool on);
     int (*sandbox_remove)(struct db *db, const char *id);
 
     int (*terminal_add)(struct db *db, const char *id, const struct db_terminal_spec *spec,

@@ -177,6 +177,14 @@ static const char *const dbp_schema_v1[] = {
     "CREATE INDEX audit_action ON audit (action, at)",
     NULL,
 };
+
+/* Schema 2, as db_sqlite.c's dbs_schema_v2. */
+static const char *const dbp_schema_v2[] = {
+    "ALTER TABLE sandboxes ADD COLUMN record_input boolean NOT NULL DEFAULT false",
+    "ALTER TABLE terminals ADD COLUMN creator text NOT NULL DEFAULT ''",
+    "ALTER TABLE terminals ADD COLUMN record_input boolean NOT NULL DEFAULT false",
+    NULL,
+};
 // clang-format on
 
 struct dbp_migration {
@@ -188,6 +196,7 @@ struct dbp_migration {
  * same name as the SQLite backend's step. Append only. */
 static const struct dbp_migration dbp_migrations[] = {
     {"users, sandboxes, terminals, audit", dbp_schema_v1},
+    {"terminal creator, record_input", dbp_schema_v2},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,
@@ -980,7 +989,7 @@ static int dbp_user_remove(struct db *db, const char *name)
 
 /* ---- sandboxes ---------------------------------------------------------------- */
 
-#define DBP_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us"
+#define DBP_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input"
 
 static int dbp_row_sandbox(struct db *db, const PGresult *res, int row, struct db_sandbox *sb)
 {
@@ -998,6 +1007,8 @@ static int dbp_row_sandbox(struct db *db, const PGresult *res, int row, struct d
         rc = dbp_col_i64(db, res, row, 5, 0, INT64_MAX, NULL, &sb->link_since);
     if (rc == AL_OK)
         rc = dbp_col_i64(db, res, row, 6, -1, INT64_MAX, NULL, &sb->rtt_us);
+    if (rc == AL_OK)
+        rc = dbp_col_bool(db, res, row, 7, &sb->record_input);
     sb->kind = (enum db_sandbox_kind)kind;
     return rc;
 }
@@ -1070,6 +1081,18 @@ static int dbp_sandbox_set_link(struct db *db, const char *id, bool up, int64_t 
     return rc;
 }
 
+static int dbp_sandbox_set_record_input(struct db *db, const char *id, bool on)
+{
+    const char *const v[] = {id, on ? "true" : "false"};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set sandbox record_input",
+                      "UPDATE sandboxes SET record_input = $2 WHERE id = $1", 2, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+    PQclear(r.res);
+    return rc;
+}
+
 static int dbp_sandbox_remove(struct db *db, const char *id)
 {
     const char *const v[] = {id};
@@ -1087,7 +1110,7 @@ static int dbp_sandbox_remove(struct db *db, const char *id)
 
 #define DBP_TERM_COLS                                                                              \
     "id, sandbox_id, channel, argv, cwd, env, cols, rows, mode, state, exit_code, exit_signal,"    \
-    " created_at, ended_at, out_offset, err_offset, rec_bytes"
+    " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input"
 
 static int dbp_row_terminal(struct db *db, const PGresult *res, int row, struct db_terminal *t)
 {
@@ -1128,6 +1151,10 @@ static int dbp_row_terminal(struct db *db, const PGresult *res, int row, struct 
         rc = dbp_col_i64(db, res, row, 15, 0, INT64_MAX, NULL, &err);
     if (rc == AL_OK)
         rc = dbp_col_i64(db, res, row, 16, 0, INT64_MAX, NULL, &rec);
+    if (rc == AL_OK)
+        rc = dbp_col_text(db, res, row, 17, t->creator, sizeof t->creator, false);
+    if (rc == AL_OK)
+        rc = dbp_col_bool(db, res, row, 18, &t->record_input);
     t->channel = (uint32_t)v[0];
     t->cols = (uint16_t)v[1];
     t->rows = (uint16_t)v[2];
@@ -1158,13 +1185,15 @@ static int dbp_terminal_add(struct db *db, const char *id, const struct db_termi
                              cols,
                              rows,
                              db_term_mode_name(sp->mode),
-                             at};
+                             at,
+                             sp->creator,
+                             sp->record_input ? "true" : "false"};
     struct dbp_res r;
     int rc = dbp_exec(db, "add terminal",
                       "INSERT INTO terminals (id, sandbox_id, channel, argv, cwd, env, cols,"
-                      " rows, mode, state, created_at)"
-                      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'opening', $10)",
-                      10, v, &r);
+                      " rows, mode, state, created_at, creator, record_input)"
+                      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'opening', $10, $11, $12)",
+                      12, v, &r);
     PQclear(r.res);
     if (dbp_state_is(r.state, "23503"))
         rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sp->sandbox_id);
@@ -1401,6 +1430,7 @@ const struct db_backend db_pg_backend = {
     .sandbox_get = dbp_sandbox_get,
     .sandbox_list = dbp_sandbox_list,
     .sandbox_set_link = dbp_sandbox_set_link,
+    .sandbox_set_record_input = dbp_sandbox_set_record_input,
     .sandbox_remove = dbp_sandbox_remove,
     .terminal_add = dbp_terminal_add,
     .terminal_get = dbp_terminal_get,

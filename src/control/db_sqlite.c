@@ -131,6 +131,16 @@ static const char dbs_schema_v1[] =
     "CREATE INDEX audit_actor ON audit (actor, at);"
     "CREATE INDEX audit_action ON audit (action, at);"
     "PRAGMA application_id = 1098009707;"; /* DBS_APP_ID */
+
+/* Schema 2: who made a terminal (its recording's reader, with admins), and
+ * whether recordings keep input: per sandbox, off by default, and fixed on
+ * each terminal when it is made. */
+static const char dbs_schema_v2[] =
+    "ALTER TABLE sandboxes ADD COLUMN record_input INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (record_input IN (0, 1));"
+    "ALTER TABLE terminals ADD COLUMN creator TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE terminals ADD COLUMN record_input INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (record_input IN (0, 1));";
 // clang-format on
 
 struct dbs_migration {
@@ -142,6 +152,7 @@ struct dbs_migration {
  * only: a released migration never changes. */
 static const struct dbs_migration dbs_migrations[] = {
     {"users, sandboxes, terminals, audit", dbs_schema_v1},
+    {"terminal creator, record_input", dbs_schema_v2},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
@@ -724,7 +735,7 @@ static int dbs_user_remove(struct db *db, const char *name)
 
 /* ---- sandboxes ---------------------------------------------------------------- */
 
-#define DBS_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us"
+#define DBS_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input"
 
 static int dbs_row_sandbox(struct db *db, sqlite3_stmt *st, struct db_sandbox *sb)
 {
@@ -743,8 +754,12 @@ static int dbs_row_sandbox(struct db *db, sqlite3_stmt *st, struct db_sandbox *s
         rc = dbs_col_i64(db, st, 5, 0, INT64_MAX, NULL, &sb->link_since);
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 6, -1, INT64_MAX, NULL, &sb->rtt_us);
+    int64_t rec = 0;
+    if (rc == AL_OK)
+        rc = dbs_col_i64(db, st, 7, 0, 1, NULL, &rec);
     sb->kind = (enum db_sandbox_kind)kind;
     sb->link_up = up == 1;
+    sb->record_input = rec == 1;
     return rc;
 }
 
@@ -836,6 +851,20 @@ static int dbs_sandbox_set_link(struct db *db, const char *id, bool up, int64_t 
     return dbs_finish(db, st, rc);
 }
 
+static int dbs_sandbox_set_record_input(struct db *db, const char *id, bool on)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(db, "UPDATE sandboxes SET record_input = ?2 WHERE id = ?1", &st);
+    if (rc != AL_OK)
+        return rc;
+    rc = dbs_bind_text(db, st, 1, id);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 2, on ? 1 : 0);
+    if (rc == AL_OK)
+        rc = dbs_change_one(db, st, "sandbox", id, NULL);
+    return dbs_finish(db, st, rc);
+}
+
 static int dbs_sandbox_remove(struct db *db, const char *id)
 {
     sqlite3_stmt *st = NULL;
@@ -855,7 +884,7 @@ static int dbs_sandbox_remove(struct db *db, const char *id)
 
 #define DBS_TERM_COLS                                                                              \
     "id, sandbox_id, channel, argv, cwd, env, cols, rows, mode, state, exit_code, exit_signal,"    \
-    " created_at, ended_at, out_offset, err_offset, rec_bytes"
+    " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input"
 
 static int dbs_row_terminal(struct db *db, sqlite3_stmt *st, struct db_terminal *t)
 {
@@ -896,6 +925,11 @@ static int dbs_row_terminal(struct db *db, sqlite3_stmt *st, struct db_terminal 
         rc = dbs_col_i64(db, st, 15, 0, INT64_MAX, NULL, &err);
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 16, 0, INT64_MAX, NULL, &rec);
+    if (rc == AL_OK)
+        rc = dbs_col_text(db, st, 17, t->creator, sizeof t->creator, false);
+    if (rc == AL_OK)
+        rc = dbs_col_i64(db, st, 18, 0, 1, NULL, &v[5]);
+    t->record_input = v[5] == 1;
     t->channel = (uint32_t)v[0];
     t->cols = (uint16_t)v[1];
     t->rows = (uint16_t)v[2];
@@ -915,8 +949,8 @@ static int dbs_terminal_add(struct db *db, const char *id, const struct db_termi
     sqlite3_stmt *st = NULL;
     int rc = dbs_prepare(db,
                          "INSERT INTO terminals (id, sandbox_id, channel, argv, cwd, env, cols,"
-                         " rows, mode, state, created_at)"
-                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'opening', ?10)",
+                         " rows, mode, state, created_at, creator, record_input)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'opening', ?10, ?11, ?12)",
                          &st);
     if (rc != AL_OK)
         return rc;
@@ -940,6 +974,10 @@ static int dbs_terminal_add(struct db *db, const char *id, const struct db_termi
         rc = dbs_bind_text(db, st, 9, db_term_mode_name(sp->mode));
     if (rc == AL_OK)
         rc = dbs_bind_i64(db, st, 10, now);
+    if (rc == AL_OK)
+        rc = dbs_bind_text(db, st, 11, sp->creator);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 12, sp->record_input ? 1 : 0);
     if (rc == AL_OK)
         rc = dbs_step(db, st, NULL, &raw);
     if (raw == SQLITE_CONSTRAINT_FOREIGNKEY)
@@ -1274,6 +1312,7 @@ const struct db_backend db_sqlite_backend = {
     .sandbox_get = dbs_sandbox_get,
     .sandbox_list = dbs_sandbox_list,
     .sandbox_set_link = dbs_sandbox_set_link,
+    .sandbox_set_record_input = dbs_sandbox_set_record_input,
     .sandbox_remove = dbs_sandbox_remove,
     .terminal_add = dbs_terminal_add,
     .terminal_get = dbs_terminal_get,

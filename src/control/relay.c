@@ -11,11 +11,20 @@
  * Input path: the writer's stdin DATA -> rl_term.in (bounded by twice the
  * writer's credit) -> the runner's stdin stream as its ring has room; the
  * writer's credit returns as its bytes move on. Viewers get no stdin credit.
+ *
+ * Fair shares (docs/security-fair.md): attach_share() keeps one user name
+ * to RL_MAX_CLIENTS_PER_USER of a terminal's clients and the last
+ * RL_RESERVED_CLIENTS for admins and its creator; each client's
+ * SNAPSHOT_REQs pass its own rate limiter (snap_lim), one over the rate
+ * waits in snap_due_us (repeats coalesce) until relay_tick serves it.
+ * Recordings keep input only if the terminal's record_input (fixed from
+ * the sandbox's at creation) says so; writer changes are always marked.
  */
 #include "relay.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +41,7 @@
 #include "endpoint.h"
 #include "frame.h"
 #include "lsbx.h"
+#include "ratelim.h"
 #include "ring.h"
 #include "tok_sign.h"
 #include "token.h"
@@ -69,9 +79,11 @@ struct rl_client {
     uint32_t ch;     /* the channel the client attached (0: not yet) */
     uint64_t cur[FR_NSTREAMS];
     int need_resync;
-    int resynced;       /* at least once */
-    uint64_t resync_at; /* its stdout acknowledged offset then */
-    int role_due;       /* send ROLE after this input */
+    int resynced;            /* at least once */
+    uint64_t resync_at;      /* its stdout acknowledged offset then */
+    int role_due;            /* send ROLE after this input */
+    struct ratelim snap_lim; /* its SNAPSHOT_REQs */
+    uint64_t snap_due_us;    /* a deferred SNAPSHOT_REQ is served then (0: none) */
     int exit_sent;
     int gone;
 };
@@ -83,6 +95,8 @@ struct rl_term {
     uint32_t ch;
     uint8_t mode;
     uint16_t cols, rows;
+    char creator[DB_NAME_MAX + 1]; /* "": none known */
+    uint16_t prev_cols, prev_rows; /* the size before the last RESIZE sent */
     enum db_term_state state;
     int exited, exit_code, exit_signal;
     int closing;
@@ -652,6 +666,13 @@ static void set_writer(struct rl_term *t, struct rl_client *w)
         wake(r, w->conn);
     }
     rlog(r, 1, "terminal %s: writer is %s", t->id, w ? w->user : "nobody");
+    if (w && t->cast && !t->rec_failed) { /* who typed is kept, input or not */
+        char label[DB_NAME_MAX + 16];
+        (void)snprintf(label, sizeof label, "writer: %s", w->user);
+        int e = cast_marker(t->cast, (int64_t)relay_now_us(), label);
+        if (e != AL_OK && e != AL_E_STATE)
+            rec_fail(t, e);
+    }
     term_viewers_changed(t);
 }
 
@@ -730,9 +751,18 @@ static void client_event(void *ud, const struct ep_event *ev)
         }
         set_writer(t, c);
         return;
-    case EP_EV_SNAPSHOT_REQ:
-        c->need_resync = 1;
+    case EP_EV_SNAPSHOT_REQ: {
+        if (c->need_resync || c->snap_due_us)
+            return; /* coalesced with the one waiting */
+        uint64_t now = relay_now_us();
+        if (ratelim_take(&c->snap_lim, now)) {
+            c->need_resync = 1;
+        } else {
+            c->snap_due_us = ratelim_next(&c->snap_lim, now);
+            rlog(r, 2, "terminal %s: %s asks for snapshots too often: deferred", t->id, c->user);
+        }
         return;
+    }
     case EP_EV_WRITABLE:
         return; /* pumped after the input */
     case EP_EV_CLOSED:
@@ -743,13 +773,46 @@ static void client_event(void *ud, const struct ep_event *ev)
     }
 }
 
-int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out)
+/* Whether a may take one more of t's slots: 0, or AL_E_LIMIT with why. */
+static int attach_share(const struct rl_term *t, const struct rl_attach *a, char *why, size_t cap)
 {
-    struct rl_term *t = term_by_id(r, a->term_id);
-    if (!t || t->closing)
-        return AL_E_NOENT;
-    if (t->nclients >= RL_MAX_CLIENTS)
+    unsigned mine = 0;
+    for (const struct rl_client *c = t->clients; c; c = c->next)
+        if (!strcmp(c->user, a->user))
+            mine++;
+    int kept_for = a->role == DB_ROLE_ADMIN || (t->creator[0] && !strcmp(t->creator, a->user));
+    if (t->nclients >= RL_MAX_CLIENTS) {
+        al_errf(why, cap, "terminal %s has %u attachments, the most it takes", t->id,
+                RL_MAX_CLIENTS);
         return AL_E_LIMIT;
+    }
+    if (mine >= RL_MAX_CLIENTS_PER_USER) {
+        al_errf(why, cap, "%s already has %u attachments to terminal %s, the most for one user",
+                a->user, RL_MAX_CLIENTS_PER_USER, t->id);
+        return AL_E_LIMIT;
+    }
+    if (!kept_for && t->nclients >= RL_MAX_CLIENTS - RL_RESERVED_CLIENTS) {
+        al_errf(why, cap,
+                "terminal %s has %u attachments; the last %u of %u are kept for admins and its "
+                "creator",
+                t->id, t->nclients, RL_RESERVED_CLIENTS, RL_MAX_CLIENTS);
+        return AL_E_LIMIT;
+    }
+    return AL_OK;
+}
+
+int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out, char *why,
+                 size_t cap)
+{
+    al_errf(why, cap, "%s", "");
+    struct rl_term *t = term_by_id(r, a->term_id);
+    if (!t || t->closing) {
+        al_errf(why, cap, "no such live terminal");
+        return AL_E_NOENT;
+    }
+    int src = attach_share(t, a, why, cap);
+    if (src != AL_OK)
+        return src;
     struct rl_client *c = calloc(1, sizeof *c);
     if (!c)
         return AL_E_NOMEM;
@@ -767,6 +830,7 @@ int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **
     }
     c->t = t;
     c->conn = a->conn;
+    ratelim_init(&c->snap_lim, RL_CLIENT_SNAP_INTERVAL_US, RL_CLIENT_SNAP_BURST);
     (void)snprintf(c->user, sizeof c->user, "%s", a->user);
     c->may_write = a->role >= DB_ROLE_OPERATOR && !a->read_only;
     c->wants_write = c->may_write;
@@ -928,6 +992,34 @@ static void term_drop(struct rl_term *t, enum db_term_state final)
     term_free(t);
 }
 
+/*
+ * The runner refused the last RESIZE (its screen budget): the terminal keeps
+ * the size it had, so snapshots (made at that size) serve clients again;
+ * the recording and the writer learn of it.
+ */
+static void term_resize_refused(struct rl_term *t, const uint8_t *msg, size_t len)
+{
+    struct relay *r = t->sb->r;
+    rlog(r, 1, "terminal %s: the runner refused a resize: %.*s", t->id, (int)len,
+         (const char *)msg);
+    if (!t->prev_cols || (t->prev_cols == t->cols && t->prev_rows == t->rows))
+        return;
+    t->cols = t->prev_cols;
+    t->rows = t->prev_rows;
+    if (t->cast && !t->rec_failed) {
+        int e = cast_resize(t->cast, (int64_t)relay_now_us(), t->cols, t->rows);
+        if (e != AL_OK && e != AL_E_STATE)
+            rec_fail(t, e);
+    }
+    if (t->writer && t->writer->ch && !t->writer->gone) {
+        char m[AL_MAX_ERRMSG + 1];
+        (void)snprintf(m, sizeof m, "%.*s", (int)len, (const char *)msg);
+        (void)ep_send_error(t->writer->ep, t->writer->ch, FR_ERR_LIMIT, m);
+        wake(r, t->writer->conn);
+    }
+    term_pump_all(t);
+}
+
 static void runner_event(void *ud, const struct ep_event *ev)
 {
     struct rl_sbx *sb = ud;
@@ -1004,9 +1096,19 @@ static void runner_event(void *ud, const struct ep_event *ev)
     case EP_EV_ERROR:
         rlog(r, 1, "sandbox %s: runner says (%u) %.*s", sb->id, ev->code, (int)ev->len,
              (const char *)ev->data);
-        if (t && ev->code == FR_ERR_OPEN_FAILED) {
+        if (t && (ev->code == FR_ERR_OPEN_FAILED ||
+                  (ev->code == FR_ERR_LIMIT && t->state == DB_TERM_OPENING))) {
+            char detail[AL_MAX_ERRMSG + 32];
+            json_t *d = json_pack("{s:s%}", "error", (const char *)ev->data, (size_t)ev->len);
+            char *dj = d ? json_dumps(d, JSON_COMPACT) : NULL;
+            (void)snprintf(detail, sizeof detail, "%s", dj ? dj : "{}");
+            free(dj);
+            json_decref(d);
+            audit(r, "system", "open_failed", t->id, detail);
             term_exit(t, 127, 0);
             term_drop(t, DB_TERM_LOST);
+        } else if (t && ev->code == FR_ERR_LIMIT) {
+            term_resize_refused(t, ev->data, ev->len);
         }
         return;
     case EP_EV_WRITABLE:
@@ -1401,7 +1503,8 @@ static int term_new(struct rl_sbx *sb, const struct db_terminal *row, struct rl_
     t->cols = row->cols;
     t->rows = row->rows;
     t->state = row->state;
-    t->record_input = 1;
+    t->record_input = row->record_input;
+    (void)snprintf(t->creator, sizeof t->creator, "%s", row->creator);
     t->consumed[FR_STDOUT] = row->out_offset;
     t->consumed[FR_STDERR] = row->err_offset;
     ring_init(&t->log[FR_STDOUT], RL_LOG_BYTES, row->out_offset);
@@ -1418,14 +1521,19 @@ static int term_new(struct rl_sbx *sb, const struct db_terminal *row, struct rl_
     return AL_OK;
 }
 
-int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, char *id_out,
-                          size_t cap, char *why, size_t why_cap)
+int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, const char *creator,
+                          char *id_out, size_t cap, char *why, size_t why_cap)
 {
     struct rl_sbx *sb = relay_sandbox(r, spec->sandbox);
-    if (!sb) {
+    struct db_sandbox *srow = sb ? malloc(sizeof *srow) : NULL;
+    if (!sb || !srow || db_sandbox_get(r->cfg.db, sb->id, srow) != AL_OK) {
+        free(srow);
         al_errf(why, why_cap, "no sandbox \"%s\"", spec->sandbox);
         return AL_E_NOENT;
     }
+    /* input is recorded only where the sandbox allows it and the terminal wants it */
+    bool record_input = srow->record_input && spec->record_input;
+    free(srow);
     struct fr_open *o = calloc(1, sizeof *o);
     if (!o)
         return AL_E_NOMEM;
@@ -1461,6 +1569,8 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         .cols = spec->cols,
         .rows = spec->rows,
         .mode = spec->mode,
+        .creator = creator,
+        .record_input = record_input,
     };
     int rc = db_terminal_add(r->cfg.db, &ds, id_out, cap);
     struct db_terminal *row = rc == AL_OK ? malloc(sizeof *row) : NULL;
@@ -1475,7 +1585,6 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         (void)ep_close(sb->ep, (uint32_t)ch);
         return rc;
     }
-    t->record_input = spec->record_input;
     wake(r, sb->conn);
     rlog(r, 1, "terminal %s opened on %s channel %ld", id_out, sb->id, ch);
     return AL_OK;
@@ -1499,6 +1608,8 @@ int relay_terminal_resize(struct relay *r, const char *id, uint16_t cols, uint16
     int rc = ep_resize(t->sb->ep, t->ch, cols, rows);
     if (rc != AL_OK)
         return rc;
+    t->prev_cols = t->cols;
+    t->prev_rows = t->rows;
     t->cols = cols;
     t->rows = rows;
     if (t->cast && !t->rec_failed) {
@@ -1622,6 +1733,11 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
         for (struct rl_client *c = t->clients; c; c = c->next) {
             int ping = ep_next_deadline(c->ep) <= now; /* a PING may be queued */
             ep_tick(c->ep, now);
+            if (c->snap_due_us && now >= c->snap_due_us && ratelim_take(&c->snap_lim, now)) {
+                c->snap_due_us = 0; /* the deferred SNAPSHOT_REQ's turn */
+                c->need_resync = 1;
+                client_pump(c);
+            }
             if (ping || ep_closing(c->ep, NULL, NULL))
                 wake(r, c->conn);
         }
@@ -1653,8 +1769,11 @@ uint64_t relay_next_deadline(const struct relay *r)
         for (const struct rl_term *t = sb->terms; t; t = t->next) {
             if (t->sync_due_us)
                 d = min_u64(d, t->sync_due_us);
-            for (const struct rl_client *c = t->clients; c; c = c->next)
+            for (const struct rl_client *c = t->clients; c; c = c->next) {
                 d = min_u64(d, ep_next_deadline(c->ep));
+                if (c->snap_due_us)
+                    d = min_u64(d, c->snap_due_us);
+            }
         }
     }
     return d;

@@ -50,6 +50,17 @@
 #define RL_REDIAL_MIN_MS 250
 #define RL_REDIAL_MAX_MS 30000
 #define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */
+/* Fair shares of a terminal's attach slots: one user name holds at most
+ * RL_MAX_CLIENTS_PER_USER of them, and the last RL_RESERVED_CLIENTS are
+ * kept for admins and the terminal's creator, so that they can always
+ * attach whatever others do. */
+#define RL_MAX_CLIENTS_PER_USER 8
+#define RL_RESERVED_CLIENTS 8
+/* Snapshots one client may ask for (SNAPSHOT_REQ): a burst, then one per
+ * interval. One over the rate is deferred (repeats coalesce) and served
+ * when the interval has passed: late, never lost. */
+#define RL_CLIENT_SNAP_BURST 4
+#define RL_CLIENT_SNAP_INTERVAL_US 250000ull
 
 struct relay;
 struct lsbx;
@@ -114,8 +125,11 @@ struct rl_attach {
     int read_only; /* asked for observation only */
     void *conn;
 };
-/* 0, AL_E_NOENT (no such live terminal), AL_E_LIMIT (too many clients). */
-int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out);
+/* 0, AL_E_NOENT (no such live terminal), AL_E_LIMIT (no slot for this
+ * user: RL_MAX_CLIENTS, RL_MAX_CLIENTS_PER_USER, RL_RESERVED_CLIENTS; why
+ * says which). */
+int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out, char *why,
+                 size_t cap);
 void relay_client_gone(struct rl_client *c);
 int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len);
 long relay_client_output(struct rl_client *c, uint8_t *buf, size_t cap);
@@ -127,9 +141,11 @@ int relay_client_closing(struct rl_client *c, int *code, const char **reason);
 int relay_sandbox_added(struct relay *r, const char *id, char *why, size_t cap);
 /* Stop its link and its runner (local). The row is the caller's. */
 void relay_sandbox_removed(struct relay *r, const char *id);
-/* Open a terminal; its id goes to id_out (cap > DB_NAME_MAX). */
-int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, char *id_out,
-                          size_t cap, char *why, size_t why_cap);
+/* Open a terminal for creator (a user name); its id goes to id_out (cap >
+ * DB_NAME_MAX). Its recording keeps input only if both the sandbox's and
+ * spec's record_input say so. */
+int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, const char *creator,
+                          char *id_out, size_t cap, char *why, size_t why_cap);
 int relay_terminal_signal(struct relay *r, const char *id, unsigned signo);
 int relay_terminal_resize(struct relay *r, const char *id, uint16_t cols, uint16_t rows);
 /* Close the channel on the runner and forget the terminal (the recording stays). */

@@ -16,6 +16,19 @@
  * Ownership: the runner owns its terminals; a terminal owns its process
  * fds, its screen model, its input buffer and its uv handles. A closed
  * terminal is freed when libuv has closed all its handles.
+ *
+ * Fair shares (docs/security-fair.md):
+ *   - screen memory: every PTY terminal has a screen model, whose heap
+ *     (vt_mem_estimate, bytes) is counted in screen_used and kept within
+ *     cfg.screen_budget. An OPEN that would pass it, or a size above
+ *     VT_MAX_CELLS, is refused with OPEN_FAILED saying so (no terminal is
+ *     ever left without a model); such a RESIZE gets ERROR LIMIT and
+ *     changes nothing (neither the PTY nor the model).
+ *   - snapshots: the controller's SNAPSHOT_REQs go through one rate limiter
+ *     (RUNNER_SNAP_BURST, then one per RUNNER_SNAP_INTERVAL_US). A request
+ *     over the rate marks its channel pending (repeats coalesce) and
+ *     snap_timer makes the snapshot when the limiter allows, going round
+ *     the channels, so every request is answered, late at worst.
  */
 #include "runner.h"
 
@@ -35,6 +48,7 @@
 #include "frame.h"
 #include "jail.h"
 #include "proc.h"
+#include "ratelim.h"
 #include "vt.h"
 
 #define READ_MAX 65536    /* bytes read from a PTY/pipe at once */
@@ -46,6 +60,8 @@ struct term {
     uint32_t ch;
     struct proc proc;
     struct vt *vt;
+    size_t vt_bytes;  /* counted in runner.screen_used */
+    int snap_pending; /* a SNAPSHOT_REQ waits for the rate limiter */
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
     int ev_out, ev_err, ev_in;             /* the events each one polls now */
@@ -70,7 +86,10 @@ struct runner {
     unsigned nterms;
     void *link;
     runner_want_write_fn *want_write;
-    uv_timer_t tick, grace;
+    uv_timer_t tick, grace, snap_timer;
+    size_t screen_used; /* vt_mem_estimate of every live terminal's model */
+    struct ratelim snap_lim;
+    unsigned snap_rr; /* where the pending-snapshot round starts next */
     uv_signal_t sigchld;
     uint8_t readbuf[READ_MAX];
     int freeing;
@@ -132,6 +151,8 @@ static void term_destroy(struct term *t)
     if (t->closing)
         return;
     t->closing = 1;
+    r->screen_used -= t->vt_bytes; /* the model goes with the handles */
+    t->vt_bytes = 0;
     for (unsigned i = 0; i < r->nterms; i++) {
         if (r->terms[i] == t) {
             r->terms[i] = r->terms[--r->nterms];
@@ -417,21 +438,63 @@ static int poll_init(struct runner *r, struct term *t, uv_poll_t *h, int fd)
     return AL_OK;
 }
 
+/*
+ * May a screen model of cols x rows replace one of `old` bytes? (The
+ * reasons fit an ERROR frame as the endpoint queues it: under 128 bytes.) 0, or
+ * AL_E_TOOBIG (above VT_MAX_CELLS) / AL_E_LIMIT (over the budget) with the
+ * reason in why.
+ */
+static int screen_admit(const struct runner *r, uint16_t cols, uint16_t rows, size_t old, char *why,
+                        size_t cap)
+{
+    int rc = vt_size_check(cols, rows);
+    if (rc != AL_OK) {
+        al_errf(why, cap, "%ux%u is %lu cells, above the screen model's limit of %u", cols, rows,
+                (unsigned long)cols * rows, VT_MAX_CELLS);
+        return rc == AL_E_TOOBIG ? AL_E_TOOBIG : AL_E_INVAL;
+    }
+    size_t need = vt_mem_estimate(cols, rows);
+    size_t others = r->screen_used - old;
+    if (need > r->cfg.screen_budget || others > r->cfg.screen_budget - need) {
+        al_errf(why, cap,
+                "screen budget: %ux%u needs %zu KiB, %zu of %zu KiB used (--screen-budget)", cols,
+                rows, need >> 10, others >> 10, r->cfg.screen_budget >> 10);
+        return AL_E_LIMIT;
+    }
+    return AL_OK;
+}
+
 static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
 {
     char why[512];
+    struct vt *vt = NULL;
+    if (o->mode != FR_MODE_PIPES) {
+        int rc = screen_admit(r, o->cols, o->rows, 0, why, sizeof why);
+        if (rc == AL_OK && vt_new(o->cols, o->rows, &vt) != AL_OK) {
+            al_errf(why, sizeof why, "screen model: out of memory");
+            rc = AL_E_NOMEM;
+        }
+        if (rc != AL_OK) {
+            runner_log(r, 1, "channel %u: open refused: %s", (unsigned)ch, why);
+            (void)ep_open_failed(r->ep, ch, why);
+            return;
+        }
+    }
     struct open_args a;
     if (open_args_build(o, &a) != AL_OK) {
+        vt_free(vt);
         (void)ep_open_failed(r->ep, ch, "out of memory");
         return;
     }
     struct term *t = calloc(1, sizeof *t);
     if (!t) {
         free(a.mem);
+        vt_free(vt);
         (void)ep_open_failed(r->ep, ch, "out of memory");
         return;
     }
     t->r = r;
+    t->vt = vt;
     t->ch = ch;
     t->cols = o->cols;
     t->rows = o->rows;
@@ -464,11 +527,14 @@ static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
     if (rc != AL_OK) {
         runner_log(r, 1, "channel %u: open failed: %s", (unsigned)ch, why);
         (void)ep_open_failed(r->ep, ch, why[0] ? why : al_strerror(rc));
+        vt_free(t->vt);
         free(t);
         return;
     }
-    if (spec.mode == PROC_PTY && vt_new(o->cols, o->rows, &t->vt) != AL_OK)
-        t->vt = NULL; /* snapshots unavailable, the terminal still works */
+    if (t->vt) {
+        t->vt_bytes = vt_mem_estimate(o->cols, o->rows);
+        r->screen_used += t->vt_bytes;
+    }
     r->terms[r->nterms++] = t;
     if (poll_init(r, t, &t->poll_out, t->proc.fd_out) != AL_OK ||
         (spec.mode == PROC_PIPES && (poll_init(r, t, &t->poll_err, t->proc.fd_err) != AL_OK ||
@@ -504,9 +570,10 @@ static void on_stdin(struct runner *r, struct term *t, const uint8_t *p, size_t 
     term_write_in(t);
 }
 
-static void on_snapshot_req(struct runner *r, struct term *t)
+static void snapshot_make(struct runner *r, struct term *t)
 {
     struct ep_stream_info si;
+    t->snap_pending = 0;
     if (ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
         return;
     uint8_t *snap = NULL;
@@ -519,6 +586,82 @@ static void on_snapshot_req(struct runner *r, struct term *t)
     free(snap);
     if (rc != AL_OK)
         (void)ep_send_error(r->ep, t->ch, FR_ERR_TOO_BIG, "snapshot too large");
+}
+
+static void on_snap_timer(uv_timer_t *h);
+
+/* Arm snap_timer for when the limiter next allows one, if anything waits. */
+static void snap_schedule(struct runner *r)
+{
+    for (unsigned i = 0; i < r->nterms; i++) {
+        if (r->terms[i]->snap_pending) {
+            uint64_t now = now_us(r), at = ratelim_next(&r->snap_lim, now);
+            (void)uv_timer_start(&r->snap_timer, on_snap_timer, (at - now + 999) / 1000, 0);
+            return;
+        }
+    }
+    (void)uv_timer_stop(&r->snap_timer);
+}
+
+/* Make the waiting snapshots the limiter allows now, round the channels. */
+static void on_snap_timer(uv_timer_t *h)
+{
+    struct runner *r = h->data;
+    unsigned n = r->nterms;
+    for (unsigned k = 0; k < n && k < r->nterms; k++) {
+        struct term *t = r->terms[(r->snap_rr + k) % r->nterms];
+        if (!t->snap_pending)
+            continue;
+        if (!ratelim_take(&r->snap_lim, now_us(r))) {
+            r->snap_rr = (r->snap_rr + k) % r->nterms; /* start here next time */
+            break;
+        }
+        snapshot_make(r, t);
+    }
+    want_write(r);
+    snap_schedule(r);
+}
+
+/* A SNAPSHOT_REQ: made now if the rate allows, else once it does. */
+static void on_snapshot_req(struct runner *r, struct term *t)
+{
+    if (t->snap_pending)
+        return; /* coalesced with the one waiting */
+    if (ratelim_take(&r->snap_lim, now_us(r))) {
+        snapshot_make(r, t);
+        return;
+    }
+    t->snap_pending = 1;
+    runner_log(r, 2, "channel %u: snapshot request over the rate: deferred", (unsigned)t->ch);
+    snap_schedule(r);
+}
+
+/* A RESIZE: the PTY and the model change together, or neither does. */
+static void on_resize(struct runner *r, struct term *t, uint16_t cols, uint16_t rows)
+{
+    if (t->vt) {
+        char why[512];
+        int rc = screen_admit(r, cols, rows, t->vt_bytes, why, sizeof why);
+        if (rc == AL_OK && vt_resize(t->vt, cols, rows) != AL_OK) {
+            al_errf(why, sizeof why, "screen model: out of memory");
+            rc = AL_E_NOMEM;
+        }
+        if (rc != AL_OK) {
+            runner_log(r, 1, "channel %u: resize to %ux%u refused: %s", (unsigned)t->ch, cols, rows,
+                       why);
+            char msg[AL_MAX_ERRMSG];
+            al_errf(msg, sizeof msg, "resize to %ux%u refused: %s", cols, rows, why);
+            (void)ep_send_error(r->ep, t->ch, FR_ERR_LIMIT, msg);
+            want_write(r);
+            return;
+        }
+        size_t now_bytes = vt_mem_estimate(cols, rows);
+        r->screen_used = r->screen_used - t->vt_bytes + now_bytes;
+        t->vt_bytes = now_bytes;
+    }
+    t->cols = cols;
+    t->rows = rows;
+    (void)proc_resize(&t->proc, cols, rows);
 }
 
 /* The endpoint's (monotonic) time at which Unix time exp arrives. */
@@ -585,13 +728,8 @@ static void on_event(void *ud, const struct ep_event *ev)
     case EP_EV_GAP:
         break; /* stdin the controller lost: nothing to deliver */
     case EP_EV_RESIZE:
-        if (t) {
-            t->cols = ev->cols;
-            t->rows = ev->rows;
-            (void)proc_resize(&t->proc, ev->cols, ev->rows);
-            if (t->vt)
-                (void)vt_resize(t->vt, ev->cols, ev->rows);
-        }
+        if (t)
+            on_resize(r, t, ev->cols, ev->rows);
         break;
     case EP_EV_SIGNAL:
         if (t && !t->reaped)
@@ -679,6 +817,9 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     r->cfg = *cfg;
     snprintf(r->identifier, sizeof r->identifier, "%s", cfg->identifier);
     r->cfg.identifier = r->identifier;
+    if (!r->cfg.screen_budget)
+        r->cfg.screen_budget = RUNNER_DEFAULT_SCREEN_BUDGET;
+    ratelim_init(&r->snap_lim, RUNNER_SNAP_INTERVAL_US, RUNNER_SNAP_BURST);
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_HOST);
     ec.name = "airlock-runner";
@@ -699,8 +840,9 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     }
     (void)uv_timer_init(loop, &r->tick);
     (void)uv_timer_init(loop, &r->grace);
+    (void)uv_timer_init(loop, &r->snap_timer);
     (void)uv_signal_init(loop, &r->sigchld);
-    r->tick.data = r->grace.data = r->sigchld.data = r;
+    r->tick.data = r->grace.data = r->snap_timer.data = r->sigchld.data = r;
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
     return AL_OK;
@@ -709,7 +851,7 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
 static void free_when_closed(uv_handle_t *h)
 {
     struct runner *r = h->data;
-    if (++r->freeing == 3) {
+    if (++r->freeing == 4) {
         ep_free(r->ep);
         free(r);
     }
@@ -727,6 +869,7 @@ void runner_free(struct runner *r)
     }
     uv_close((uv_handle_t *)&r->tick, free_when_closed);
     uv_close((uv_handle_t *)&r->grace, free_when_closed);
+    uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);
     uv_close((uv_handle_t *)&r->sigchld, free_when_closed);
 }
 
@@ -752,6 +895,10 @@ void runner_link_down(struct runner *r, void *link)
     r->want_write = NULL;
     ep_link_down(r->ep);
     (void)uv_timer_stop(&r->tick);
+    /* a snapshot cut by the link is asked for again on the next one (§8) */
+    for (unsigned i = 0; i < r->nterms; i++)
+        r->terms[i]->snap_pending = 0;
+    (void)uv_timer_stop(&r->snap_timer);
     if (r->cfg.grace_ms)
         (void)uv_timer_start(&r->grace, on_grace, r->cfg.grace_ms, 0);
 }

@@ -8,7 +8,9 @@
  * are kept in a fixed table indexed by search on the channel id (at most
  * AL_MAX_CHANNELS). A terminal lives from OPEN until the controller closes
  * it, or until the grace time passes with no controller connected; its
- * process keeps running across connections.
+ * process keeps running across connections. Every PTY terminal has a
+ * screen model; their estimated heap (vt_mem_estimate) is summed and kept
+ * within screen_budget: an OPEN or RESIZE that would pass it is refused.
  */
 #ifndef AL_RUNNER_H
 #define AL_RUNNER_H
@@ -37,10 +39,20 @@ struct runner_config {
     gid_t gid;
     int log_level; /* 0 errors, 1 info, 2 debug */
     const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
+    /* heap all screen models together may hold (vt_mem_estimate); 0: the default */
+    size_t screen_budget;
 };
 
 #define RUNNER_DEFAULT_GRACE_MS (3600ull * 1000u)
 #define RUNNER_DEFAULT_RING (4u << 20)
+/* All terminals' screen models together: 256 MiB holds about 3 screens of
+ * 1024x1024 or 1700 of 80x24. An OPEN or RESIZE beyond it is refused. */
+#define RUNNER_DEFAULT_SCREEN_BUDGET ((size_t)256 << 20)
+#define RUNNER_MIN_SCREEN_BUDGET ((size_t)1 << 20) /* --screen-budget at least */
+/* Snapshots the controller may have made: a burst, then one per interval
+ * (all channels together); requests beyond wait, coalesced per channel. */
+#define RUNNER_SNAP_BURST 8
+#define RUNNER_SNAP_INTERVAL_US 50000ull
 
 /* The link glue's side: asked to call runner_output() soon. */
 typedef void runner_want_write_fn(void *link);

@@ -531,6 +531,8 @@ static void usage(FILE *to)
           "  --grace SECONDS        terminals outlive a lost controller this long (3600)\n"
           "  --ring BYTES           output kept per terminal for resume (4194304)\n"
           "  --window BYTES         input credit per terminal (524288)\n"
+          "  --screen-budget BYTES  heap all terminals' screen models may hold (268435456);\n"
+          "                         an OPEN or RESIZE beyond it is refused\n"
           "  --ping-interval MS     in-band ping interval (15000; 0: off)\n"
           "  --idle-timeout MS      drop a silent peer after this (45000; 0: off)\n"
           "  --max-age SECONDS      --connect: reconnect proactively at this age (0: off)\n"
@@ -607,6 +609,9 @@ static int parse_args(struct app *a, int argc, char **argv)
             a->rcfg.grace_ms = n * 1000ull;
         } else if (!strcmp(o, "--ring") && !parse_u64(v, 1u << 30, &n) && n >= 65536) {
             a->rcfg.ring = (size_t)n;
+        } else if (!strcmp(o, "--screen-budget") && !parse_u64(v, 1ull << 40, &n) &&
+                   n >= RUNNER_MIN_SCREEN_BUDGET) {
+            a->rcfg.screen_budget = (size_t)n;
         } else if (!strcmp(o, "--window") && !parse_u64(v, 1u << 30, &n) && n >= 1024) {
             a->rcfg.window = (uint32_t)n;
         } else if (!strcmp(o, "--ping-interval") && !parse_u64(v, 3600000, &n)) {

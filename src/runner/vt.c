@@ -772,6 +772,16 @@ static int size_ok(uint16_t cols, uint16_t rows)
     return AL_OK;
 }
 
+int vt_size_check(uint16_t cols, uint16_t rows)
+{
+    return size_ok(cols, rows);
+}
+
+size_t vt_mem_estimate(uint16_t cols, uint16_t rows)
+{
+    return VT_BYTES_FIXED + (size_t)cols * rows * VT_BYTES_PER_CELL;
+}
+
 int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
 {
     if (!out)

@@ -18,6 +18,12 @@
 #define VT_MAX_CELLS (1u << 20) /* cols * rows of one screen (libvterm keeps two) */
 #define VT_MAX_TITLE 1023       /* bytes of the title and of the icon name kept */
 #define VT_MAX_CHARS 6          /* code points in one cell (libvterm's limit) */
+/* Heap one screen model holds, for the runner's memory budget: libvterm
+ * 0.1.4 keeps two screens of 36-byte cells (72 bytes a cell, measured, see
+ * test_vt's test_mem_estimate), rounded up; plus a fixed part (the filter,
+ * libvterm's state, line infos), measured at 17 KiB for 1x1. */
+#define VT_BYTES_PER_CELL 80u
+#define VT_BYTES_FIXED (32u << 10)
 
 struct vt;
 
@@ -25,6 +31,12 @@ struct vt;
  * (cols * rows above VT_MAX_CELLS) or AL_E_NOMEM. */
 int vt_new(uint16_t cols, uint16_t rows, struct vt **out);
 void vt_free(struct vt *vt);
+
+/* Whether vt_new/vt_resize accept this size: 0, AL_E_INVAL or AL_E_TOOBIG,
+ * without allocating anything. */
+int vt_size_check(uint16_t cols, uint16_t rows);
+/* Bytes a model of this size holds (an upper estimate; see VT_BYTES_PER_CELL). */
+size_t vt_mem_estimate(uint16_t cols, uint16_t rows);
 
 /* PTY output bytes, through the filter. A sequence may be split anywhere.
  * 0, or AL_E_INVAL for bad arguments. */

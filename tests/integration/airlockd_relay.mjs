@@ -201,10 +201,14 @@ await run('airlockd_relay', async () => {
   check(o2.ch.exit.code === 0, `the shell exits: every client gets the exit status (${JSON.stringify(o2.ch.exit)})`);
   await late.ch.waitExit(10000);
 
-  // the recording holds the writer's output and input, and is served
+  // the recording holds the writer's output (no input: the sandbox does not
+  // record it) and is served to its creator, not to a viewer
   r = await api(d.port, 'GET', `/v1/terminals/${sh}/recording`, viewer);
+  check(r.status === 403, 'a viewer may not read the recording: 403');
+  r = await api(d.port, 'GET', `/v1/terminals/${sh}/recording`, op);
   check(r.status === 200 && /"version":3/.test(r.body) && /writer-42/.test(r.body) && /"x"/.test(r.body),
-    'GET .../recording serves the asciicast with output and exit');
+    'GET .../recording serves the asciicast with output and exit to its creator');
+  check(!/,"i",/.test(r.body) && /"m","writer: otto"/.test(r.body), 'no input events; the writer is marked');
   check(!/VIEWER-ONE|FORGE/.test(r.body), 'viewer input is not in the recording');
 
   r = await api(d.port, 'GET', '/v1/audit', admin);

@@ -827,7 +827,14 @@ static void test_sandbox(void **state)
     assert_string_equal(sb.id, "box1");
     assert_int_equal(sb.kind, DB_SANDBOX_LOCAL);
     assert_string_equal(sb.url, "");
+    assert_false(sb.record_input); /* off unless asked for */
     assert_int_equal(db_sandbox_add(f.db, sb.id, sb.kind, sb.url), AL_OK);
+    sb_ok("{\"id\":\"box9\",\"kind\":\"local\",\"record_input\":true}", &sb);
+    assert_true(sb.record_input);
+    sb_ok("{\"id\":\"box9\",\"kind\":\"local\",\"record_input\":false}", &sb);
+    assert_false(sb.record_input);
+    sb_bad("{\"id\":\"box9\",\"kind\":\"local\",\"record_input\":1}", AL_E_INVAL,
+           "\"record_input\": must be true or false");
     sb_ok("{\"kind\":\"reverse\",\"id\":\"r.2\"}", &sb);
     assert_string_equal(sb.id, "r.2");
     assert_int_equal(sb.kind, DB_SANDBOX_REVERSE);

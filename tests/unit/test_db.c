@@ -1839,6 +1839,83 @@ static void test_null_db(void **state)
     assert_int_equal(db_audit_query(NULL, &flt, collect_audit, NULL), AL_E_INVAL);
 }
 
+/* Schema 2: a sandbox's record_input (off by default, settable), and each
+ * terminal's creator and record_input, kept across a reopen. */
+static void test_record_input_and_creator(void **state)
+{
+    struct fx *f = *state;
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
+    assert_false(sb.record_input);
+    assert_int_equal(db_sandbox_set_record_input(f->db, "sb1", true), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
+    assert_true(sb.record_input);
+    assert_int_equal(db_sandbox_set_record_input(f->db, "nope", true), AL_E_NOENT);
+    assert_int_equal(db_sandbox_set_record_input(f->db, "Bad Id", true), AL_E_INVAL);
+
+    char id[DB_NAME_MAX + 1], id2[DB_NAME_MAX + 1], id3[DB_NAME_MAX + 1];
+    struct db_terminal_spec s = spec_on("sb1", 1);
+    s.creator = "alice";
+    s.record_input = true;
+    assert_int_equal(db_terminal_add(f->db, &s, id, sizeof id), AL_OK);
+    add_term(f, "sb1", 2, id2); /* no creator, no input */
+    s.channel = 3;
+    s.creator = "Not A Name";
+    assert_int_equal(db_terminal_add(f->db, &s, id3, sizeof id3), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "creator"));
+    reopen(f);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_string_equal(t->creator, "alice");
+    assert_true(t->record_input);
+    assert_int_equal(db_terminal_get(f->db, id2, t), AL_OK);
+    assert_string_equal(t->creator, "");
+    assert_false(t->record_input);
+    free(t);
+}
+
+/* A schema 1 database (made here by undoing migration 2 behind the
+ * interface) is migrated on open; its rows keep, with no creator and no
+ * input recording. */
+static void test_migration_1_to_2(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    static const char *const undo[] = {
+        "ALTER TABLE sandboxes DROP COLUMN record_input",
+        "ALTER TABLE terminals DROP COLUMN creator",
+        "ALTER TABLE terminals DROP COLUMN record_input",
+        "DELETE FROM schema_migrations WHERE version = 2",
+    };
+    for (size_t i = 0; i < sizeof undo / sizeof undo[0]; i++) {
+        if (pg.on)
+            pg_exec(f->path, undo[i]);
+        else
+            sq_exec(f->path, undo[i]);
+    }
+    raw_set_version(f, 1);
+    char err[MSG_CAP];
+    assert_int_equal(db_open(f->url, &f->db, err, sizeof err), AL_OK);
+    assert_int_equal(raw_version(f), 2);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 2);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
+    assert_false(sb.record_input);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_string_equal(t->creator, "");
+    assert_false(t->record_input);
+    assert_string_equal(t->sandbox_id, "sb1");
+    free(t);
+}
+
 /* Tests on both backends, with a fresh database each. */
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
 
@@ -1867,6 +1944,8 @@ int main(int argc, char **argv)
         BOTH(test_list_callback_uses_db),
         BOTH(test_terminal_bad_specs),
         BOTH(test_offsets_survive_reopen),
+        BOTH(test_record_input_and_creator),
+        BOTH(test_migration_1_to_2),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),

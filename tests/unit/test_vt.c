@@ -16,6 +16,7 @@
  * With tmux installed, test_tmux_independent renders the input and its
  * snapshot in a private tmux server and compares `capture-pane -e`.
  */
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -289,6 +290,32 @@ static void cell_at(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *c
 }
 
 /* --- API limits -------------------------------------------------------- */
+
+/* The runner's screen budget counts vt_mem_estimate(): it must not be below
+ * what a model really holds (heap in use, before and after vt_new), nor
+ * far above it. */
+static void test_mem_estimate(void **state)
+{
+    (void)state;
+    static const uint16_t sizes[][2] = {{1, 1}, {80, 24}, {200, 60}, {1024, 1024}, {4096, 256}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        uint16_t c = sizes[i][0], r = sizes[i][1];
+        assert_int_equal(vt_size_check(c, r), AL_OK);
+        struct mallinfo2 a = mallinfo2();
+        struct vt *vt = NULL;
+        assert_int_equal(vt_new(c, r, &vt), AL_OK);
+        struct mallinfo2 b = mallinfo2();
+        size_t used = (b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd);
+        size_t est = vt_mem_estimate(c, r);
+        if (used > 0) { /* 0 under ASan, whose allocator mallinfo2 does not see */
+            assert_true(est >= used);
+            assert_true(est <= used + used / 2 + VT_BYTES_FIXED);
+        }
+        vt_free(vt);
+    }
+    assert_int_equal(vt_size_check(AL_MAX_COLS, AL_MAX_ROWS), AL_E_TOOBIG);
+    assert_int_equal(vt_size_check(0, 1), AL_E_INVAL);
+}
 
 static void test_new_limits(void **state)
 {
@@ -1120,6 +1147,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_limits),
+        cmocka_unit_test(test_mem_estimate),
         cmocka_unit_test(test_round_trip_rich),
         cmocka_unit_test(test_round_trip_top),
         cmocka_unit_test(test_round_trip_vim),
