@@ -46,10 +46,11 @@
 enum {
     RC_FAIL = 1,
     RC_USAGE = 2,
-    OPT_MAX = 16,         /* flags per subcommand */
-    CONF_MAX = 16384,     /* bytes of a --config file */
-    DATA_DIR_MODE = 0700, /* a data directory user add creates */
-    TIME_TEXT_MAX = 32,   /* "2025-01-31T23:59:59Z" */
+    OPT_MAX = 16,                   /* flags per subcommand */
+    CONF_MAX = 16384,               /* bytes of a --config file */
+    SESSION_S_MAX = 30 * 24 * 3600, /* --session-ttl, --session-idle (DB_SESSION_TTL_MAX_MS) */
+    DATA_DIR_MODE = 0700,           /* a data directory user add creates */
+    TIME_TEXT_MAX = 32,             /* "2025-01-31T23:59:59Z" */
 };
 
 #define DATA_DEFAULT "./airlock-data"
@@ -88,7 +89,8 @@ static const struct cmd cmds[] = {
      cmd_user},
     {"serve",
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
-     "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose]",
+     "[--runner PATH] [--no-bwrap] [--web DIR] [--session-ttl SECONDS] [--session-idle SECONDS] "
+     "[--log-level error|info|debug] [--verbose]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page",
      cmd_serve},
@@ -256,12 +258,14 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv)
 /* What `serve` takes from flags, then from --config for what flags left unset. */
 struct serve_conf {
     const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    const char *session_ttl, *session_idle;
 };
 
 /*
  * A config file: "key = value" lines, '#' comments, keys as the flags
  * without "--" (data, db, listen, runner, log-level, tls-cert, tls-key, web,
- * no-bwrap = true|false). Fills what is still NULL; values live in store.
+ * no-bwrap = true|false, session-ttl, session-idle). Fills what is still NULL; values live in
+ * store.
  */
 static int read_config(const char *path, struct serve_conf *c, char *store, size_t cap)
 {
@@ -281,11 +285,17 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
     struct {
         const char *key;
         const char **dst;
-    } keys[] = {{"data", &c->data},           {"db", &c->db},
-                {"listen", &c->listen},       {"runner", &c->runner},
-                {"log-level", &c->log_level}, {"tls-cert", &c->tls_cert},
-                {"tls-key", &c->tls_key},     {"web", &c->web},
-                {"no-bwrap", &c->no_bwrap}};
+    } keys[] = {{"data", &c->data},
+                {"db", &c->db},
+                {"listen", &c->listen},
+                {"runner", &c->runner},
+                {"log-level", &c->log_level},
+                {"tls-cert", &c->tls_cert},
+                {"tls-key", &c->tls_key},
+                {"web", &c->web},
+                {"no-bwrap", &c->no_bwrap},
+                {"session-ttl", &c->session_ttl},
+                {"session-idle", &c->session_idle}};
     unsigned lineno = 0;
     for (char *line = store, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -321,6 +331,18 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
     return 0;
 }
 
+/* A session lifetime: 1..SESSION_S_MAX seconds. 0, or -1. */
+static int parse_seconds(const char *s, unsigned *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < 1 || v > SESSION_S_MAX)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int cmd_serve(const struct cmd *self, int argc, char **argv)
 {
     struct serve_conf c;
@@ -328,12 +350,19 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
     const char *config = NULL;
     bool verbose = false, no_bwrap = false;
     const struct opt opts[] = {
-        {"--data", &c.data, NULL},           {"--db", &c.db, NULL},
-        {"--listen", &c.listen, NULL},       {"--runner", &c.runner, NULL},
-        {"--no-bwrap", NULL, &no_bwrap},     {"--verbose", NULL, &verbose},
-        {"--log-level", &c.log_level, NULL}, {"--tls-cert", &c.tls_cert, NULL},
-        {"--tls-key", &c.tls_key, NULL},     {"--web", &c.web, NULL},
+        {"--data", &c.data, NULL},
+        {"--db", &c.db, NULL},
+        {"--listen", &c.listen, NULL},
+        {"--runner", &c.runner, NULL},
+        {"--no-bwrap", NULL, &no_bwrap},
+        {"--verbose", NULL, &verbose},
+        {"--log-level", &c.log_level, NULL},
+        {"--tls-cert", &c.tls_cert, NULL},
+        {"--tls-key", &c.tls_key, NULL},
+        {"--web", &c.web, NULL},
         {"--config", &config, NULL},
+        {"--session-ttl", &c.session_ttl, NULL},
+        {"--session-idle", &c.session_idle, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -365,6 +394,12 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         errline("serve", "no-bwrap = true or false");
         return RC_USAGE;
     }
+    unsigned ttl_s = 0, idle_s = 0;
+    if ((c.session_ttl && parse_seconds(c.session_ttl, &ttl_s) != 0) ||
+        (c.session_idle && parse_seconds(c.session_idle, &idle_s) != 0)) {
+        errline("serve", "session-ttl and session-idle take 1..%u seconds", SESSION_S_MAX);
+        return RC_USAGE;
+    }
     if (!c.data)
         c.data = default_data_dir();
     if (mkdir(c.data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
@@ -381,6 +416,8 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         .tls_cert = c.tls_cert,
         .tls_key = c.tls_key,
         .web_dir = c.web,
+        .session_ttl_s = ttl_s,
+        .session_idle_s = idle_s,
     };
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
