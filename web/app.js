@@ -5,9 +5,13 @@
 //   #/t/ID           a terminal: drive it (operators) or watch it
 //   #/t/ID/watch     the same, attached read-only (?mode=read)
 //   #/replay/ID      the terminal's recording
-// The session is an HttpOnly cookie airlockd sets on POST /v1/session; the
-// page never sees or stores the API key after sending it once, and the
-// WebSocket carries the cookie (never a token in the URL).
+// The session is an HttpOnly cookie airlockd sets on POST /v1/session plus
+// the CSRF token in that answer's body (docs/web.md). Cookies reach every
+// port of this host, so the cookie alone is worth nothing: the page keeps
+// the token in sessionStorage (this origin only: scheme, host and port) and
+// sends it with every API call (X-Airlock-CSRF) and every WebSocket
+// (Sec-WebSocket-Protocol "airlock-csrf.TOKEN", after airlock.v1; never in
+// the URL). The page never keeps the API key after sending it once.
 //
 // For tests, the live objects are on window: term, link, fit, player.
 
@@ -15,13 +19,19 @@ import { TerminalLink, WRITER, VIEWER } from './client.js';
 import { parseCast, Player } from './replay.js';
 
 const POLL_MS = 2000;
-const RENEW_MS = 5 * 60 * 1000; // GET /v1/session renews the cookie (1 hour)
+const KEEPALIVE_MS = 5 * 60 * 1000; // any call keeps the session from idling out (1 hour); it still ends at its expiry
+const CSRF_KEY = 'airlock.csrf';   // sessionStorage
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const main = $('#main');
 let session = null;           // { name, role } once signed in
 let leave = () => {};         // tears the current view down
 let renewTimer = null;
+const csrf = {
+  get: () => { try { return sessionStorage.getItem(CSRF_KEY); } catch { return null; } },
+  set: (t) => { try { if (t) sessionStorage.setItem(CSRF_KEY, t); else sessionStorage.removeItem(CSRF_KEY); } catch { /* storage off */ } },
+};
+const authHeaders = () => (csrf.get() ? { 'X-Airlock-CSRF': csrf.get() } : {});
 
 // ---- small helpers ------------------------------------------------------------
 
@@ -45,7 +55,7 @@ function h(spec, attrs = {}, ...kids) {
 }
 
 async function api(method, path, body) {
-  const init = { method, credentials: 'same-origin', headers: {} };
+  const init = { method, credentials: 'same-origin', headers: { ...authHeaders() } };
   if (body !== undefined) { init.headers['Content-Type'] = 'application/json'; init.body = JSON.stringify(body); }
   let r;
   try { r = await fetch(path, init); } catch (e) { return { status: 0, json: null, error: String(e) }; }
@@ -97,7 +107,7 @@ function showWho() {
 
 function signedOut(msg) {
   if (!session && $('.signin')) return;
-  session = null; clearInterval(renewTimer);
+  session = null; clearInterval(renewTimer); csrf.set(null);
   showWho();
   leave(); leave = () => {};
   renderSignin(msg);
@@ -118,14 +128,15 @@ function renderSignin(msg = '') {
     },
   }, h('label', { for: 'key' }, 'API key'), key, h('button.primary#signin-btn', { type: 'submit' }, 'Sign in'), err);
   main.append(h('div.page', {}, h('div.signin', {}, h('h1', {}, 'Sign in to Airlock'),
-    h('p.muted', {}, 'Your API key becomes a session cookie for this browser; the key itself is not kept.'), form)));
+    h('p.muted', {}, 'Your API key becomes a session for this tab; the key itself is not kept.'), form)));
   key.focus();
 }
 
 function startSession(s) {
-  session = s; showWho();
+  if (s.csrf) csrf.set(s.csrf);
+  session = { name: s.name, role: s.role }; showWho();
   clearInterval(renewTimer);
-  renewTimer = setInterval(() => api('GET', '/v1/session'), RENEW_MS);
+  renewTimer = setInterval(() => api('GET', '/v1/session'), KEEPALIVE_MS);
   route();
 }
 
@@ -264,7 +275,7 @@ function terminalView(id, watchOnly) {
   const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
   const url = `${proto}//${location.host}/v1/terminals/${encodeURIComponent(id)}/attach${watchOnly ? '?mode=read' : ''}`;
   const link = new TerminalLink({
-    url, term, name: session ? session.name : 'browser', fitSize,
+    url, term, name: session ? session.name : 'browser', fitSize, csrf: csrf.get(),
     on: {
       status: (s, detail) => {
         connEl.dataset.state = s;
@@ -387,7 +398,7 @@ function replayView(id) {
   };
 
   (async () => {
-    const r = await fetch(`/v1/terminals/${encodeURIComponent(id)}/recording`, { credentials: 'same-origin' });
+    const r = await fetch(`/v1/terminals/${encodeURIComponent(id)}/recording`, { credentials: 'same-origin', headers: authHeaders() });
     if (closed) return;
     if (r.status === 401) { signedOut('Your session ended: sign in again.'); return; }
     if (r.status !== 200) { showStatus(`No recording (${r.status}).`); return; }
@@ -426,7 +437,8 @@ function replayView(id) {
     main.replaceChildren(h('div.page', {}, h('p.error', {}, 'xterm.js is missing from /vendor/: the build did not copy it (run tools/deps.sh, then rebuild).')));
     return;
   }
-  const r = await api('GET', '/v1/session');
+  // a session is the cookie and this tab's token: without the token, sign in
+  const r = csrf.get() ? await api('GET', '/v1/session') : { status: 401 };
   if (r.status === 200 && r.json) startSession(r.json);
-  else renderSignin();
+  else { csrf.set(null); renderSignin(); }
 })();

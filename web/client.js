@@ -187,9 +187,12 @@ export function decode(buf) {
 //            exit({code, signo}), gap({from, to, resync}), error(msg),
 //            snapshot({cols, rows, offset}), size(cols, rows)
 //   fitSize  () => {cols, rows} | null: the size the writer wants (fit addon)
+//   csrf     the web session's CSRF token, offered as the subprotocol
+//            "airlock-csrf.TOKEN" after airlock.v1 (a browser cannot set
+//            headers on an upgrade; airlockd answers with airlock.v1)
 export class TerminalLink {
-  constructor({ url, term, name = 'browser', on = {}, fitSize = () => null }) {
-    Object.assign(this, { url, term, name, on, fitSize });
+  constructor({ url, term, name = 'browser', on = {}, fitSize = () => null, csrf = null }) {
+    Object.assign(this, { url, term, name, on, fitSize, csrf });
     this.rx = [null, { next: 0, delivered: 0, limitSent: 0 }, { next: 0, delivered: 0, limitSent: 0 }];
     this.out = this.rx[STDOUT];
     this.in = { base: 0, buf: new Uint8Array(0), sent: 0, limit: 0 };
@@ -222,7 +225,7 @@ export class TerminalLink {
   connect() {
     if (this.stopped) return;
     this.connections++;
-    const ws = new WebSocket(this.url, ['airlock.v1']);
+    const ws = new WebSocket(this.url, this.csrf ? ['airlock.v1', `airlock-csrf.${this.csrf}`] : ['airlock.v1']);
     ws.binaryType = 'arraybuffer';
     this.ws = ws; this.ready = false; this.linked = false;
     this.snapParts = []; this.snapLen = 0; // an interrupted snapshot is discarded

@@ -47,10 +47,11 @@
 enum {
     RC_FAIL = 1,
     RC_USAGE = 2,
-    OPT_MAX = 16,         /* flags per subcommand */
-    CONF_MAX = 16384,     /* bytes of a --config file */
-    DATA_DIR_MODE = 0700, /* a data directory user add creates */
-    TIME_TEXT_MAX = 32,   /* "2025-01-31T23:59:59Z" */
+    OPT_MAX = 16,                   /* flags per subcommand */
+    CONF_MAX = 16384,               /* bytes of a --config file */
+    SESSION_S_MAX = 30 * 24 * 3600, /* --session-ttl, --session-idle (DB_SESSION_TTL_MAX_MS) */
+    DATA_DIR_MODE = 0700,           /* a data directory user add creates */
+    TIME_TEXT_MAX = 32,             /* "2025-01-31T23:59:59Z" */
 };
 
 #define DATA_DEFAULT "./airlock-data"
@@ -90,10 +91,10 @@ static const struct cmd cmds[] = {
      cmd_user},
     {"serve",
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
-     "[--runner PATH] [--no-bwrap] [--web DIR] [--log-level error|info|debug] [--verbose] "
+     "[--runner PATH] [--no-bwrap] [--web DIR] [--session-ttl SECONDS] [--session-idle SECONDS] "
+     "[--log-level error|info|debug] [--verbose] "
      "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
      "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
-
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
      "[--audit-keep-rows N]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
@@ -266,6 +267,7 @@ struct serve_conf {
     /* limits (api.h): whole numbers, unset = the default */
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
+    const char *session_ttl, *session_idle;
 };
 
 /* "123", "64K", "512M", "4G" -> bytes; -1 when not a size. */
@@ -299,9 +301,10 @@ static int parse_size(const char *s, uint64_t max, uint64_t *out)
 /*
  * A config file: "key = value" lines, '#' comments, keys as the flags
  * without "--" (data, db, listen, runner, log-level, tls-cert, tls-key, web,
- * no-bwrap = true|false, max-conns, max-conns-per-ip, request-timeout,
- * audit-keep-days, audit-keep-rows). Fills what is still NULL; values live
- * in store.
+ * no-bwrap = true|false, session-ttl, session-idle, max-conns, max-conns-per-ip,
+ * request-timeout, audit-keep-days, audit-keep-rows, sandbox-user,
+ * sandbox-network, sandbox-memory, sandbox-pids, sandbox-cpu). Fills what is
+ * still NULL; values live in store.
  */
 static int read_config(const char *path, struct serve_conf *c, char *store, size_t cap)
 {
@@ -339,7 +342,9 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
                 {"sandbox-network", &c->sbx_network},
                 {"sandbox-memory", &c->sbx_memory},
                 {"sandbox-pids", &c->sbx_pids},
-                {"sandbox-cpu", &c->sbx_cpu}};
+                {"sandbox-cpu", &c->sbx_cpu},
+                {"session-ttl", &c->session_ttl},
+                {"session-idle", &c->session_idle}};
     unsigned lineno = 0;
     for (char *line = store, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -375,6 +380,18 @@ static int read_config(const char *path, struct serve_conf *c, char *store, size
     return 0;
 }
 
+/* A session lifetime: 1..SESSION_S_MAX seconds. 0, or -1. */
+static int parse_seconds(const char *s, unsigned *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < 1 || v > SESSION_S_MAX)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
 static int cmd_serve(const struct cmd *self, int argc, char **argv)
 {
     struct serve_conf c;
@@ -405,6 +422,8 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         {"--sandbox-memory", &c.sbx_memory, NULL},
         {"--sandbox-pids", &c.sbx_pids, NULL},
         {"--sandbox-cpu", &c.sbx_cpu, NULL},
+        {"--session-ttl", &c.session_ttl, NULL},
+        {"--session-idle", &c.session_idle, NULL},
     };
     int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
@@ -479,6 +498,12 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         }
         *limits[i].dst = (unsigned)v;
     }
+    unsigned ttl_s = 0, idle_s = 0;
+    if ((c.session_ttl && parse_seconds(c.session_ttl, &ttl_s) != 0) ||
+        (c.session_idle && parse_seconds(c.session_idle, &idle_s) != 0)) {
+        errline("serve", "session-ttl and session-idle take 1..%u seconds", SESSION_S_MAX);
+        return RC_USAGE;
+    }
     if (!c.data)
         c.data = default_data_dir();
     if (mkdir(c.data, DATA_DIR_MODE) != 0 && errno != EEXIST) {
@@ -503,6 +528,8 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         .tls_cert = c.tls_cert,
         .tls_key = c.tls_key,
         .web_dir = c.web,
+        .session_ttl_s = ttl_s,
+        .session_idle_s = idle_s,
     };
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);

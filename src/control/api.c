@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <libwebsockets.h>
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -42,6 +43,7 @@
 #include "relay.h"
 #include "tok_sign.h"
 #include "token.h"
+#include "websess.h"
 #include "wsglue.h"
 #include "wslisten.h"
 
@@ -54,11 +56,11 @@
 #define API_HEADER_DATA 8192
 #define API_TICK_MS 50
 #define API_WRITES_PER_CALLBACK 64
-#define API_SESSION_TTL_S 3600 /* a session cookie; GET /v1/session renews it */
-#define API_SESSION_AUD "airlockd-session"
-#define API_SESSION_SCOPE "session"
-#define API_COOKIE "airlock_session"
+#define API_SESSION_TTL_S (12 * 3600) /* a web session, from sign-in, never extended */
+#define API_SESSION_IDLE_S 3600       /* a web session unused this long ends */
+#define API_MS_PER_S 1000
 #define API_MAX_COOKIE 4096
+#define API_MAX_HEADER 256 /* Origin, Host, Content-Type, Sec-Fetch-Site */
 #define API_MAX_FILE_NAME 128
 /* Limits of an exposed server (docs/control-plane.md, "Limits"); the
  * first three can be set in --config. */
@@ -82,7 +84,7 @@ struct api {
     char self_url[300];
     char web_dir[PATH_MAX];
     int tls;
-    struct tok_keyset *keys; /* to verify our own session cookies */
+    struct db_session_policy sess; /* web sessions' lifetimes, in ms */
     struct db *db;
     struct keys_signing *key;
     struct relay *relay;
@@ -317,86 +319,93 @@ static const char *header_bearer(struct lws *wsi, char *buf, size_t cap)
     return bearer_token(buf[0] ? buf : NULL);
 }
 
-/* ---- the web page's sessions: a cookie holding a token we signed ----------------- */
+/* ---- the web page's sessions (websess.h, db.h) ------------------------------------ */
 
-struct find_user {
-    const char *name;
-    struct db_user *out;
-    int found;
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * API_MS_PER_S + ts.tv_nsec / 1000000;
+}
+
+/* A request header lws knows into buf: its value, or NULL if absent or too long. */
+static const char *hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t cap)
+{
+    int n = lws_hdr_total_length(wsi, t);
+    if (n <= 0 || (size_t)n >= cap || lws_hdr_copy(wsi, buf, (int)cap, t) < 0)
+        return NULL;
+    return buf;
+}
+
+/* A header lws does not know ("name:" in lower case), as hdr(). */
+static const char *hdr_custom(struct lws *wsi, const char *name, char *buf, size_t cap)
+{
+    int nl = (int)strlen(name);
+    int n = lws_hdr_custom_length(wsi, name, nl);
+    if (n <= 0 || (size_t)n >= cap || lws_hdr_custom_copy(wsi, buf, (int)cap, name, nl) < 0)
+        return NULL;
+    return buf;
+}
+
+/* The CSRF token of this request: X-Airlock-CSRF, or on a WebSocket
+ * upgrade its Sec-WebSocket-Protocol entry. NULL when there is none. */
+static const char *request_csrf(struct lws *wsi, int upgrade, char *buf, size_t cap)
+{
+    if (!upgrade)
+        return hdr_custom(wsi, WEBSESS_CSRF_HEADER, buf, cap);
+    char list[API_MAX_HEADER * 2];
+    const char *p = hdr(wsi, WSI_TOKEN_PROTOCOL, list, sizeof list);
+    return p && websess_ws_csrf(p, buf, cap) == AL_OK ? buf : NULL;
+}
+
+/* How who() found the user: by cookie, the session's secret and expiry. */
+struct who_via {
+    int cookie;
+    char sid[WEBSESS_VALUE_MAX];
+    int64_t expires_at; /* Unix ms */
 };
 
-static int match_user(void *ctx, const struct db_user *u)
-{
-    struct find_user *f = ctx;
-    if (strcmp(u->name, f->name) != 0)
-        return 0;
-    *f->out = *u;
-    f->found = 1;
-    return 1;
-}
-
-/* The user of a valid session cookie (who must still exist): 0, or -1. */
-static int cookie_user(struct api *a, struct lws *wsi, struct db_user *u)
+/*
+ * The user of a session cookie used with its CSRF token. Several cookies of
+ * our name may come (another port of this host can set one too): the first
+ * that is a live session wins. AL_OK (via filled), AL_E_NOENT (no cookie, or none is a live
+ * session), AL_E_PERM (a live session, but the CSRF token is missing or wrong).
+ */
+static int session_user(struct api *a, struct lws *wsi, const char *csrf, struct db_user *u,
+                        struct who_via *via)
 {
     char buf[API_MAX_COOKIE + 1];
-    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_COOKIE);
-    if (n <= 0 || n > API_MAX_COOKIE ||
-        lws_hdr_copy(wsi, buf, sizeof buf, WSI_TOKEN_HTTP_COOKIE) < 0)
-        return -1;
-    const char *p = buf;
-    while ((p = strstr(p, API_COOKIE "=")) != NULL && p != buf && p[-1] != ' ' && p[-1] != ';')
-        p++;
-    if (!p)
-        return -1;
-    p += strlen(API_COOKIE "=");
-    size_t len = strcspn(p, "; ");
-    struct tok_verify_params vp;
-    tok_verify_params_init(&vp, API_SESSION_AUD, API_SESSION_SCOPE, (int64_t)time(NULL));
-    struct tok_claims cl;
-    char why[128];
-    if (len == 0 || tok_verify(a->keys, p, len, &vp, &cl, why, sizeof why) != AL_OK)
-        return -1;
-    struct find_user f = {cl.sub, u, 0};
-    if (db_user_list(a->db, match_user, &f) < 0 || !f.found)
-        return -1;
-    return 0;
-}
-
-/* A Set-Cookie value for a fresh session of user name ("" when it fails). */
-static void session_cookie(struct api *a, const char *name, char *out, size_t cap)
-{
-    struct tok_sign_req r;
-    memset(&r, 0, sizeof r);
-    r.aud = API_SESSION_AUD;
-    r.sub = name;
-    r.scope = API_SESSION_SCOPE;
-    r.now = (int64_t)time(NULL);
-    r.ttl = API_SESSION_TTL_S;
-    char tok[AL_MAX_TOKEN], why[128];
-    size_t len;
-    out[0] = 0;
-    if (tok_sign_mint(a->key, &r, tok, sizeof tok, &len, why, sizeof why) != AL_OK) {
-        logf_(a, 0, "session for %s: %s", name, why);
-        return;
+    if (!hdr(wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf))
+        return AL_E_NOENT;
+    int rc = AL_E_NOENT;
+    for (unsigned i = 0; i < WEBSESS_COOKIES_MAX; i++) {
+        char id[WEBSESS_VALUE_MAX];
+        int r = websess_cookie_nth(buf, a->tls, i, id, sizeof id);
+        if (r == AL_E_NOENT)
+            break;
+        struct db_session s;
+        if (r == AL_OK)
+            r = db_session_use(a->db, id, csrf, now_ms(), &a->sess, &s);
+        if (r == AL_OK) {
+            *u = s.user;
+            via->cookie = 1;
+            (void)snprintf(via->sid, sizeof via->sid, "%s", id);
+            via->expires_at = s.expires_at;
+            return AL_OK;
+        }
+        if (r == AL_E_PERM)
+            rc = AL_E_PERM;
     }
-    (void)snprintf(out, cap, "%s=%s; HttpOnly; SameSite=Strict; Path=/; Max-Age=%d%s", API_COOKIE,
-                   tok, API_SESSION_TTL_S, a->tls ? "; Secure" : "");
+    return rc;
 }
 
 /* Whether the request's Origin is our own address; *present: it has one. */
 static int origin_ok(const struct api *a, struct lws *wsi, int *present)
 {
-    char origin[300], host[300], want[640];
-    int n = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN);
-    *present = n > 0;
-    if (n <= 0)
-        return 0;
-    if ((size_t)n >= sizeof origin ||
-        lws_hdr_copy(wsi, origin, sizeof origin, WSI_TOKEN_ORIGIN) < 0 ||
-        lws_hdr_copy(wsi, host, sizeof host, WSI_TOKEN_HOST) <= 0)
-        return 0;
-    (void)snprintf(want, sizeof want, "%s://%s", a->tls ? "https" : "http", host);
-    return strcmp(origin, want) == 0;
+    char origin[API_MAX_HEADER], host[API_MAX_HEADER];
+    *present = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) > 0;
+    return websess_origin_same(hdr(wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin),
+                               hdr(wsi, WSI_TOKEN_HOST, host, sizeof host), a->tls);
 }
 
 static int64_t wall_ms(void)
@@ -452,18 +461,22 @@ static void audit_housekeeping(struct api *a, int force)
 
 /*
  * Who is asking: an API key (Authorization: Bearer), else the session
- * cookie. 0 and *u (*via_cookie set), or -1 with why (for a 401), audited.
+ * cookie with its CSRF token (upgrade: from the WebSocket subprotocols).
+ * 0 and *u (*via set), or -1 with why (for a 401), audited.
  */
-static int who(struct api *a, struct lws *wsi, const char *uri, struct db_user *u, const char **why,
-               int *via_cookie)
+static int who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
+               const char **why, struct who_via *via)
 {
-    char auth[API_MAX_AUTH + 1];
+    char auth[API_MAX_AUTH + 1], csrf[WEBSESS_VALUE_MAX];
     const char *key = header_bearer(wsi, auth, sizeof auth);
-    *via_cookie = 0;
-    if (!key && cookie_user(a, wsi, u) == 0) {
-        *via_cookie = 1;
-        *why = NULL;
-        return 0;
+    memset(via, 0, sizeof *via);
+    int srx = AL_E_NOENT;
+    if (!key) {
+        srx = session_user(a, wsi, request_csrf(wsi, upgrade, csrf, sizeof csrf), u, via);
+        if (srx == AL_OK) {
+            *why = NULL;
+            return 0;
+        }
     }
     int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
     if (rc == AL_OK) {
@@ -473,9 +486,10 @@ static int who(struct api *a, struct lws *wsi, const char *uri, struct db_user *
     char peer[64];
     peer_of(wsi, peer, sizeof peer);
     /* the key itself is never logged, not even in part */
-    *why = !key               ? "no API key or session"
-           : rc == AL_E_NOENT ? "unknown API key"
-                              : "malformed API key";
+    *why = !key && srx == AL_E_PERM ? "session without its CSRF token"
+           : !key                   ? "no API key or live session"
+           : rc == AL_E_NOENT       ? "unknown API key"
+                                    : "malformed API key";
     refused(a, peer, "auth_failed", *why, uri);
     return -1;
 }
@@ -785,30 +799,96 @@ static int serve_static(struct api *a, struct lws *wsi, const char *uri)
     return lws_serve_http_file(wsi, path, mime, NULL, 0) < 0 ? -1 : 0;
 }
 
-/* POST /v1/session {"key": API key}: a session cookie for the web page. */
+/* A header present but longer than we read: refused rather than ignored. */
+static int hdr_too_long(struct lws *wsi, enum lws_token_indexes t, const char *custom)
+{
+    int n = custom ? lws_hdr_custom_length(wsi, custom, (int)strlen(custom))
+                   : lws_hdr_total_length(wsi, t);
+    return n >= API_MAX_HEADER;
+}
+
+#define API_SEC_FETCH_SITE "sec-fetch-site:"
+
+/*
+ * POST /v1/session {"key": API key}: a web session. Refused when a browser
+ * says the request comes from another origin (login CSRF: websess.h). The
+ * answer's body holds the CSRF token, which is never in a cookie.
+ */
 static int session_login(struct api *a, struct lws *wsi, const struct http_req *q)
 {
+    char ct[API_MAX_HEADER], origin[API_MAX_HEADER], site[API_MAX_HEADER], host[API_MAX_HEADER];
+    char why[128], peer[64], detail[256];
+    peer_of(wsi, peer, sizeof peer);
+    if (hdr_too_long(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, NULL) ||
+        hdr_too_long(wsi, WSI_TOKEN_ORIGIN, NULL) || hdr_too_long(wsi, WSI_TOKEN_HOST, NULL) ||
+        hdr_too_long(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, API_SEC_FETCH_SITE))
+        return reply_error(wsi, 400, "a header of the sign-in is too long");
+    struct websess_login lr = {
+        .content_type = hdr(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, ct, sizeof ct),
+        .origin = hdr(wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin),
+        .sec_fetch_site = hdr_custom(wsi, API_SEC_FETCH_SITE, site, sizeof site),
+        .host = hdr(wsi, WSI_TOKEN_HOST, host, sizeof host),
+        .tls = a->tls,
+    };
+    int rc = websess_login_check(&lr, why, sizeof why);
+    if (rc != AL_OK) {
+        (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%s\"}", peer, why);
+        audit(a, "anonymous", "login_refused", "/v1/session", detail);
+        logf_(a, 1, "sign-in from %s refused: %s", peer, why);
+        return reply_error(wsi, rc == AL_E_FORMAT ? 415 : 403, why);
+    }
     json_error_t jerr;
     json_t *o = q->body ? json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
     const char *key = o ? json_string_value(json_object_get(o, "key")) : NULL;
     struct db_user u;
-    int rc = key ? db_user_by_key(a->db, key, &u) : AL_E_INVAL;
+    rc = key ? db_user_by_key(a->db, key, &u) : AL_E_INVAL;
     json_decref(o);
-    char peer[64];
-    peer_of(wsi, peer, sizeof peer);
     if (rc != AL_OK) {
         refused(a, peer, "auth_failed", "sign-in", "/v1/session");
         return reply_error(wsi, 401, "unknown API key");
     }
-    char cookie[API_MAX_COOKIE + 128];
-    session_cookie(a, u.name, cookie, sizeof cookie);
-    if (!cookie[0])
-        return reply_error(wsi, 500, "cannot make a session");
-    char detail[96];
+    char sid[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1], cookie[WEBSESS_SET_COOKIE_MAX];
+    int64_t now = now_ms();
+    rc = db_session_add(a->db, u.name, now, &a->sess, sid, sizeof sid, csrf, sizeof csrf);
+    if (rc == AL_OK)
+        rc = websess_set_cookie(a->tls, sid, a->sess.ttl_ms / API_MS_PER_S, cookie, sizeof cookie);
+    OPENSSL_cleanse(sid, sizeof sid);
+    if (rc != AL_OK) {
+        logf_(a, 0, "session for %s: %s", u.name, db_errmsg(a->db));
+        return reply_error(wsi, rc == AL_E_LIMIT ? 429 : 500,
+                           rc == AL_E_LIMIT ? "too many sessions: sign out elsewhere"
+                                            : "cannot make a session");
+    }
     (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\"}", peer);
     audit(a, u.name, "login", "/v1/session", detail);
-    return reply_json_cookie(
-        wsi, 200, json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role)), cookie);
+    rc = reply_json_cookie(wsi, 200,
+                           json_pack("{s:s, s:s, s:s, s:I, s:I}", "name", u.name, "role",
+                                     db_role_name(u.role), "csrf", csrf, "expires_at",
+                                     (json_int_t)((now + a->sess.ttl_ms) / API_MS_PER_S),
+                                     "idle_timeout", (json_int_t)(a->sess.idle_ms / API_MS_PER_S)),
+                           cookie);
+    OPENSSL_cleanse(csrf, sizeof csrf);
+    OPENSSL_cleanse(cookie, sizeof cookie);
+    return rc;
+}
+
+/* DELETE /v1/session: the session is deleted, so its cookie is worthless
+ * even if replayed; the browser is told to drop it. */
+static int session_logout(struct api *a, struct lws *wsi, const struct db_user *u,
+                          const struct who_via *via)
+{
+    char clear[WEBSESS_SET_COOKIE_MAX];
+    if (websess_set_cookie(a->tls, NULL, 0, clear, sizeof clear) != AL_OK)
+        return reply_error(wsi, 500, "cannot clear the cookie");
+    if (!via->cookie) /* an API key: no session to end */
+        return reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 0), clear);
+    int rc = db_session_remove(a->db, via->sid);
+    if (rc != AL_OK && rc != AL_E_NOENT) {
+        logf_(a, 0, "sign-out of %s: %s", u->name, db_errmsg(a->db));
+        return reply_error(wsi, 500, "database error");
+    }
+    audit(a, u->name, "logout", "/v1/session", NULL);
+    return reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 1), clear);
 }
 
 static int route(struct api *a, struct lws *wsi, struct http_req *q)
@@ -825,23 +905,24 @@ static int route(struct api *a, struct lws *wsi, struct http_req *q)
         return reply_error(wsi, 413, "request body over 64 KiB");
     if (!strcmp(uri, "/v1/session") && q->method == M_POST)
         return session_login(a, wsi, q);
-    if (!strcmp(uri, "/v1/session") && q->method == M_DELETE)
-        return reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 1),
-                                 API_COOKIE "=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     struct db_user u;
     const char *why;
-    int via_cookie;
-    if (who(a, wsi, uri, &u, &why, &via_cookie) != 0)
-        return reply_error(wsi, 401, "a valid API key is required (Authorization: Bearer <key>)");
+    struct who_via via;
+    if (who(a, wsi, uri, 0, &u, &why, &via) != 0)
+        return reply_error(wsi, 401,
+                           "a valid API key (Authorization: Bearer <key>), or a session with its "
+                           "CSRF token (X-Airlock-CSRF), is required");
     int has_origin;
-    if (via_cookie && q->method != M_GET && !origin_ok(a, wsi, &has_origin))
+    if (via.cookie && q->method != M_GET && !origin_ok(a, wsi, &has_origin))
         return reply_error(wsi, 403, "a change through a session needs our own Origin");
+    if (!strcmp(uri, "/v1/session") && q->method == M_DELETE)
+        return session_logout(a, wsi, &u, &via);
     if (!strcmp(uri, "/v1/session") && q->method == M_GET) {
-        char cookie[API_MAX_COOKIE + 128];
-        session_cookie(a, u.name, cookie, sizeof cookie);
-        return reply_json_cookie(
-            wsi, 200, json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role)),
-            via_cookie && cookie[0] ? cookie : NULL);
+        json_t *o = json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role));
+        if (o && via.cookie) /* never renewed: the page signs in again after this */
+            (void)json_object_set_new(o, "expires_at",
+                                      json_integer((json_int_t)(via.expires_at / API_MS_PER_S)));
+        return reply_json(wsi, 200, o);
     }
     logf_(a, 2, "%s %s for %s",
           q->method == M_GET    ? "GET"
@@ -1044,10 +1125,13 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
     } else if ((rest = path_id(uri, "/v1/terminals/", id, sizeof id)) && !strcmp(rest, "/attach")) {
         struct db_user u;
         const char *w;
-        int via_cookie;
-        if (who(a, wsi, uri, &u, &w, &via_cookie) != 0) {
+        struct who_via via;
+        if (who(a, wsi, uri, 1, &u, &w, &via) != 0) {
             free(c);
-            (void)reply_error(wsi, 401, "a valid API key is required");
+            (void)reply_error(
+                wsi, 401,
+                "a valid API key, or a session with its CSRF token "
+                "(Sec-WebSocket-Protocol: airlock.v1, airlock-csrf.TOKEN), is required");
             return -1;
         }
         const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
@@ -1122,8 +1206,8 @@ static unsigned body_verdict(struct api *a, struct lws *wsi, const struct http_r
         return 0;
     struct db_user u;
     const char *why;
-    int via_cookie;
-    return who(a, wsi, q->uri, &u, &why, &via_cookie) == 0 ? 0 : 401;
+    struct who_via via;
+    return who(a, wsi, q->uri, 0, &u, &why, &via) == 0 ? 0 : 401;
 }
 
 static int answer_refused(struct lws *wsi, unsigned status)
@@ -1442,6 +1526,17 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         return AL_E_INVAL;
     }
     a->tls = cfg->tls_cert != NULL;
+    a->sess.ttl_ms =
+        (int64_t)(cfg->session_ttl_s ? cfg->session_ttl_s : API_SESSION_TTL_S) * API_MS_PER_S;
+    a->sess.idle_ms =
+        (int64_t)(cfg->session_idle_s ? cfg->session_idle_s : API_SESSION_IDLE_S) * API_MS_PER_S;
+    if (a->sess.idle_ms > a->sess.ttl_ms)
+        a->sess.idle_ms = a->sess.ttl_ms;
+    if (a->sess.ttl_ms > DB_SESSION_TTL_MAX_MS) {
+        al_errf(err, cap, "--session-ttl: at most 30 days");
+        free(a);
+        return AL_E_INVAL;
+    }
     (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%ld", a->tls ? "wss" : "ws",
                    host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1", port);
     int rc = resolve_paths(a, err, cap);
@@ -1449,17 +1544,9 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         rc = load_key(a, err, cap);
     if (rc == AL_OK)
         rc = open_db(a, err, cap);
-    if (rc == AL_OK) {
-        char path[PATH_MAX + 32], why[256];
-        (void)snprintf(path, sizeof path, "%s/%s", a->data_dir, KEYS_JWKS_FILE);
-        rc = tok_keyset_from_file(path, &a->keys, why, sizeof why);
-        if (rc != AL_OK)
-            al_errf(err, cap, "public keys %s: %s", path, why);
-    }
     if (rc != AL_OK) {
         (void)db_close(a->db);
         keys_free(a->key);
-        tok_keyset_free(a->keys);
         aagg_free(a->agg);
         free(a);
         return rc;
@@ -1543,7 +1630,6 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         teardown(a);
         (void)db_close(a->db);
         keys_free(a->key);
-        tok_keyset_free(a->keys);
         aagg_free(a->agg);
         free(a);
         return AL_E_IO;
@@ -1573,7 +1659,6 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     audit_housekeeping(a, 1); /* the refusals counted since the last flush */
     rc = db_close(a->db);
     keys_free(a->key);
-    tok_keyset_free(a->keys);
     aagg_free(a->agg);
     free(a);
     if (rc != AL_OK)

@@ -5,15 +5,18 @@
  * the dialer for static sandboxes. The live state is relay.c's; this file
  * is the libwebsockets glue and the routes.
  *
- * Routes (Authorization: Bearer <API key>, or the session cookie of the
- * web page; 401 without either, 403 when the role does not allow it).
- * A request authenticated by cookie that changes something (POST, DELETE,
- * a WebSocket upgrade) must carry an Origin equal to our own address, and
- * any WebSocket upgrade with a foreign Origin is refused (403):
+ * Routes (Authorization: Bearer <API key>, or the web page's session: its
+ * cookie AND its CSRF token, websess.h; 401 without either, 403 when the
+ * role does not allow it). A request authenticated by cookie that changes
+ * something (POST, DELETE) must also carry an Origin equal to our own
+ * address, and any WebSocket upgrade with a foreign Origin is refused (403):
  *   GET    /, /app/FILE, /vendor/FILE    no auth: the web page (web_dir)
- *   POST   /v1/session                   {"key": API key} -> session cookie
- *   GET    /v1/session                   who the cookie is (and a fresh cookie)
- *   DELETE /v1/session                   sign out (clears the cookie)
+ *   POST   /v1/session                   {"key": API key} -> session cookie,
+ *                                        {"name","role","csrf","expires_at",
+ *                                        "idle_timeout"}; application/json
+ *                                        only, never from another origin
+ *   GET    /v1/session                   who it is (never renews the session)
+ *   DELETE /v1/session                   sign out: the session is deleted
  *   GET    /healthz                      no auth
  *   GET    /metrics                      any role (Prometheus text)
  *   GET    /v1/sandboxes                 any role
@@ -56,6 +59,8 @@ struct api_config {
     unsigned request_timeout_s; /* a request's headers and body (API_REQUEST_TIMEOUT_S) */
     unsigned audit_keep_days;   /* audit rows older are removed (API_AUDIT_KEEP_DAYS) */
     unsigned audit_keep_rows;   /* at most this many audit rows (API_AUDIT_KEEP_ROWS) */
+    unsigned session_ttl_s;  /* a web session's absolute lifetime; 0: 12 hours */
+    unsigned session_idle_s; /* ... and unused; 0: 1 hour (at most the lifetime) */
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

@@ -36,7 +36,6 @@
 
 enum {
     DB_HASH_LEN = 32,         /* SHA-256 */
-    DB_HASH_HEX = 64,         /* its hex form */
     DB_TERM_ID_RANDOM = 12,   /* random bytes in a terminal id */
     DB_TERM_ID_PREFIX_LEN = 2 /* "t-" */
 };
@@ -45,6 +44,10 @@ enum {
 
 _Static_assert(DB_KEY_LEN == sizeof DB_KEY_PREFIX - 1 + B64U_ENC_LEN(DB_KEY_RAW_LEN),
                "DB_KEY_LEN matches the key's text form");
+_Static_assert(DB_SESSION_LEN == DB_KEY_LEN && DB_SESSION_RAW_LEN == DB_KEY_RAW_LEN &&
+                   sizeof DB_SESSION_PREFIX == sizeof DB_KEY_PREFIX &&
+                   sizeof DB_CSRF_PREFIX == sizeof DB_KEY_PREFIX,
+               "session secrets and CSRF tokens have the form of API keys");
 _Static_assert(DB_TERM_ID_PREFIX_LEN + 2 * DB_TERM_ID_RANDOM <= DB_NAME_MAX,
                "terminal ids are names");
 
@@ -460,18 +463,36 @@ static int db_key_hash(struct db *db, const char *key, char *hex)
     return AL_OK;
 }
 
-/* Whether key has the exact text form of an API key. Never echoes it. */
-static bool db_key_wellformed(const char *key)
+/* Whether s is prefix (4 characters) + base64url of 32 bytes: the text
+ * form of API keys, session secrets and CSRF tokens. Never echoes it. */
+static bool db_secret_wellformed(const char *key, const char *prefix)
 {
-    size_t plen = sizeof DB_KEY_PREFIX - 1;
-    if (!key || strnlen(key, DB_KEY_LEN + 1) != DB_KEY_LEN ||
-        strncmp(key, DB_KEY_PREFIX, plen) != 0)
+    size_t plen = strlen(prefix);
+    if (!key || strnlen(key, DB_KEY_LEN + 1) != DB_KEY_LEN || strncmp(key, prefix, plen) != 0)
         return false;
     uint8_t raw[DB_KEY_RAW_LEN];
     size_t n = 0;
     int rc = b64u_decode(key + plen, DB_KEY_LEN - plen, raw, sizeof raw, &n);
     OPENSSL_cleanse(raw, sizeof raw);
     return rc == AL_OK && n == DB_KEY_RAW_LEN;
+}
+
+/* A new secret prefix + base64url(DB_KEY_RAW_LEN random bytes) into
+ * out[DB_KEY_LEN + 1], and its hash into hex[DB_HASH_HEX + 1]. */
+static int db_secret_new(struct db *db, const char *prefix, char *out, char *hex)
+{
+    uint8_t raw[DB_KEY_RAW_LEN];
+    size_t plen = strlen(prefix);
+    memcpy(out, prefix, plen + 1); /* with its NUL: out is a string at every step */
+    int rc = AL_OK;
+    if (RAND_bytes(raw, (int)sizeof raw) != 1)
+        rc = db_fail(db, AL_E_CRYPTO, "no random bytes for a secret");
+    else if (b64u_encode(raw, sizeof raw, out + plen, DB_KEY_LEN + 1 - plen, NULL) != AL_OK)
+        rc = db_fail(db, AL_E_CRYPTO, "cannot encode a secret");
+    else
+        rc = db_key_hash(db, out, hex);
+    OPENSSL_cleanse(raw, sizeof raw);
+    return rc;
 }
 
 /* ---- open and close ----------------------------------------------------- */
@@ -565,23 +586,12 @@ int db_user_add(struct db *db, const char *name, enum db_role role, char *key_ou
     if ((rc = db_now_or_fail(db, &now)) != AL_OK)
         return rc;
 
-    char key[DB_KEY_LEN + 1];
-    uint8_t raw[DB_KEY_RAW_LEN];
-    size_t plen = sizeof DB_KEY_PREFIX - 1;
-    memcpy(key, DB_KEY_PREFIX, plen);
-    if (RAND_bytes(raw, (int)sizeof raw) != 1) {
-        rc = db_fail(db, AL_E_CRYPTO, "no random bytes for the API key");
-    } else if (b64u_encode(raw, sizeof raw, key + plen, sizeof key - plen, NULL) != AL_OK) {
-        rc = db_fail(db, AL_E_CRYPTO, "cannot encode the API key");
-    } else {
-        char hex[DB_HASH_HEX + 1];
-        rc = db_key_hash(db, key, hex);
-        if (rc == AL_OK)
-            rc = db->be->user_add(db, name, role, hex, now);
-        if (rc == AL_OK)
-            memcpy(key_out, key, DB_KEY_LEN + 1);
-    }
-    OPENSSL_cleanse(raw, sizeof raw);
+    char key[DB_KEY_LEN + 1], hex[DB_HASH_HEX + 1];
+    rc = db_secret_new(db, DB_KEY_PREFIX, key, hex);
+    if (rc == AL_OK)
+        rc = db->be->user_add(db, name, role, hex, now);
+    if (rc == AL_OK)
+        memcpy(key_out, key, DB_KEY_LEN + 1);
     OPENSSL_cleanse(key, sizeof key);
     return rc;
 }
@@ -593,7 +603,7 @@ int db_user_by_key(struct db *db, const char *key, struct db_user *out)
         return rc;
     if (!out)
         return db_fail(db, AL_E_INVAL, "no output");
-    if (!db_key_wellformed(key))
+    if (!db_secret_wellformed(key, DB_KEY_PREFIX))
         return db_fail(db, AL_E_INVAL, "malformed API key (expected %s + %d base64url characters)",
                        DB_KEY_PREFIX, DB_KEY_LEN - (int)(sizeof DB_KEY_PREFIX - 1));
     char hex[DB_HASH_HEX + 1];
@@ -908,6 +918,115 @@ int db_terminal_remove(struct db *db, const char *id)
         return db_fail(db, AL_E_STATE, "terminal %s is %s: close it before removing it", id,
                        db_term_state_name(from));
     return db->be->terminal_cas_remove(db, id, from);
+}
+
+/* ---- web sessions ------------------------------------------------------------ */
+
+static int db_check_policy(struct db *db, const struct db_session_policy *p)
+{
+    if (!p || p->ttl_ms < 1 || p->ttl_ms > DB_SESSION_TTL_MAX_MS || p->idle_ms < 0 ||
+        p->idle_ms > p->ttl_ms)
+        return db_fail(db, AL_E_INVAL, "session lifetime must be 1 ms..30 days, idle 0..lifetime");
+    return AL_OK;
+}
+
+int db_session_add(struct db *db, const char *user, int64_t now, const struct db_session_policy *p,
+                   char *id_out, size_t id_cap, char *csrf_out, size_t csrf_cap)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (id_out && id_cap > 0)
+        id_out[0] = '\0';
+    if (csrf_out && csrf_cap > 0)
+        csrf_out[0] = '\0';
+    if ((rc = db_check_name(db, "user name", user)) != AL_OK ||
+        (rc = db_check_policy(db, p)) != AL_OK)
+        return rc;
+    if (now < 0)
+        return db_fail(db, AL_E_INVAL, "time before 1970");
+    if (!id_out || id_cap < DB_SESSION_LEN + 1 || !csrf_out || csrf_cap < DB_SESSION_LEN + 1)
+        return db_fail(db, AL_E_INVAL, "no room for the session (%d bytes each)",
+                       DB_SESSION_LEN + 1);
+    /* expired rows go first, so that they never count against the limit */
+    if ((rc = db->be->session_expire(db, now, p->idle_ms)) != AL_OK)
+        return rc;
+    char id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    char id_hex[DB_HASH_HEX + 1], csrf_hex[DB_HASH_HEX + 1];
+    rc = db_secret_new(db, DB_SESSION_PREFIX, id, id_hex);
+    if (rc == AL_OK)
+        rc = db_secret_new(db, DB_CSRF_PREFIX, csrf, csrf_hex);
+    if (rc == AL_OK)
+        rc = db->be->session_add(db, id_hex, csrf_hex, user, now, now + p->ttl_ms,
+                                 DB_SESSIONS_PER_USER_MAX);
+    if (rc == AL_OK) {
+        memcpy(id_out, id, DB_SESSION_LEN + 1);
+        memcpy(csrf_out, csrf, DB_SESSION_LEN + 1);
+    }
+    OPENSSL_cleanse(id, sizeof id);
+    OPENSSL_cleanse(csrf, sizeof csrf);
+    return rc;
+}
+
+static bool db_session_expired(const struct db_session *s, int64_t now,
+                               const struct db_session_policy *p)
+{
+    return now >= s->expires_at || (p->idle_ms > 0 && now - s->last_seen >= p->idle_ms);
+}
+
+int db_session_use(struct db *db, const char *id, const char *csrf, int64_t now,
+                   const struct db_session_policy *p, struct db_session *out)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out)
+        return db_fail(db, AL_E_INVAL, "no output");
+    if ((rc = db_check_policy(db, p)) != AL_OK)
+        return rc;
+    if (!db_secret_wellformed(id, DB_SESSION_PREFIX))
+        return db_fail(db, AL_E_NOENT, "malformed session");
+    char id_hex[DB_HASH_HEX + 1], csrf_hex[DB_HASH_HEX + 1], want[DB_HASH_HEX + 1];
+    if ((rc = db_key_hash(db, id, id_hex)) != AL_OK ||
+        (rc = db->be->session_get(db, id_hex, out, want)) != AL_OK)
+        return rc;
+    if (db_session_expired(out, now, p)) {
+        (void)db->be->session_remove(db, id_hex);
+        return db_fail(db, AL_E_NOENT, "session expired");
+    }
+    if (!db_secret_wellformed(csrf, DB_CSRF_PREFIX))
+        return db_fail(db, AL_E_PERM, "session used without its CSRF token");
+    if ((rc = db_key_hash(db, csrf, csrf_hex)) != AL_OK)
+        return rc;
+    if (CRYPTO_memcmp(csrf_hex, want, DB_HASH_HEX) != 0)
+        return db_fail(db, AL_E_PERM, "session used with a wrong CSRF token");
+    if ((rc = db->be->session_touch(db, id_hex, now)) != AL_OK)
+        return rc;
+    out->last_seen = now;
+    return AL_OK;
+}
+
+int db_session_remove(struct db *db, const char *id)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!db_secret_wellformed(id, DB_SESSION_PREFIX))
+        return db_fail(db, AL_E_NOENT, "malformed session");
+    char hex[DB_HASH_HEX + 1];
+    if ((rc = db_key_hash(db, id, hex)) != AL_OK)
+        return rc;
+    return db->be->session_remove(db, hex);
+}
+
+int db_session_expire(struct db *db, int64_t now, const struct db_session_policy *p)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if ((rc = db_check_policy(db, p)) != AL_OK)
+        return rc;
+    return db->be->session_expire(db, now, p->idle_ms);
 }
 
 /* ---- audit ---------------------------------------------------------------- */

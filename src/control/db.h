@@ -31,6 +31,14 @@
  *              made before) and record_input (fixed at creation).
  *   audit      id (grows), at, actor (a user name or "system"), action
  *              ([a-z][a-z0-9_]*), target, detail (a JSON object).
+ *   sessions   the web page's sign-ins: hex SHA-256 of the session secret
+ *              (the cookie, "als_" + base64url of 32 random bytes) and of
+ *              its CSRF token ("alc_" + the same), never either secret;
+ *              the user (removing the user removes their sessions),
+ *              created_at, last_seen (the last accepted use) and
+ *              expires_at (absolute: never extended). At most
+ *              DB_SESSIONS_PER_USER_MAX per user; expired ones are deleted
+ *              when met and whenever a session is added.
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -58,23 +66,30 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 2,     /* the newest schema this code knows */
-    DB_PATH_MAX = 4096,        /* a database path */
-    DB_URL_MAX = 4160,         /* the whole URL given to db_open */
-    DB_MSG_MAX = 512,          /* an error message, with its NUL */
-    DB_NAME_MAX = 64,          /* user names, sandbox and terminal ids */
-    DB_KEY_RAW_LEN = 32,       /* random bytes in an API key */
-    DB_KEY_LEN = 47,           /* "alk_" + 43 base64url characters */
-    DB_SANDBOX_URL_MAX = 2048, /* a static sandbox's ws:// or wss:// URL */
-    DB_ARGV_JSON_MAX = 16384,  /* bytes of argv JSON; argv + env + cwd at */
-    DB_ENV_JSON_MAX = 16384,   /* their limits fit one OPEN frame */
-    DB_CWD_MAX = 4096,         /* AL_MAX_STR */
-    DB_ACTION_MAX = 32,        /* an audit action */
-    DB_TARGET_MAX = 256,       /* an audit target */
-    DB_DETAIL_MAX = 4096,      /* an audit detail (JSON text) */
-    DB_AUDIT_LIMIT_MAX = 1000, /* rows one audit query may return */
-    DB_BUSY_TIMEOUT_MS = 5000, /* wait for a lock held by another process */
+    DB_SCHEMA_VERSION = 3,         /* the newest schema this code knows */
+    DB_PATH_MAX = 4096,            /* a database path */
+    DB_URL_MAX = 4160,             /* the whole URL given to db_open */
+    DB_MSG_MAX = 512,              /* an error message, with its NUL */
+    DB_NAME_MAX = 64,              /* user names, sandbox and terminal ids */
+    DB_KEY_RAW_LEN = 32,           /* random bytes in an API key */
+    DB_KEY_LEN = 47,               /* "alk_" + 43 base64url characters */
+    DB_SANDBOX_URL_MAX = 2048,     /* a static sandbox's ws:// or wss:// URL */
+    DB_ARGV_JSON_MAX = 16384,      /* bytes of argv JSON; argv + env + cwd at */
+    DB_ENV_JSON_MAX = 16384,       /* their limits fit one OPEN frame */
+    DB_CWD_MAX = 4096,             /* AL_MAX_STR */
+    DB_ACTION_MAX = 32,            /* an audit action */
+    DB_TARGET_MAX = 256,           /* an audit target */
+    DB_DETAIL_MAX = 4096,          /* an audit detail (JSON text) */
+    DB_AUDIT_LIMIT_MAX = 1000,     /* rows one audit query may return */
+    DB_BUSY_TIMEOUT_MS = 5000,     /* wait for a lock held by another process */
+    DB_SESSION_RAW_LEN = 32,       /* random bytes in a session secret or CSRF token */
+    DB_SESSION_LEN = 47,           /* "als_" / "alc_" + 43 base64url characters */
+    DB_SESSIONS_PER_USER_MAX = 32, /* live sessions of one user */
 };
+
+#define DB_SESSION_PREFIX "als_"
+#define DB_CSRF_PREFIX "alc_"
+#define DB_SESSION_TTL_MAX_MS (30LL * 24 * 3600 * 1000) /* an absolute lifetime */
 
 /* Ordered by privilege: a role includes what the ones below it may do. */
 enum db_role { DB_ROLE_VIEWER, DB_ROLE_OPERATOR, DB_ROLE_ADMIN };
@@ -156,6 +171,19 @@ struct db_audit_filter {
     unsigned limit;     /* 1..DB_AUDIT_LIMIT_MAX rows, newest first */
 };
 
+/* How long a session lives, in ms: ttl_ms from its creation whatever
+ * happens (1..DB_SESSION_TTL_MAX_MS), and idle_ms after its last use
+ * (0: no idle limit; else 1..ttl_ms). */
+struct db_session_policy {
+    int64_t ttl_ms;
+    int64_t idle_ms;
+};
+
+struct db_session {
+    struct db_user user; /* as the users table has it now (role changes apply) */
+    int64_t created_at, last_seen, expires_at;
+};
+
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -219,6 +247,24 @@ int db_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset, 
                             uint64_t rec_bytes);
 /* Only a closed or lost terminal (AL_E_STATE otherwise). */
 int db_terminal_remove(struct db *db, const char *id);
+
+/* Web sessions; now is Unix ms, passed in (tests move the clock).
+ * db_session_add writes the new secret and CSRF token (each
+ * DB_SESSION_LEN characters and a NUL, shown once) to id_out and csrf_out
+ * (cap > DB_SESSION_LEN each); AL_E_NOENT if there is no such user,
+ * AL_E_LIMIT when the user has DB_SESSIONS_PER_USER_MAX live ones. */
+int db_session_add(struct db *db, const char *user, int64_t now, const struct db_session_policy *p,
+                   char *id_out, size_t id_cap, char *csrf_out, size_t csrf_cap);
+/* Use a session: its secret and its CSRF token must both match. AL_E_NOENT
+ * if it is unknown, signed out, expired (then deleted) or malformed;
+ * AL_E_PERM if the CSRF token is missing (NULL) or wrong (the session
+ * stays). On success out is filled and last_seen becomes now. */
+int db_session_use(struct db *db, const char *id, const char *csrf, int64_t now,
+                   const struct db_session_policy *p, struct db_session *out);
+/* Sign-out: delete it (AL_E_NOENT if it is not there). */
+int db_session_remove(struct db *db, const char *id);
+/* Delete every session expired at now. */
+int db_session_expire(struct db *db, int64_t now, const struct db_session_policy *p);
 
 /* Audit. at: Unix ms (0: now); actor: a user name or "system"; target may
  * be NULL or ""; detail_json a JSON object (NULL: {}). */

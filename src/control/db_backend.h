@@ -17,6 +17,8 @@
 
 #include "db.h"
 
+enum { DB_HASH_HEX = 64 }; /* hex SHA-256 of a secret, as stored */
+
 struct db_backend {
     const char *scheme; /* "sqlite", "postgres" */
     /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c). */
@@ -50,6 +52,19 @@ struct db_backend {
     int (*terminal_set_offsets)(struct db *db, const char *id, uint64_t out_offset,
                                 uint64_t err_offset, uint64_t rec_bytes);
     int (*terminal_cas_remove)(struct db *db, const char *id, enum db_term_state from);
+
+    /* Web sessions, by hex SHA-256 of the secret. add: AL_E_LIMIT when the
+     * user has max rows already, AL_E_NOENT when there is no such user.
+     * get: the row with its user and the CSRF token's hash (csrf_hex,
+     * DB_HASH_HEX + 1 bytes). expire: delete rows with expires_at <= now or (idle_ms > 0)
+     * last_seen <= now - idle_ms. */
+    int (*session_add)(struct db *db, const char *id_sha256, const char *csrf_sha256,
+                       const char *user, int64_t now, int64_t expires_at, unsigned max);
+    int (*session_get)(struct db *db, const char *id_sha256, struct db_session *out,
+                       char *csrf_hex);
+    int (*session_touch)(struct db *db, const char *id_sha256, int64_t now);
+    int (*session_remove)(struct db *db, const char *id_sha256);
+    int (*session_expire)(struct db *db, int64_t now, int64_t idle_ms);
 
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
                      const char *target, const char *detail_json);

@@ -185,6 +185,22 @@ static const char *const dbp_schema_v2[] = {
     "ALTER TABLE terminals ADD COLUMN record_input boolean NOT NULL DEFAULT false",
     NULL,
 };
+
+/* Web sessions: the same table as db_sqlite.c's dbs_schema_v3. */
+#define DBP_HEX64_CHECK(col) "CHECK (" col " ~ '^[0-9a-f]{64}$')"
+static const char *const dbp_schema_v3[] = {
+    "CREATE TABLE sessions ("
+    "  id_sha256 text CONSTRAINT sessions_pkey PRIMARY KEY " DBP_HEX64_CHECK("id_sha256") ","
+    "  csrf_sha256 text NOT NULL " DBP_HEX64_CHECK("csrf_sha256") ","
+    "  user_name text NOT NULL CONSTRAINT sessions_user_fkey REFERENCES users (name)"
+    "    ON DELETE CASCADE,"
+    "  created_at bigint NOT NULL CHECK (created_at >= 0),"
+    "  last_seen bigint NOT NULL CHECK (last_seen >= created_at),"
+    "  expires_at bigint NOT NULL CHECK (expires_at > created_at))",
+    "CREATE INDEX sessions_user ON sessions (user_name)",
+    "CREATE INDEX sessions_expires ON sessions (expires_at)",
+    NULL,
+};
 // clang-format on
 
 struct dbp_migration {
@@ -197,6 +213,7 @@ struct dbp_migration {
 static const struct dbp_migration dbp_migrations[] = {
     {"users, sandboxes, terminals, audit", dbp_schema_v1},
     {"terminal creator, record_input", dbp_schema_v2},
+    {"web sessions", dbp_schema_v3},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,
@@ -1418,6 +1435,102 @@ static int dbp_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
                    2, v);
 }
 
+/* ---- web sessions ------------------------------------------------------------ */
+
+static int dbp_session_add(struct db *db, const char *id_sha256, const char *csrf_sha256,
+                           const char *user, int64_t now, int64_t expires_at, unsigned max)
+{
+    char at[DBP_INT_TEXT], until[DBP_INT_TEXT], lim[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    dbp_i64_text(until, sizeof until, expires_at);
+    dbp_i64_text(lim, sizeof lim, (int64_t)max);
+    const char *const v[] = {id_sha256, csrf_sha256, user, at, until, lim};
+    struct dbp_res r;
+    /* one statement, as in SQLite; two sign-ins racing may both pass the
+     * count under READ COMMITTED, which overshoots the limit by one at most */
+    int rc = dbp_exec(db, "add session",
+                      "INSERT INTO sessions (id_sha256, csrf_sha256, user_name, created_at,"
+                      " last_seen, expires_at) SELECT $1, $2, $3, $4::bigint, $4::bigint,"
+                      " $5::bigint WHERE (SELECT count(*) FROM sessions WHERE user_name = $3)"
+                      " < $6::bigint",
+                      6, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_LIMIT, "user %s has %u sessions already", user, max);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23503"))
+        rc = db_fail(db, AL_E_NOENT, "no user named %s", user);
+    else if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "session collision; try again");
+    return rc;
+}
+
+static int dbp_session_get(struct db *db, const char *id_sha256, struct db_session *out,
+                           char *csrf_hex)
+{
+    const char *const v[] = {id_sha256};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "find session",
+                      "SELECT u.name, u.role, u.created_at, s.csrf_sha256, s.created_at,"
+                      " s.last_seen, s.expires_at FROM sessions s"
+                      " JOIN users u ON u.name = s.user_name WHERE s.id_sha256 = $1",
+                      1, v, &r);
+    if (rc == AL_OK && PQntuples(r.res) == 0)
+        rc = db_fail(db, AL_E_NOENT, "no such session");
+    if (rc == AL_OK)
+        rc = dbp_row_user(db, r.res, 0, &out->user);
+    if (rc == AL_OK)
+        rc = dbp_col_text(db, r.res, 0, 3, csrf_hex, DB_HASH_HEX + 1, false);
+    if (rc == AL_OK)
+        rc = dbp_col_i64(db, r.res, 0, 4, 0, INT64_MAX, NULL, &out->created_at);
+    if (rc == AL_OK)
+        rc = dbp_col_i64(db, r.res, 0, 5, 0, INT64_MAX, NULL, &out->last_seen);
+    if (rc == AL_OK)
+        rc = dbp_col_i64(db, r.res, 0, 6, 0, INT64_MAX, NULL, &out->expires_at);
+    PQclear(r.res);
+    return rc;
+}
+
+/* UPDATE or DELETE of one session row: AL_E_NOENT when it is gone. */
+static int dbp_session_one(struct db *db, const char *what, const char *sql, int n,
+                           const char *const *v)
+{
+    struct dbp_res r;
+    int rc = dbp_exec(db, what, sql, n, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no such session");
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_session_touch(struct db *db, const char *id_sha256, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {id_sha256, at};
+    return dbp_session_one(
+        db, "use session",
+        "UPDATE sessions SET last_seen = greatest(last_seen, $2::bigint) WHERE id_sha256 = $1", 2,
+        v);
+}
+
+static int dbp_session_remove(struct db *db, const char *id_sha256)
+{
+    const char *const v[] = {id_sha256};
+    return dbp_session_one(db, "remove session", "DELETE FROM sessions WHERE id_sha256 = $1", 1, v);
+}
+
+static int dbp_session_expire(struct db *db, int64_t now, int64_t idle_ms)
+{
+    char at[DBP_INT_TEXT], idle[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    dbp_i64_text(idle, sizeof idle, idle_ms);
+    const char *const v[] = {at, idle};
+    return dbp_run(db, "expire sessions",
+                   "DELETE FROM sessions WHERE expires_at <= $1::bigint"
+                   " OR ($2::bigint > 0 AND last_seen <= $1::bigint - $2::bigint)",
+                   2, v);
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -1439,6 +1552,11 @@ const struct db_backend db_pg_backend = {
     .terminal_cas_exit = dbp_terminal_cas_exit,
     .terminal_set_offsets = dbp_terminal_set_offsets,
     .terminal_cas_remove = dbp_terminal_cas_remove,
+    .session_add = dbp_session_add,
+    .session_get = dbp_session_get,
+    .session_touch = dbp_session_touch,
+    .session_remove = dbp_session_remove,
+    .session_expire = dbp_session_expire,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

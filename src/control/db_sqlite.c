@@ -141,6 +141,22 @@ static const char dbs_schema_v2[] =
     "ALTER TABLE terminals ADD COLUMN creator TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE terminals ADD COLUMN record_input INTEGER NOT NULL DEFAULT 0"
     "  CHECK (record_input IN (0, 1));";
+
+/* Web sessions (db.h): only hashes of the secrets; a user's removal
+ * removes their sessions. */
+static const char dbs_schema_v3[] =
+    "CREATE TABLE sessions ("
+    "  id_sha256 TEXT PRIMARY KEY"
+    "    CHECK (length(id_sha256) = 64 AND id_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  csrf_sha256 TEXT NOT NULL"
+    "    CHECK (length(csrf_sha256) = 64 AND csrf_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  user_name TEXT NOT NULL REFERENCES users (name) ON DELETE CASCADE,"
+    "  created_at INTEGER NOT NULL CHECK (created_at >= 0),"
+    "  last_seen INTEGER NOT NULL CHECK (last_seen >= created_at),"
+    "  expires_at INTEGER NOT NULL CHECK (expires_at > created_at)"
+    ") STRICT;"
+    "CREATE INDEX sessions_user ON sessions (user_name);"
+    "CREATE INDEX sessions_expires ON sessions (expires_at);";
 // clang-format on
 
 struct dbs_migration {
@@ -153,6 +169,7 @@ struct dbs_migration {
 static const struct dbs_migration dbs_migrations[] = {
     {"users, sandboxes, terminals, audit", dbs_schema_v1},
     {"terminal creator, record_input", dbs_schema_v2},
+    {"web sessions", dbs_schema_v3},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
@@ -1300,6 +1317,117 @@ static int dbs_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
     return dbs_finish(db, st, rc);
 }
 
+/* ---- web sessions ------------------------------------------------------------ */
+
+static int dbs_session_add(struct db *db, const char *id_sha256, const char *csrf_sha256,
+                           const char *user, int64_t now, int64_t expires_at, unsigned max)
+{
+    sqlite3_stmt *st = NULL;
+    /* one statement: the count and the insert cannot be split by another writer */
+    int rc = dbs_prepare(db,
+                         "INSERT INTO sessions (id_sha256, csrf_sha256, user_name, created_at,"
+                         " last_seen, expires_at) SELECT ?1, ?2, ?3, ?4, ?4, ?5"
+                         " WHERE (SELECT count(*) FROM sessions WHERE user_name = ?3) < ?6",
+                         &st);
+    if (rc != AL_OK)
+        return rc;
+    int raw = SQLITE_OK;
+    rc = dbs_bind_text(db, st, 1, id_sha256);
+    if (rc == AL_OK)
+        rc = dbs_bind_text(db, st, 2, csrf_sha256);
+    if (rc == AL_OK)
+        rc = dbs_bind_text(db, st, 3, user);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 4, now);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 5, expires_at);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 6, (int64_t)max);
+    if (rc == AL_OK)
+        rc = dbs_step(db, st, NULL, &raw);
+    if (raw == SQLITE_CONSTRAINT_FOREIGNKEY)
+        rc = db_fail(db, AL_E_NOENT, "no user named %s", user);
+    else if (raw == SQLITE_CONSTRAINT_PRIMARYKEY)
+        rc = db_fail(db, AL_E_EXISTS, "session collision; try again");
+    else if (rc == AL_OK && !dbs_one_changed(db))
+        rc = db_fail(db, AL_E_LIMIT, "user %s has %u sessions already", user, max);
+    return dbs_finish(db, st, rc);
+}
+
+static int dbs_session_get(struct db *db, const char *id_sha256, struct db_session *out,
+                           char *csrf_hex)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(db,
+                         "SELECT u.name, u.role, u.created_at, s.csrf_sha256, s.created_at,"
+                         " s.last_seen, s.expires_at FROM sessions s"
+                         " JOIN users u ON u.name = s.user_name WHERE s.id_sha256 = ?1",
+                         &st);
+    if (rc != AL_OK)
+        return rc;
+    bool row = false;
+    rc = dbs_bind_text(db, st, 1, id_sha256);
+    if (rc == AL_OK)
+        rc = dbs_step(db, st, &row, NULL);
+    if (rc == AL_OK && !row)
+        rc = db_fail(db, AL_E_NOENT, "no such session");
+    if (rc == AL_OK)
+        rc = dbs_row_user(db, st, &out->user);
+    if (rc == AL_OK)
+        rc = dbs_col_text(db, st, 3, csrf_hex, DB_HASH_HEX + 1, false);
+    if (rc == AL_OK)
+        rc = dbs_col_i64(db, st, 4, 0, INT64_MAX, NULL, &out->created_at);
+    if (rc == AL_OK)
+        rc = dbs_col_i64(db, st, 5, 0, INT64_MAX, NULL, &out->last_seen);
+    if (rc == AL_OK)
+        rc = dbs_col_i64(db, st, 6, 0, INT64_MAX, NULL, &out->expires_at);
+    return dbs_finish(db, st, rc);
+}
+
+static int dbs_session_touch(struct db *db, const char *id_sha256, int64_t now)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(
+        db, "UPDATE sessions SET last_seen = max(last_seen, ?2) WHERE id_sha256 = ?1", &st);
+    if (rc != AL_OK)
+        return rc;
+    rc = dbs_bind_text(db, st, 1, id_sha256);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 2, now);
+    if (rc == AL_OK)
+        rc = dbs_change_one(db, st, "session", "(signed out meanwhile)", NULL);
+    return dbs_finish(db, st, rc);
+}
+
+static int dbs_session_remove(struct db *db, const char *id_sha256)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(db, "DELETE FROM sessions WHERE id_sha256 = ?1", &st);
+    if (rc != AL_OK)
+        return rc;
+    rc = dbs_bind_text(db, st, 1, id_sha256);
+    if (rc == AL_OK)
+        rc = dbs_change_one(db, st, "session", "to sign out", NULL);
+    return dbs_finish(db, st, rc);
+}
+
+static int dbs_session_expire(struct db *db, int64_t now, int64_t idle_ms)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = dbs_prepare(db,
+                         "DELETE FROM sessions WHERE expires_at <= ?1"
+                         " OR (?2 > 0 AND last_seen <= ?1 - ?2)",
+                         &st);
+    if (rc != AL_OK)
+        return rc;
+    rc = dbs_bind_i64(db, st, 1, now);
+    if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 2, idle_ms);
+    if (rc == AL_OK)
+        rc = dbs_step(db, st, NULL, NULL);
+    return dbs_finish(db, st, rc);
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -1321,6 +1449,11 @@ const struct db_backend db_sqlite_backend = {
     .terminal_cas_exit = dbs_terminal_cas_exit,
     .terminal_set_offsets = dbs_terminal_set_offsets,
     .terminal_cas_remove = dbs_terminal_cas_remove,
+    .session_add = dbs_session_add,
+    .session_get = dbs_session_get,
+    .session_touch = dbs_session_touch,
+    .session_remove = dbs_session_remove,
+    .session_expire = dbs_session_expire,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

@@ -1,9 +1,12 @@
 // The browser side of airlockd's security and its operations knobs:
-// sessions (API key -> HttpOnly SameSite=Strict cookie, sign-out), the
-// cookie accepted by the API and the attach WebSocket, cross-site requests
-// refused (foreign Origin: 403 on upgrades, on changes through a session),
-// the page's files served without escaping their directory; then a config
-// file with TLS: https, wss attach, and a local runner dialing back over wss.
+// sessions (API key -> HttpOnly SameSite=Strict cookie + a CSRF token in
+// the body, sign-out), the cookie with its token accepted by the API and the
+// attach WebSocket, cross-site requests refused (foreign Origin: 403 on
+// upgrades, on changes through a session), the page's files served without
+// escaping their directory; then a config file with TLS: https, wss attach,
+// a local runner dialing back over wss, and the __Host- session cookie.
+// (Cross-port replay, login CSRF and expiry: web_session_port.mjs,
+// airlockd_session.mjs.)
 import fs from 'node:fs';
 import path from 'node:path';
 import https from 'node:https';
@@ -62,17 +65,22 @@ await run('airlockd_web_auth', async () => {
     'the session cookie is HttpOnly, SameSite=Strict (not Secure over plain http)');
   check(!setCookie.includes(op.slice(4)), 'the cookie does not carry the API key');
   const cookie = setCookie.split(';')[0];
+  const csrf = r.json.csrf;
+  check(typeof csrf === 'string' && !setCookie.includes(csrf), 'the answer holds a CSRF token, not in the cookie');
+  const sess = `Cookie: ${cookie}\r\nX-Airlock-CSRF: ${csrf}\r\n`;
   const raw = async (method, target, headers, body = '') => {
     const { rawHttp } = await import('../interop/harness.mjs');
     const res = await rawHttp(d.port, `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\n${headers}` +
       (method !== 'GET' ? `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` : '') + `\r\n${body}`);
     return res;
   };
-  r = await raw('GET', '/v1/session', `Cookie: ${cookie}\r\n`);
-  check(r.status === 200 && /otto/.test(r.body), 'GET /v1/session with the cookie: who I am');
+  r = await raw('GET', '/v1/session', sess);
+  check(r.status === 200 && /otto/.test(r.body), 'GET /v1/session with the cookie and its token: who I am');
+  r = await raw('GET', '/v1/terminals', sess);
+  check(r.status === 200, 'the API accepts the session cookie with its token');
   r = await raw('GET', '/v1/terminals', `Cookie: ${cookie}\r\n`);
-  check(r.status === 200, 'the API accepts the session cookie');
-  r = await raw('GET', '/v1/terminals', `Cookie: ${cookie.replace(/.$/, 'x')}\r\n`);
+  check(r.status === 401, 'the cookie without its token: 401');
+  r = await raw('GET', '/v1/terminals', `Cookie: ${cookie.replace(/.$/, 'x')}\r\nX-Airlock-CSRF: ${csrf}\r\n`);
   check(r.status === 401, 'a tampered cookie: 401');
   r = await raw('GET', '/v1/terminals', '');
   check(r.status === 401, 'no key and no session: 401');
@@ -84,11 +92,11 @@ await run('airlockd_web_auth', async () => {
     await sleep(100);
   }
   const body = JSON.stringify({ sandbox: 'box', argv: ['sh', '-c', 'echo via-cookie; sleep 30'] });
-  r = await raw('POST', '/v1/terminals', `Cookie: ${cookie}\r\n`, body);
+  r = await raw('POST', '/v1/terminals', sess, body);
   check(r.status === 403, 'a change through a session without an Origin: 403');
-  r = await raw('POST', '/v1/terminals', `Cookie: ${cookie}\r\nOrigin: http://evil.example\r\n`, body);
+  r = await raw('POST', '/v1/terminals', `${sess}Origin: http://evil.example\r\n`, body);
   check(r.status === 403, 'a change through a session from a foreign Origin: 403 (no CSRF)');
-  r = await raw('POST', '/v1/terminals', `Cookie: ${cookie}\r\nOrigin: ${origin}\r\n`, body);
+  r = await raw('POST', '/v1/terminals', `${sess}Origin: ${origin}\r\n`, body);
   check(r.status === 201, 'a change through a session from our own Origin: 201');
   const id = JSON.parse(r.body).id;
 
@@ -98,14 +106,16 @@ await run('airlockd_web_auth', async () => {
   check(await upgrade(wsUrl, { Origin: origin }) === 401, 'an upgrade with neither key nor session: 401');
   const ctl = new Controller();
   const ch = ctl.adoptChannel(1);
-  await ctl.connect(wsUrl, { Cookie: cookie, Origin: origin });
+  await ctl.connect(wsUrl, { Cookie: cookie, Origin: origin }, { protocols: ['airlock.v1', `airlock-csrf.${csrf}`] });
   const seen = () => Buffer.concat([ch.snapshot ? ch.snapshot.bytes : Buffer.alloc(0), ...ch.out]).toString('latin1');
   await ctl.wait(() => /via-cookie/.test(seen()), 'the terminal on screen', 10000);
-  check(/via-cookie/.test(seen()), 'a browser-like attach with the cookie and our Origin gets the terminal (snapshot)');
+  check(/via-cookie/.test(seen()), 'a browser-like attach with the cookie, its token and our Origin gets the terminal (snapshot)');
   ctl.ws.terminate();
 
-  r = await raw('DELETE', '/v1/session', `Cookie: ${cookie}\r\n`);
+  r = await raw('DELETE', '/v1/session', `${sess}Origin: ${origin}\r\n`);
   check(r.status === 200 && /Max-Age=0/.test(r.head), 'sign-out clears the cookie');
+  r = await raw('GET', '/v1/session', sess);
+  check(r.status === 401, 'the signed-out session replayed: 401');
   r = await api(d.port, 'GET', '/v1/audit', admin);
   check(r.json.some((e) => e.action === 'login' && e.actor === 'otto') && r.json.some((e) => e.action === 'origin_refused'),
     'sign-ins and refused origins are audited');
@@ -157,6 +167,20 @@ await run('airlockd_web_auth', async () => {
   await ch2.waitExit(15000);
   check(ch2.exit.code === 4 && /over-tls/.test(Buffer.concat(ch2.out).toString()), 'a terminal over wss: output and exit code');
   c2.ws.terminate();
+  const signin = await new Promise((resolve, reject) => {
+    const q = https.request({ host: '127.0.0.1', port, path: '/v1/session', method: 'POST', rejectUnauthorized: false,
+      headers: { 'Content-Type': 'application/json', Origin: `https://127.0.0.1:${port}` } }, (res) => {
+      res.resume(); res.on('end', () => resolve({ status: res.statusCode, cookie: String(res.headers['set-cookie'] || '') }));
+    });
+    q.on('error', reject);
+    q.end(JSON.stringify({ key: op }));
+  });
+  check(signin.status === 200 && /^__Host-airlock_session=/.test(signin.cookie) && /; Secure/.test(signin.cookie) &&
+    /Path=\//.test(signin.cookie) && !/Domain/i.test(signin.cookie) && /HttpOnly/.test(signin.cookie),
+    'over https the session cookie is __Host-airlock_session: Secure, Path=/, no Domain, HttpOnly');
+  const hostCookie = signin.cookie.split(';')[0];
+  r = await httpsGet(port, '/v1/session', { Cookie: hostCookie.replace('__Host-', '') });
+  check(r.status === 401, 'over https a cookie without the __Host- prefix is not ours');
   const logText = fs.readFileSync(log, 'utf8');
   check(/serving https/.test(logText) && !/ debug /.test(logText), 'the log says https; log-level info leaves debug lines out');
   p.kill('SIGTERM');

@@ -225,9 +225,10 @@ export class Controller {
       this.wake();
     });
   }
-  connect(url, headers = {}, opts = {}) {
+  // opts: ws's options, and protocols (default ['airlock.v1']).
+  connect(url, headers = {}, { protocols = ['airlock.v1'], ...opts } = {}) {
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, ['airlock.v1'], { headers, perMessageDeflate: false, ...opts });
+      const ws = new WebSocket(url, protocols, { headers, perMessageDeflate: false, ...opts });
       ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
       ws.on('error', (e) => reject(e));
       ws.on('open', () => { ws.send(enc.hello()); });

@@ -400,8 +400,9 @@ static void test_open_creates_0600_wal_schema(void **state)
     assert_int_equal(sq_int(f->path, "SELECT max(version) FROM schema_migrations"),
                      DB_SCHEMA_VERSION);
     assert_int_equal(sq_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                                     " AND name IN ('users', 'sandboxes', 'terminals', 'audit')"),
-                     4);
+                                     " AND name IN ('users', 'sandboxes', 'terminals', 'audit',"
+                                     " 'sessions')"),
+                     5);
     /* A write makes the WAL; it gets the database file's mode. */
     char key[DB_KEY_LEN + 1];
     assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
@@ -1837,6 +1838,190 @@ static void test_null_db(void **state)
     assert_int_equal(db_terminal_remove(NULL, "t-1"), AL_E_INVAL);
     assert_int_equal(db_audit_add(NULL, 0, "a", "login", NULL, NULL), AL_E_INVAL);
     assert_int_equal(db_audit_query(NULL, &flt, collect_audit, NULL), AL_E_INVAL);
+    char sid[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    struct db_session ss;
+    const struct db_session_policy p = {.ttl_ms = 1000, .idle_ms = 0};
+    assert_int_equal(db_session_add(NULL, "a", 0, &p, sid, sizeof sid, csrf, sizeof csrf),
+                     AL_E_INVAL);
+    assert_int_equal(db_session_use(NULL, "als_", "alc_", 0, &p, &ss), AL_E_INVAL);
+    assert_int_equal(db_session_remove(NULL, "als_"), AL_E_INVAL);
+    assert_int_equal(db_session_expire(NULL, 0, &p), AL_E_INVAL);
+}
+
+/* ---- web sessions ---------------------------------------------------------------- */
+
+static void raw_exec(const struct fx *f, const char *sql)
+{
+    if (pg.on)
+        pg_exec(f->path, sql);
+    else
+        sq_exec(f->path, sql);
+}
+
+#define T0 1700000000000LL /* a session test's clock, in Unix ms */
+
+static const struct db_session_policy pol = {.ttl_ms = 10000, .idle_ms = 3000};
+
+static void new_session(struct fx *f, const char *user, int64_t now, char *id, char *csrf)
+{
+    assert_int_equal(
+        db_session_add(f->db, user, now, &pol, id, DB_SESSION_LEN + 1, csrf, DB_SESSION_LEN + 1),
+        AL_OK);
+}
+
+static void test_session_lifecycle(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_OPERATOR, key, sizeof key), AL_OK);
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(strlen(id), DB_SESSION_LEN);
+    assert_int_equal(strlen(csrf), DB_SESSION_LEN);
+    assert_memory_equal(id, DB_SESSION_PREFIX, 4);
+    assert_memory_equal(csrf, DB_CSRF_PREFIX, 4);
+    assert_string_not_equal(id + 4, csrf + 4);
+
+    struct db_session s;
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 1000, &pol, &s), AL_OK);
+    assert_string_equal(s.user.name, "alice");
+    assert_int_equal(s.user.role, DB_ROLE_OPERATOR);
+    assert_int_equal(s.created_at, T0);
+    assert_int_equal(s.expires_at, T0 + pol.ttl_ms);
+    assert_int_equal(s.last_seen, T0 + 1000);
+
+    /* the cookie alone, or with a wrong token: refused, the session stays */
+    char wrong[DB_SESSION_LEN + 1];
+    memcpy(wrong, csrf, sizeof wrong);
+    wrong[10] = wrong[10] == 'A' ? 'B' : 'A';
+    assert_int_equal(db_session_use(f->db, id, NULL, T0 + 1000, &pol, &s), AL_E_PERM);
+    assert_non_null(strstr(db_errmsg(f->db), "CSRF"));
+    assert_int_equal(db_session_use(f->db, id, wrong, T0 + 1000, &pol, &s), AL_E_PERM);
+    assert_int_equal(db_session_use(f->db, id, id, T0 + 1000, &pol, &s), AL_E_PERM);
+    assert_null(strstr(db_errmsg(f->db), id + 4));
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 2000, &pol, &s), AL_OK);
+
+    /* idle: each use moves last_seen; idle_ms without a use ends it for good */
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &pol, &s), AL_OK);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 7999, &pol, &s), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "expired"));
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 5000, &pol, &s), AL_E_NOENT);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sessions"), 0);
+
+    /* absolute: used every 2 s, it still ends at ttl_ms */
+    new_session(f, "alice", T0, id, csrf);
+    for (int64_t t = T0 + 2000; t < T0 + pol.ttl_ms; t += 2000)
+        assert_int_equal(db_session_use(f->db, id, csrf, t, &pol, &s), AL_OK);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + pol.ttl_ms, &pol, &s), AL_E_NOENT);
+
+    /* sign-out */
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_remove(f->db, id), AL_OK);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 1, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_remove(f->db, id), AL_E_NOENT);
+
+    /* the user's removal ends their sessions */
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_user_remove(f->db, "alice"), AL_OK);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 1, &pol, &s), AL_E_NOENT);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sessions"), 0);
+
+    /* malformed secrets: unknown, never echoed */
+    assert_int_equal(db_session_use(f->db, key, csrf, T0, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_use(f->db, "als_", csrf, T0, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_use(f->db, NULL, csrf, T0, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_remove(f->db, "als_x"), AL_E_NOENT);
+}
+
+static void test_session_hashed_and_survives_reopen(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    new_session(f, "alice", T0, id, csrf);
+    char hid[65], hcsrf[65], sql[256];
+    hex_sha256(id, hid);
+    hex_sha256(csrf, hcsrf);
+    (void)snprintf(sql, sizeof sql,
+                   "SELECT count(*) FROM sessions WHERE id_sha256 = '%s' AND csrf_sha256 = '%s'",
+                   hid, hcsrf);
+    assert_int_equal(raw_int(f, sql), 1); /* only hashes: the CHECKs allow nothing else */
+    reopen(f);
+    struct db_session s;
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 1, &pol, &s), AL_OK);
+    assert_string_equal(s.user.name, "alice");
+}
+
+static void test_session_limit_and_expire(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    assert_int_equal(db_user_add(f->db, "bob", DB_ROLE_VIEWER, key, sizeof key), AL_OK);
+    for (int i = 0; i < DB_SESSIONS_PER_USER_MAX; i++)
+        new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_add(f->db, "alice", T0, &pol, id, sizeof id, csrf, sizeof csrf),
+                     AL_E_LIMIT);
+    assert_string_equal(id, "");
+    new_session(f, "bob", T0, id, csrf); /* per user */
+    /* once they expire they no longer count */
+    new_session(f, "alice", T0 + pol.idle_ms, id, csrf);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sessions WHERE user_name = 'alice'"), 1);
+    assert_int_equal(db_session_expire(f->db, T0 + pol.ttl_ms, &pol), AL_OK);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sessions"), 0);
+    assert_int_equal(db_session_add(f->db, "nobody", T0, &pol, id, sizeof id, csrf, sizeof csrf),
+                     AL_E_NOENT);
+}
+
+static void test_session_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    const struct db_session_policy bad[] = {
+        {0, 0}, {-1, 0}, {DB_SESSION_TTL_MAX_MS + 1, 0}, {1000, 1001}, {1000, -1}};
+    struct db_session s;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(
+            db_session_add(f->db, "alice", T0, &bad[i], id, sizeof id, csrf, sizeof csrf),
+            AL_E_INVAL);
+        assert_int_equal(db_session_use(f->db, id, csrf, T0, &bad[i], &s), AL_E_INVAL);
+        assert_int_equal(db_session_expire(f->db, T0, &bad[i]), AL_E_INVAL);
+    }
+    assert_int_equal(db_session_add(f->db, "alice", T0, NULL, id, sizeof id, csrf, sizeof csrf),
+                     AL_E_INVAL);
+    assert_int_equal(db_session_add(f->db, "Bad Name", T0, &pol, id, sizeof id, csrf, sizeof csrf),
+                     AL_E_INVAL);
+    assert_int_equal(db_session_add(f->db, "alice", -1, &pol, id, sizeof id, csrf, sizeof csrf),
+                     AL_E_INVAL);
+    assert_int_equal(
+        db_session_add(f->db, "alice", T0, &pol, id, DB_SESSION_LEN, csrf, sizeof csrf),
+        AL_E_INVAL);
+    assert_int_equal(db_session_add(f->db, "alice", T0, &pol, id, sizeof id, NULL, 0), AL_E_INVAL);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0, &pol, NULL), AL_E_INVAL);
+    /* no idle limit: only the lifetime counts */
+    const struct db_session_policy no_idle = {.ttl_ms = 5000, .idle_ms = 0};
+    assert_int_equal(db_session_add(f->db, "alice", T0, &no_idle, id, sizeof id, csrf, sizeof csrf),
+                     AL_OK);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
+}
+
+/* A version 1 database (before sessions) is migrated, its users kept. */
+static void test_session_migration_from_v1(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    raw_exec(f, "DROP TABLE sessions");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 2");
+    raw_set_version(f, 1);
+    reopen(f);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 2);
+    struct db_user u;
+    assert_int_equal(db_user_by_key(f->db, key, &u), AL_OK);
+    new_session(f, "alice", T0, id, csrf);
 }
 
 /* Schema 2: a sandbox's record_input (off by default, settable), and each
@@ -1950,6 +2135,11 @@ int main(int argc, char **argv)
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
         BOTH(test_audit_bad_inputs),
+        BOTH(test_session_lifecycle),
+        BOTH(test_session_hashed_and_survives_reopen),
+        BOTH(test_session_limit_and_expire),
+        BOTH(test_session_bad_inputs),
+        BOTH(test_session_migration_from_v1),
         cmocka_unit_test(test_names_and_enums),
         cmocka_unit_test(test_null_db),
     };
