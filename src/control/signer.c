@@ -60,23 +60,37 @@ enum {
 enum sg_pat { SG_PAT_LITERAL, SG_PAT_NAME };
 
 struct sg_shape {
-    enum signer_shape shape;
     const char *name;    /* in logs and audits */
     const char *scope;   /* exactly this scope list */
-    enum sg_pat aud_pat; /* SG_PAT_LITERAL: aud must equal aud_lit */
-    const char *aud_lit;
-    enum sg_pat sub_pat;
+    const char *aud_lit; /* aud when aud_pat is SG_PAT_LITERAL */
     const char *sub_lit;
+    enum signer_shape shape;
+    enum sg_pat aud_pat;
+    enum sg_pat sub_pat;
     uint32_t ttl_max; /* seconds */
 };
 
 static const struct sg_shape sg_shapes[] = {
-    {SIGNER_SHAPE_RUNNER, "runner", SIGNER_RUNNER_SCOPE, SG_PAT_NAME, NULL, SG_PAT_LITERAL,
-     SIGNER_RUNNER_SUB, SIGNER_RUNNER_TTL_MAX},
-    {SIGNER_SHAPE_ENROLL, "enroll", SIGNER_RUNNER_SCOPE, SG_PAT_NAME, NULL, SG_PAT_NAME, NULL,
-     SIGNER_ENROLL_TTL_MAX},
-    {SIGNER_SHAPE_SESSION, "session", SIGNER_SESSION_SCOPE, SG_PAT_LITERAL, SIGNER_SESSION_AUD,
-     SG_PAT_NAME, NULL, SIGNER_SESSION_TTL_MAX},
+    {.shape = SIGNER_SHAPE_RUNNER,
+     .name = "runner",
+     .scope = SIGNER_RUNNER_SCOPE,
+     .aud_pat = SG_PAT_NAME,
+     .sub_pat = SG_PAT_LITERAL,
+     .sub_lit = SIGNER_RUNNER_SUB,
+     .ttl_max = SIGNER_RUNNER_TTL_MAX},
+    {.shape = SIGNER_SHAPE_ENROLL,
+     .name = "enroll",
+     .scope = SIGNER_RUNNER_SCOPE,
+     .aud_pat = SG_PAT_NAME,
+     .sub_pat = SG_PAT_NAME,
+     .ttl_max = SIGNER_ENROLL_TTL_MAX},
+    {.shape = SIGNER_SHAPE_SESSION,
+     .name = "session",
+     .scope = SIGNER_SESSION_SCOPE,
+     .aud_pat = SG_PAT_LITERAL,
+     .aud_lit = SIGNER_SESSION_AUD,
+     .sub_pat = SG_PAT_NAME,
+     .ttl_max = SIGNER_SESSION_TTL_MAX},
 };
 enum { SG_NSHAPES = sizeof sg_shapes / sizeof sg_shapes[0] };
 
