@@ -268,6 +268,7 @@ int signer_req_parse(const uint8_t *buf, size_t len, struct signer_req *q, char 
         return AL_E_FORMAT;
     }
     if (version != SIGNER_VERSION) {
+        q->op = 0; /* answered as op 0: the client decodes no other unknown op */
         al_errf(why, cap, "version %u, this signer speaks %d", version, SIGNER_VERSION);
         return AL_E_VERSION;
     }
@@ -278,6 +279,7 @@ int signer_req_parse(const uint8_t *buf, size_t len, struct signer_req *q, char 
         sg_get_str(&r, q->sub, 1, SIGNER_STR_MAX, 1, false);
     } else if (q->op != SIGNER_OP_HELLO) {
         al_errf(why, cap, "unknown op %u", (unsigned)q->op);
+        q->op = 0;
         return AL_E_TYPE;
     }
     if (r.err || r.off != r.len) {

@@ -398,6 +398,12 @@ static void test_socketpair_roundtrip(void **state)
     static const uint8_t v9[] = {9, 1, 0, 0, 0, 6};
     ask_raw(p.fd, v9, sizeof v9, &a);
     assert_int_equal(a.status, AL_E_VERSION);
+    assert_int_equal(a.op, 0); /* an unknown op is not echoed */
+    static const uint8_t op3[] = {1, 3, 0, 0, 0, 8};
+    ask_raw(p.fd, op3, sizeof op3, &a);
+    assert_int_equal(a.status, AL_E_TYPE);
+    assert_int_equal(a.op, 0);
+    assert_int_equal(a.id, 8);
     uint8_t big[SIGNER_REQ_MAX * 4];
     memset(big, 1, sizeof big);
     ask_raw(p.fd, big, sizeof big, &a);
