@@ -18,6 +18,8 @@
  *   airlockd serve [--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [...]
  *                  (api.h; a --config file holds "key = value" lines named
  *                  like the flags, which win over it)
+ *   airlockd signer --fd N --data DIR [--log-level N]
+ *                  (internal: the key-holding process serve starts, signer.h)
  *
  * The database is DIR/airlock.db (db.h), or the one --db names (a db.h URL:
  * postgres://... for PostgreSQL; DIR still holds the signing key and the
@@ -31,10 +33,12 @@
 #include "db.h"
 #include "keys.h"
 #include "lsbx.h"
+#include "signer.h"
 #include "tok_sign.h"
 #include "token.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -76,6 +80,7 @@ static int cmd_keygen(const struct cmd *self, int argc, char **argv);
 static int cmd_token(const struct cmd *self, int argc, char **argv);
 static int cmd_user(const struct cmd *self, int argc, char **argv);
 static int cmd_serve(const struct cmd *self, int argc, char **argv);
+static int cmd_signer(const struct cmd *self, int argc, char **argv);
 static int cmd_help(const struct cmd *self, int argc, char **argv);
 
 static const struct cmd cmds[] = {
@@ -100,6 +105,10 @@ static const struct cmd cmds[] = {
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page",
      cmd_serve},
+    {"signer", "--fd N --data DIR [--log-level 0|1|2]",
+     "internal: the process serve starts to hold the signing key and mint its tokens "
+     "(docs/security-signer.md)",
+     cmd_signer},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
@@ -538,6 +547,25 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         return rc == AL_E_INVAL ? RC_USAGE : RC_FAIL;
     }
     return 0;
+}
+
+/* The key-holding process: serve execs it with a socket on --fd. */
+static int cmd_signer(const struct cmd *self, int argc, char **argv)
+{
+    const char *fd_s = NULL, *data = NULL, *level_s = NULL;
+    const struct opt opts[] = {
+        {"--fd", &fd_s, NULL}, {"--data", &data, NULL}, {"--log-level", &level_s, NULL}};
+    int prc = parse_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (prc != 0)
+        return prc == 1 ? 0 : prc;
+    long long fd = -1, level = 1;
+    if (!fd_s || !parse_int(fd_s, 0, INT_MAX, &fd) || !data ||
+        (level_s && !parse_int(level_s, 0, 2, &level))) {
+        errline(self->name, "--fd N and --data DIR are required (--log-level 0 to 2); airlockd "
+                            "serve starts this itself");
+        return RC_USAGE;
+    }
+    return signer_main((int)fd, data, (int)level);
 }
 
 static int cmd_token(const struct cmd *self, int argc, char **argv)

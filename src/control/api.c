@@ -2,8 +2,9 @@
  * api: see api.h.
  *
  * Data model: struct api is the lws context's user data (no globals): the
- * configuration, the database, the signing key, the relay, the loop and a
- * tick timer. An HTTP request keeps its body in its per-session struct
+ * configuration, the database, the signer (the child process that alone
+ * holds the signing key: this process never reads it), the relay, the loop
+ * and a tick timer. An HTTP request keeps its body in its per-session struct
  * http_req until it is complete, then is answered at once. A WebSocket
  * connection (client, accepted runner or dialed runner) owns a struct conn
  * attached to its wsi as lws "opaque user data": the message being
@@ -19,6 +20,7 @@
 #include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,7 +43,7 @@
 #include "endpoint.h"
 #include "keys.h"
 #include "relay.h"
-#include "tok_sign.h"
+#include "signer.h"
 #include "token.h"
 #include "websess.h"
 #include "wsglue.h"
@@ -86,7 +88,7 @@ struct api {
     int tls;
     struct db_session_policy sess; /* web sessions' lifetimes, in ms */
     struct db *db;
-    struct keys_signing *key;
+    struct signer *signer; /* mints our tokens: the key is in its process only */
     struct relay *relay;
     struct lsbx *lsbx; /* local sandboxes' runners */
     struct lws_context *ctx;
@@ -634,20 +636,23 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
         return reply_error(wsi, 404, "no such sandbox");
     if (row.kind != DB_SANDBOX_REVERSE)
         return reply_error(wsi, 409, "only reverse sandboxes enroll");
-    struct tok_sign_req r;
-    memset(&r, 0, sizeof r);
-    r.aud = id;
-    r.sub = u->name;
-    r.scope = "runner:connect";
-    r.now = (int64_t)time(NULL);
-    r.ttl = ttl;
-    char tok[AL_MAX_TOKEN];
-    size_t len;
-    if (tok_sign_mint(a->key, &r, tok, sizeof tok, &len, why, sizeof why) != AL_OK)
-        return reply_error(wsi, 500, why);
-    char detail[128];
+    /* The signer alone holds the key and checks the shape (ttl bound
+     * included); we audit on its behalf with what it answered. */
+    struct signer_mint m = {SIGNER_SHAPE_ENROLL, id, u->name, ttl};
+    struct signer_resp *t = malloc(sizeof *t); /* 4 KiB of token */
+    if (!t)
+        return reply_error(wsi, 500, "out of memory");
+    char swhy[SIGNER_REASON_MAX + 128];
+    int rc = signer_mint(a->signer, &m, t, swhy, sizeof swhy);
+    if (rc != AL_OK) {
+        free(t);
+        return reply_error(wsi, rc == AL_E_PERM ? 400 : 500, swhy);
+    }
+    char detail[512];
     (void)snprintf(detail, sizeof detail,
-                   "{\"scope\":\"runner:connect\",\"for\":\"enroll\",\"ttl\":%u}", ttl);
+                   "{\"scope\":\"" SIGNER_RUNNER_SCOPE
+                   "\",\"for\":\"enroll\",\"ttl\":%u,\"jti\":\"%s\",\"kid\":\"%s\"}",
+                   ttl, t->jti, t->kid);
     audit(a, u->name, "token_mint", id, detail);
     char url[600], cmd[1200];
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", a->self_url, id);
@@ -659,9 +664,12 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
     char jwks_path[PATH_MAX + 16];
     (void)snprintf(jwks_path, sizeof jwks_path, "%s/%s", a->data_dir, KEYS_JWKS_FILE);
     json_t *jwks = json_load_file(jwks_path, JSON_REJECT_DUPLICATES, &jerr);
-    return reply_json(wsi, 200,
-                      json_pack("{s:s, s:s, s:s, s:o*, s:I}", "token", tok, "url", url, "command",
-                                cmd, "jwks", jwks, "expires_in", (json_int_t)ttl));
+    rc = reply_json(wsi, 200,
+                    json_pack("{s:s, s:s, s:s, s:o*, s:I}", "token", t->token, "url", url,
+                              "command", cmd, "jwks", jwks, "expires_in", (json_int_t)ttl));
+    OPENSSL_cleanse(t, sizeof *t);
+    free(t);
+    return rc;
 }
 
 static int route_terminal_create(struct api *a, struct lws *wsi, const struct db_user *u,
@@ -1395,27 +1403,13 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-/* The signing key: created on first start, refused if others can read it. */
-static int load_key(struct api *a, char *err, size_t cap)
+/* The signer: the child that alone loads the signing key (creating it on
+ * first start, refusing one others can read). Started before anything
+ * untrusted is read, and before the database is opened. */
+static int start_signer(struct api *a, char *err, size_t cap)
 {
-    char path[PATH_MAX + 32], why[256];
-    int rc = keys_path(a->data_dir, KEYS_PRIVATE_FILE, path, sizeof path);
-    if (rc != AL_OK) {
-        al_errf(err, cap, "--data path too long");
-        return rc;
-    }
-    rc = keys_load_private(path, &a->key, why, sizeof why);
-    if (rc == AL_E_NOENT) {
-        struct keys_init_result res;
-        rc = keys_init_dir(a->data_dir, false, &res, why, sizeof why);
-        if (rc == AL_OK) {
-            logf_(a, 1, "created signing key %s", res.kid);
-            rc = keys_load_private(path, &a->key, why, sizeof why);
-        }
-    }
-    if (rc != AL_OK)
-        al_errf(err, cap, "signing key: %s", why);
-    return rc;
+    struct signer_config sc = {NULL, a->data_dir, a->cfg.log_level};
+    return signer_start(&sc, &a->signer, err, cap);
 }
 
 /* --db URL (never logged: it may hold a password), else DATA/airlock.db. */
@@ -1541,12 +1535,12 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
                    host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1", port);
     int rc = resolve_paths(a, err, cap);
     if (rc == AL_OK)
-        rc = load_key(a, err, cap);
+        rc = start_signer(a, err, cap);
     if (rc == AL_OK)
         rc = open_db(a, err, cap);
     if (rc != AL_OK) {
         (void)db_close(a->db);
-        keys_free(a->key);
+        signer_stop(a->signer);
         aagg_free(a->agg);
         free(a);
         return rc;
@@ -1573,7 +1567,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
                     "this host as airlockd's user does");
     struct relay_config rc_cfg = {
         .db = a->db,
-        .key = a->key,
+        .signer = a->signer,
         .data_dir = a->data_dir,
         .lsbx = a->lsbx,
         .self_url = a->self_url,
@@ -1590,7 +1584,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     if (rc != AL_OK) {
         lsbx_free(a->lsbx);
         (void)db_close(a->db);
-        keys_free(a->key);
+        signer_stop(a->signer);
         aagg_free(a->agg);
         free(a);
         return rc;
@@ -1629,7 +1623,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
                 a->tls ? "are the certificate and key readable PEM files?" : "", lerr);
         teardown(a);
         (void)db_close(a->db);
-        keys_free(a->key);
+        signer_stop(a->signer);
         aagg_free(a->agg);
         free(a);
         return AL_E_IO;
@@ -1647,8 +1641,10 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
           "%u rows",
           wsl_limits(a->wsl)->max_total, wsl_limits(a->wsl)->max_per_ip, a->cfg.request_timeout_s,
           a->cfg.audit_keep_days, a->cfg.audit_keep_rows);
-    logf_(a, 1, "serving %s on %s (data %s, key %s, runner %s, web %s)", a->tls ? "https" : "http",
-          cfg->listen, a->data_dir, keys_kid(a->key), a->runner_bin, a->web_dir);
+
+    logf_(a, 1, "serving %s on %s (data %s, key %s in signer pid %ld, runner %s, web %s)",
+          a->tls ? "https" : "http", cfg->listen, a->data_dir, signer_kid(a->signer),
+          (long)signer_pid(a->signer), a->runner_bin, a->web_dir);
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 
@@ -1658,7 +1654,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     teardown(a);
     audit_housekeeping(a, 1); /* the refusals counted since the last flush */
     rc = db_close(a->db);
-    keys_free(a->key);
+    signer_stop(a->signer);
     aagg_free(a->agg);
     free(a);
     if (rc != AL_OK)

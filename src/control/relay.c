@@ -43,10 +43,11 @@
 #include "lsbx.h"
 #include "ratelim.h"
 #include "ring.h"
-#include "tok_sign.h"
 #include "token.h"
 
-#define RL_SCOPE "runner:connect"
+#include <openssl/crypto.h>
+
+#define RL_SCOPE SIGNER_RUNNER_SCOPE
 #define RL_IN_CAP (2 * RL_CLIENT_WINDOW)
 #define RL_PATH_MAX 4096
 #define RL_RESPAWN_MS 1000
@@ -238,29 +239,37 @@ static int mkdir_p(const char *path, mode_t mode)
 
 /* ---- tokens ------------------------------------------------------------------- */
 
-/* Mint a runner:connect token for a sandbox; `purpose` says why, in the audit. */
+/* Mint a runner:connect token for a sandbox through the signer; `purpose`
+ * says why, in the audit (written here, with the signer's jti and kid: the
+ * signer has no database). */
 static int mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out, size_t cap)
 {
-    struct tok_sign_req q;
-    memset(&q, 0, sizeof q);
-    q.aud = sandbox_id;
-    q.sub = "airlockd";
-    q.scope = RL_SCOPE;
-    q.now = (int64_t)time(NULL);
-    q.ttl = RL_TOKEN_TTL_S;
-    size_t len;
-    char why[128];
-    int rc = tok_sign_mint(r->cfg.key, &q, out, cap, &len, why, sizeof why);
+    struct signer_mint m = {SIGNER_SHAPE_RUNNER, sandbox_id, SIGNER_RUNNER_SUB, RL_TOKEN_TTL_S};
+    struct signer_resp *t = malloc(sizeof *t); /* 4 KiB of token */
+    if (!t)
+        return AL_E_NOMEM;
+    char why[SIGNER_REASON_MAX + 128];
+    int rc = signer_mint(r->cfg.signer, &m, t, why, sizeof why);
+    if (rc == AL_OK && t->token_len >= cap)
+        rc = AL_E_TOOBIG;
     if (rc != AL_OK) {
-        rlog(r, 0, "minting a token for %s: %s", sandbox_id, why);
+        rlog(r, 0, "minting a token for %s: %s", sandbox_id, rc == AL_E_TOOBIG ? "too long" : why);
+        free(t);
         return rc;
     }
-    char detail[128];
-    (void)snprintf(detail, sizeof detail, "{\"scope\":\"%s\",\"for\":\"%s\",\"ttl\":%d}", RL_SCOPE,
-                   purpose, RL_TOKEN_TTL_S);
+    memcpy(out, t->token, t->token_len + 1);
+    char detail[512];
+    (void)snprintf(detail, sizeof detail,
+                   "{\"scope\":\"%s\",\"for\":\"%s\",\"ttl\":%d,\"jti\":\"%s\",\"kid\":\"%s\"}",
+                   RL_SCOPE, purpose, RL_TOKEN_TTL_S, t->jti, t->kid);
+    OPENSSL_cleanse(t, sizeof *t);
+    free(t);
     audit(r, "system", "token_mint", sandbox_id, detail);
     return AL_OK;
 }
+
+_Static_assert(RL_TOKEN_TTL_S <= (int)SIGNER_RUNNER_TTL_MAX,
+               "the signer's table allows our tokens");
 
 int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
                           size_t cap)
@@ -308,7 +317,7 @@ static void rec_fail(struct rl_term *t, int rc)
                    st.sys_errno ? ": " : "", st.sys_errno ? strerror(st.sys_errno) : "");
     rlog(r, 0, "terminal %s: recording failed (%s); the terminal keeps running", t->id,
          t->rec_error);
-    char detail[256];
+    char detail[512];
     (void)snprintf(detail, sizeof detail, "{\"error\":\"%.120s\"}", t->rec_error);
     audit(r, "system", "recording_failed", t->id, detail);
 }

@@ -37,7 +37,7 @@
 
 #include "apireq.h"
 #include "db.h"
-#include "keys.h"
+#include "signer.h"
 
 #define RL_LOG_BYTES (4u << 20)          /* output log per stream and terminal */
 #define RL_CLIENT_RING (256u << 10)      /* a client's unacknowledged output */
@@ -76,7 +76,7 @@ typedef int rl_dial_fn(void *ud, struct rl_sbx *sb, const char *url, const char 
 
 struct relay_config {
     struct db *db;
-    const struct keys_signing *key;
+    struct signer *signer; /* mints runner:connect tokens (the key is its own) */
     const char *data_dir;
     struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
     const char *self_url; /* ws://host:port where local runners dial us */
