@@ -45,6 +45,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The host user local sandboxes run as when airlockd runs as root (never
+# root itself): a system user with no home and no shell.
+SANDBOX_USER=airlock-sandbox
+if [ "$(id -u)" -eq 0 ] && ! id "$SANDBOX_USER" >/dev/null 2>&1; then
+  echo "deps: creating the system user $SANDBOX_USER"
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SANDBOX_USER"
+fi
+
 # npm packages, exactly as package-lock.json pins them; a stamp of the lock
 # file's hash makes the second run a no-op.
 if [ -f package-lock.json ]; then

@@ -28,4 +28,10 @@
 #define AL_MAX_VIEWERS 64        /* entries in one VIEWERS frame */
 #define AL_MAX_VIEWER_NAME 64    /* bytes in one VIEWERS entry's name */
 
+/* A dialing runner's own key, sent on every dial beside its token: a copied
+ * token alone cannot take a linked sandbox over (docs/protocol.md). */
+#define AL_RUNNER_KEY_HEADER "x-airlock-runner-key"
+#define AL_RUNNER_KEY_RAW 32 /* random bytes of a runner key */
+#define AL_RUNNER_KEY_LEN 43 /* its base64url text */
+
 #endif

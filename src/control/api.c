@@ -17,7 +17,6 @@
 #include <jansson.h>
 #include <libwebsockets.h>
 #include <limits.h>
-#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/crypto.h>
@@ -654,6 +653,9 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
                    "\",\"for\":\"enroll\",\"ttl\":%u,\"jti\":\"%s\",\"kid\":\"%s\"}",
                    ttl, t->jti, t->kid);
     audit(a, u->name, "token_mint", id, detail);
+    /* a new enrollment: the next runner to link is pinned afresh */
+    if (relay_runner_key_forget(a->relay, id) != AL_OK)
+        logf_(a, 0, "sandbox %s: cannot forget the pinned runner key", id);
     char url[600], cmd[1200];
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", a->self_url, id);
     (void)snprintf(cmd, sizeof cmd,
@@ -1126,6 +1128,23 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
             refused(a, peer, "runner_refused", !sb ? "unknown sandbox" : why, ident ? ident : "");
             free(c);
             (void)reply_error(wsi, 403, "a valid runner:connect token is required");
+            return -1;
+        }
+        /* a valid token is not enough: the runner's own key must be the
+         * pinned one (a copied token alone takes nothing over) */
+        char key[AL_RUNNER_KEY_LEN + 8] = "";
+        int kn = lws_hdr_custom_copy(wsi, key, sizeof key, AL_RUNNER_KEY_HEADER ":",
+                                     (int)strlen(AL_RUNNER_KEY_HEADER ":"));
+        rc = relay_runner_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
+        OPENSSL_cleanse(key, sizeof key);
+        if (rc != AL_OK) {
+            char detail[300];
+            (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%.200s\"}", peer,
+                           why);
+            audit(a, "anonymous", "runner_impostor", ident, detail);
+            logf_(a, 0, "sandbox %s: runner link from %s refused: %s", ident, peer, why);
+            free(c);
+            (void)reply_error(wsi, 403, "this runner's key is not the sandbox's");
             return -1;
         }
         c->kind = CONN_RUNNER;

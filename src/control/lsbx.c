@@ -566,6 +566,8 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
     push(b, run_jwks);
     push(b, "--token-file");
     push(b, run_tok);
+    push(b, "--link-key-fd");
+    push(b, "0");
     if (l->cfg.unsafe)
         return;
     push(b, "--agent-sandbox");
@@ -615,7 +617,7 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     if (rc != AL_OK)
         return rc;
 
-    int fds[CG_MAX_FDS], pipefd[2] = {-1, -1};
+    int fds[CG_MAX_FDS], pipefd[2] = {-1, -1}, keyfd[2] = {-1, -1};
     size_t ncg = 0;
     char cgname[CG_NAME_MAX + 1], cgwhy[256] = "";
     if (!l->cfg.unsafe && lsbx_cgroup_name(l, s->id, cgname, sizeof cgname) == AL_OK &&
@@ -623,8 +625,19 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
         say(l, 1, "sandbox %s: %s; bounding its processes with RLIMIT_NPROC only", s->id,
               cgwhy);
     struct lsbx_proc *p = NULL;
-    if (uv_pipe(pipefd, UV_NONBLOCK_PIPE, 0) != 0) {
-        al_errf(why, cap, "cannot make the runner's log pipe");
+    if (uv_pipe(pipefd, UV_NONBLOCK_PIPE, 0) != 0 || uv_pipe(keyfd, 0, 0) != 0) {
+        al_errf(why, cap, "cannot make the runner's pipes");
+        rc = AL_E_IO;
+        goto out;
+    }
+    /* the key goes through a pipe (never a file); it fits in the pipe's buffer */
+    size_t klen = s->link_key ? strlen(s->link_key) : 0;
+    int kok = write(keyfd[1], s->link_key ? s->link_key : "", klen) == (ssize_t)klen &&
+              write(keyfd[1], "\n", 1) == 1;
+    kok = close(keyfd[1]) == 0 && kok;
+    keyfd[1] = -1;
+    if (!kok) {
+        al_errf(why, cap, "cannot hand the runner its key");
         rc = AL_E_IO;
         goto out;
     }
@@ -650,7 +663,8 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
                          NULL};
     uv_stdio_container_t stdio[3 + CG_MAX_FDS];
     unsigned nstdio = l->cfg.unsafe ? 3 : (unsigned)(3 + ncg);
-    stdio[0].flags = UV_IGNORE;
+    stdio[0].flags = UV_INHERIT_FD;
+    stdio[0].data.fd = keyfd[0];
     stdio[1].flags = stdio[2].flags = UV_INHERIT_FD;
     stdio[1].data.fd = stdio[2].data.fd = pipefd[1];
     for (unsigned i = 3; i < nstdio; i++) {
@@ -708,5 +722,8 @@ out:
         (void)close(pipefd[0]);
     if (pipefd[1] >= 0)
         (void)close(pipefd[1]);
+    for (int i = 0; i < 2; i++)
+        if (keyfd[i] >= 0)
+            (void)close(keyfd[i]);
     return rc;
 }

@@ -71,6 +71,7 @@ struct lsbx_spawn {
     const char *work_dir; /* its workspace */
     int insecure_tls;
     int no_network; /* agents get loopback only */
+    const char *link_key; /* the runner's key, handed over on its stdin */
     lsbx_exit_fn *exit_cb;
     void *data;
 };

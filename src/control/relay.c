@@ -43,6 +43,7 @@
 #include "lsbx.h"
 #include "ratelim.h"
 #include "ring.h"
+#include "rkey.h"
 #include "token.h"
 
 #include <openssl/crypto.h>
@@ -281,6 +282,42 @@ int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *t
     struct tok_verify_params p;
     tok_verify_params_init(&p, sandbox_id, RL_SCOPE, (int64_t)time(NULL));
     return tok_verify(r->keys, token, strlen(token), &p, NULL, why, cap);
+}
+
+int relay_runner_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
+                        size_t cap)
+{
+    char pinned[RKEY_HASH_HEX + 1], h[RKEY_HASH_HEX + 1];
+    size_t len = key ? strlen(key) : 0;
+    if (len != AL_RUNNER_KEY_LEN) {
+        al_errf(why, cap, "no runner key (%s)", AL_RUNNER_KEY_HEADER);
+        return AL_E_PERM;
+    }
+    int rc = rkey_load(r->cfg.data_dir, sandbox_id, pinned);
+    if (rc == AL_E_NOENT) { /* the first runner of a reverse sandbox: pinned */
+        rkey_hash(key, len, h);
+        rc = rkey_store(r->cfg.data_dir, sandbox_id, h);
+        if (rc != AL_OK)
+            al_errf(why, cap, "cannot pin the runner's key");
+        else
+            rlog(r, 1, "sandbox %s: runner key pinned", sandbox_id);
+        return rc;
+    }
+    if (rc != AL_OK) {
+        al_errf(why, cap, "cannot read the pinned runner key");
+        return rc;
+    }
+    if (!rkey_matches(pinned, key, len)) {
+        al_errf(why, cap, "runner key differs from the pinned one (another runner, or an "
+                          "impostor with a copied token)");
+        return AL_E_PERM;
+    }
+    return AL_OK;
+}
+
+int relay_runner_key_forget(struct relay *r, const char *sandbox_id)
+{
+    return rkey_store(r->cfg.data_dir, sandbox_id, NULL);
 }
 
 /* ---- terminals: output, durability, snapshots ------------------------------------- */
@@ -1391,7 +1428,18 @@ static int spawn_runner(struct rl_sbx *sb)
     if (rc != AL_OK)
         return rc;
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", r->cfg.self_url, sb->id);
+    /* a fresh key for this runner, pinned before it dials: only it can link */
+    char key[AL_RUNNER_KEY_LEN + 1], kh[RKEY_HASH_HEX + 1];
+    if (rkey_new(key) != AL_OK)
+        return AL_E_IO;
+    rkey_hash(key, strlen(key), kh);
+    rc = rkey_store(r->cfg.data_dir, sb->id, kh);
+    if (rc != AL_OK) {
+        OPENSSL_cleanse(key, sizeof key);
+        return rc;
+    }
     struct lsbx_spawn sp = {
+        .link_key = key,
         .id = sb->id,
         .url = url,
         .run_dir = run,
@@ -1403,6 +1451,7 @@ static int spawn_runner(struct rl_sbx *sb)
     };
     why[0] = 0;
     rc = lsbx_start(r->cfg.lsbx, &sp, &sb->proc, &sb->pid, why, sizeof why);
+    OPENSSL_cleanse(key, sizeof key);
     if (rc != AL_OK) {
         rlog(r, 0, "sandbox %s: cannot start its runner: %s", sb->id, why);
         return rc;

@@ -104,6 +104,12 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
 /* Whether a runner:connect bearer token is valid for this sandbox. */
 int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
                           size_t cap);
+/* Whether a dialing runner's key (AL_RUNNER_KEY_HEADER) is the sandbox's
+ * pinned one (rkey.h); the first key of a sandbox without a pin is pinned. */
+int relay_runner_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
+                        size_t cap);
+/* Forget the pin (a reverse sandbox enrolled again). */
+int relay_runner_key_forget(struct relay *r, const char *sandbox_id);
 /* A link to the sandbox's runner is up (dialed or accepted). A newer link
  * replaces an older one: the relay forgets it, and *replaced (when not
  * NULL) is set to it (or NULL) for the glue to close; every replaced link

@@ -939,6 +939,30 @@ int proc_close_stdin(struct proc *p)
     }
 }
 
+void proc_decode(const struct proc *p, int status, int *exit_code, int *signo, int *core)
+{
+    int code = 0, sig = 0, dumped = 0;
+    if (WIFSIGNALED(status)) {
+        code = -1;
+        sig = WTERMSIG(status);
+        dumped = WCOREDUMP(status) ? 1 : 0;
+    } else {
+        code = WEXITSTATUS(status);
+        /* the wrapper reports a command a signal ended as 128 + the signal,
+         * the shells' convention (an exit code above 128 reads the same) */
+        if (p->wrapped && code > PROC_WRAP_SIGNAL_BASE && code < PROC_WRAP_SIGNAL_BASE + NSIG) {
+            sig = code - PROC_WRAP_SIGNAL_BASE;
+            code = -1;
+        }
+    }
+    if (exit_code)
+        *exit_code = code;
+    if (signo)
+        *signo = sig;
+    if (core)
+        *core = dumped;
+}
+
 int proc_reap(struct proc *p, int *exit_code, int *signo, int *core)
 {
     if (!proc_ok(p))
@@ -956,20 +980,7 @@ int proc_reap(struct proc *p, int *exit_code, int *signo, int *core)
         p->reaped = 1;
         p->status = st;
     }
-    int code = 0, sig = 0, dumped = 0;
-    if (WIFSIGNALED(p->status)) {
-        code = -1;
-        sig = WTERMSIG(p->status);
-        dumped = WCOREDUMP(p->status) ? 1 : 0;
-    } else {
-        code = WEXITSTATUS(p->status);
-    }
-    if (exit_code)
-        *exit_code = code;
-    if (signo)
-        *signo = sig;
-    if (core)
-        *core = dumped;
+    proc_decode(p, p->status, exit_code, signo, core);
     return AL_OK;
 }
 

@@ -46,6 +46,7 @@
 #define PROC_MAX_SCAN 65536        /* /proc entries read per tree walk */
 #define PROC_TREE_ROUNDS 16        /* freeze-and-rescan rounds in a tree kill */
 #define PROC_MAX_WRAP 128          /* entries of a wrapper's argv prefix */
+#define PROC_WRAP_SIGNAL_BASE 128  /* a wrapper's exit code 128 + N: signal N ended it */
 
 enum proc_mode { PROC_PTY = 0, PROC_PIPES = 1 };
 
@@ -141,8 +142,14 @@ int proc_close_stdin(struct proc *p);
  * exit status (0..255), or -1 when a signal killed it, then *signo is the
  * signal (else 0) and *core is 1 if it dumped core. AL_E_AGAIN while it
  * runs; AL_E_NOENT if someone else reaped it. Any out pointer may be NULL.
+ * Wrapped (the jail), an exit code 128 + N (N a signal) reads as signal N,
+ * as shells report it.
  * Once reaped, further calls return the same status. */
 int proc_reap(struct proc *p, int *exit_code, int *signo, int *core);
+
+/* Decode a waitpid status of p's child as proc_reap does (for a caller
+ * that reaps it itself). */
+void proc_decode(const struct proc *p, int status, int *exit_code, int *signo, int *core);
 
 /* Close the parent's fds (not the process). Safe to call twice. */
 void proc_close(struct proc *p);

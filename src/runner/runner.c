@@ -362,13 +362,7 @@ static void on_sigchld(uv_signal_t *h, int signum)
             if (t->proc.pid != pid || t->reaped)
                 continue;
             t->reaped = 1;
-            if (WIFSIGNALED(st)) {
-                t->exit_sig = WTERMSIG(st);
-                t->exit_code = -1;
-                t->exit_core = WCOREDUMP(st) ? 1 : 0;
-            } else {
-                t->exit_code = WEXITSTATUS(st);
-            }
+            proc_decode(&t->proc, st, &t->exit_code, &t->exit_sig, &t->exit_core);
             if (!t->out_eof || (t->proc.mode == PROC_PIPES && !t->err_eof)) {
                 /* read what is left now; then give the PTY a moment */
                 term_read(t, FR_STDOUT);

@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/crypto.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,6 +36,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "al_log.h"
+#include "b64url.h"
 #include "jail.h"
 #include "runner.h"
 #include "token.h"
@@ -92,6 +95,8 @@ struct app {
     int d_port, d_tls;
     char d_path_full[2300];
     char token[MAX_TOKEN_FILE];
+    int key_fd;                          /* --link-key-fd: our key arrives there (-1: make one) */
+    char link_key[AL_RUNNER_KEY_LEN + 1]; /* presented on every dial, never logged */
     int64_t token_exp;
     unsigned attempt;
     uv_timer_t redial, max_age;
@@ -466,6 +471,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         int n = snprintf(hv, sizeof hv, "Bearer %s", a->token);
         if (n < 0 || (size_t)n >= sizeof hv)
             return -1;
+        if (lws_add_http_header_by_name(wsi, (const unsigned char *)AL_RUNNER_KEY_HEADER ":",
+                                        (unsigned char *)a->link_key, AL_RUNNER_KEY_LEN, p, end))
+            return -1;
         if (a->header_is_auth)
             return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION,
                                                 (unsigned char *)hv, n, p, end)
@@ -548,6 +556,9 @@ static void usage(FILE *to)
           "  --cgroup-fd N          join the control group whose cgroup.procs is open on\n"
           "                         descriptor N, first thing (repeatable)\n"
           "  --max-procs N          RLIMIT_NPROC for us and our agents\n"
+          "  --link-key-fd N        --connect: read our key from descriptor N (else a random\n"
+          "                         one); it goes with every dial, so that a copy of our token\n"
+          "                         alone cannot take our place\n"
           "  --workspace DIR        with bwrap: the directory agents may write (the current\n"
           "                         directory)\n"
           "  -v, --verbose          debug log\n",
@@ -568,6 +579,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 static int parse_args(struct app *a, int argc, char **argv)
 {
     a->token_header = "Authorization";
+    a->key_fd = -1;
     a->leeway = -1;
     a->rcfg.ring = RUNNER_DEFAULT_RING;
     a->rcfg.window = 0;
@@ -646,6 +658,8 @@ static int parse_args(struct app *a, int argc, char **argv)
         } else if (!strcmp(o, "--cgroup-fd") && !parse_u64(v, 1023, &n) && n >= 3 &&
                    a->ncgroup_fds < MAX_CGROUP_FDS) {
             a->cgroup_fds[a->ncgroup_fds++] = (int)n;
+        } else if (!strcmp(o, "--link-key-fd") && !parse_u64(v, 1023, &n)) {
+            a->key_fd = (int)n;
         } else if (!strcmp(o, "--max-procs") && !parse_u64(v, 1u << 22, &n) && n > 0) {
             a->max_procs = n;
         } else if (!strcmp(o, "--workspace") && v[0] == '/') {
@@ -748,6 +762,50 @@ static void close_walk(uv_handle_t *h, void *arg)
 /* Join the control groups we were given, bound our process count, and
  * close every other inherited descriptor: nothing of whoever started us
  * stays open (an agent could otherwise reach it through us). */
+/* Our key: from --link-key-fd (read once, closed), or random. */
+static int load_link_key(struct app *a)
+{
+    if (a->key_fd < 0) {
+        uint8_t raw[AL_RUNNER_KEY_RAW];
+        if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw ||
+            b64u_encode(raw, sizeof raw, a->link_key, sizeof a->link_key, NULL) != AL_OK) {
+            fprintf(stderr, "airlock-runner: cannot make a link key\n");
+            return -1;
+        }
+        OPENSSL_cleanse(raw, sizeof raw);
+        return 0;
+    }
+    char buf[AL_RUNNER_KEY_LEN + 2];
+    ssize_t n = read(a->key_fd, buf, sizeof buf);
+    (void)close(a->key_fd);
+    if (a->key_fd == 0) { /* stdin: /dev/null from now on */
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null >= 0 && null != 0) {
+            (void)dup2(null, 0);
+            (void)close(null);
+        }
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n != AL_RUNNER_KEY_LEN) {
+        fprintf(stderr, "airlock-runner: --link-key-fd: want %d base64url characters\n",
+                AL_RUNNER_KEY_LEN);
+        return -1;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        char ch = buf[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_')) {
+            fprintf(stderr, "airlock-runner: --link-key-fd: not base64url\n");
+            return -1;
+        }
+    }
+    memcpy(a->link_key, buf, (size_t)n);
+    a->link_key[n] = 0;
+    OPENSSL_cleanse(buf, sizeof buf);
+    return 0;
+}
+
 static int confine(struct app *a)
 {
     for (int i = 0; i < a->ncgroup_fds; i++) {
@@ -780,6 +838,8 @@ int main(int argc, char **argv)
     struct app *a = &app;
     if (parse_args(a, argc, argv) != 0)
         return 2;
+    if (a->connect_url && load_link_key(a) != 0)
+        return 1;
     if (confine(a) != 0)
         return 1;
     /* Nothing of ours is readable through /proc by a same-user agent. */

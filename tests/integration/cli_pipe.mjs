@@ -94,7 +94,7 @@ await run('cli_pipe', async () => {
     if (st.json.state === 'exited') break;
     await sleep(100);
   }
-  check(st.json.state === 'exited' && st.json.exit_signal === 9, 'the terminal was killed by signal 9');
+  check(st.json.state === 'exited' && st.json.exit_signal === 9, `the terminal was killed by signal 9 (${JSON.stringify(st.json)})`);
   r = await cli(['attach', tid], as(op));
   check(r.code === 128 + 9 && /killed by signal 9/.test(r.err), `attaching an exited terminal reports its status and exits with it (${r.code})`);
   r = await cli(['kill', tid, '--signal', 'BOGUS'], as(op));

@@ -171,7 +171,7 @@ await run('web_terminal', async () => {
 
   // ---- replay reaches the live terminal's final screen
   const R = await newPage(browser);
-  await signIn(R.page, origin, keys.vic);
+  await signIn(R.page, origin, keys.otto /* the creator: recordings are for admins and the creator */);
   await R.page.waitForSelector(`#terminals tr[data-id="${id}"] a.replay`, { timeout: 10000 });
   await R.page.click(`#terminals tr[data-id="${id}"] a.replay`);
   await R.page.waitForFunction(() => window.player && window.player.duration > 0, null, { timeout: 10000 });

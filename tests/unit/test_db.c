@@ -2006,7 +2006,7 @@ static void test_session_bad_inputs(void **state)
 }
 
 /* A version 1 database (before sessions) is migrated, its users kept. */
-static void test_session_migration_from_v1(void **state)
+static void test_session_migration_from_v2(void **state)
 {
     struct fx *f = *state;
     char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
@@ -2014,11 +2014,11 @@ static void test_session_migration_from_v1(void **state)
     assert_int_equal(db_close(f->db), AL_OK);
     f->db = NULL;
     raw_exec(f, "DROP TABLE sessions");
-    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 2");
-    raw_set_version(f, 1);
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 3");
+    raw_set_version(f, 2);
     reopen(f);
     assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
-    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 2);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
     struct db_user u;
     assert_int_equal(db_user_by_key(f->db, key, &u), AL_OK);
     new_session(f, "alice", T0, id, csrf);
@@ -2073,6 +2073,8 @@ static void test_migration_1_to_2(void **state)
     assert_int_equal(db_close(f->db), AL_OK);
     f->db = NULL;
     static const char *const undo[] = {
+        "DROP TABLE sessions", /* schema 3 */
+        "DELETE FROM schema_migrations WHERE version = 3",
         "ALTER TABLE sandboxes DROP COLUMN record_input",
         "ALTER TABLE terminals DROP COLUMN creator",
         "ALTER TABLE terminals DROP COLUMN record_input",
@@ -2087,8 +2089,8 @@ static void test_migration_1_to_2(void **state)
     raw_set_version(f, 1);
     char err[MSG_CAP];
     assert_int_equal(db_open(f->url, &f->db, err, sizeof err), AL_OK);
-    assert_int_equal(raw_version(f), 2);
-    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 2);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
     struct db_sandbox sb;
     assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
     assert_false(sb.record_input);
@@ -2139,7 +2141,7 @@ int main(int argc, char **argv)
         BOTH(test_session_hashed_and_survives_reopen),
         BOTH(test_session_limit_and_expire),
         BOTH(test_session_bad_inputs),
-        BOTH(test_session_migration_from_v1),
+        BOTH(test_session_migration_from_v2),
         cmocka_unit_test(test_names_and_enums),
         cmocka_unit_test(test_null_db),
     };
