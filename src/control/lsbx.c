@@ -3,8 +3,8 @@
  *
  * The bubblewrap command is built from tables: the namespaces and
  * settings (bwrap_head), the system directories and links shown
- * read-only, then what airlockd hands over by descriptor. The runner's
- * output arrives on a pipe and is logged line by line, escaped.
+ * read-only, then the sandbox's own directories. The runner's output
+ * arrives on a pipe and is logged line by line (al_vlog escapes it).
  */
 #include "lsbx.h"
 
@@ -67,32 +67,13 @@ struct lsbx_proc {
 
 /* ---- logging the runner's lines ----------------------------------------- */
 
-/* Printable ASCII as is; '\' and every other byte as \xHH. */
-static void escape(const char *in, size_t len, char *out, size_t cap)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (size_t i = 0; i < len && o + 5 < cap; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = 0;
-}
-
 static void say(struct lsbx *l, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void say(struct lsbx *l, int level, const char *fmt, ...)
 {
     if (!l->cfg.log)
         return;
-    char buf[LSBX_LINE_MAX * 4 + 256];
+    char buf[LSBX_LINE_MAX + 512];
     va_list ap;
     va_start(ap, fmt);
     (void)vsnprintf(buf, sizeof buf, fmt, ap);
@@ -100,11 +81,13 @@ static void say(struct lsbx *l, int level, const char *fmt, ...)
     l->cfg.log(l->cfg.log_ud, level, buf);
 }
 
+/* One line of the runner's output: al_vlog escapes what it writes, so the
+ * line cannot forge another; a NUL ends what is shown of it. */
 static void flush_line(struct lsbx_proc *p)
 {
-    char esc[LSBX_LINE_MAX * 4 + 1];
-    escape(p->line, p->nline, esc, sizeof esc);
-    say(p->l, 1, "sandbox %s: runner: %s%s", p->id, esc, p->cut ? " [cut]" : "");
+    size_t n = strnlen(p->line, p->nline);
+    say(p->l, 1, "sandbox %s: runner: %.*s%s%s", p->id, (int)n, p->line,
+        n < p->nline ? " [NUL]" : "", p->cut ? " [cut]" : "");
     p->nline = 0;
     p->cut = 0;
 }

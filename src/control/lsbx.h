@@ -8,11 +8,14 @@
  *     whole sandbox runs as an unprivileged host user (the sandbox user),
  *     never as root;
  *   - the system read-only, a private /tmp, its own /dev and /proc, and
- *     three things airlockd opened for it, bound by descriptor (so none of
- *     the data directory's paths needs to be reachable by the sandbox
- *     user): the sandbox's run directory read-only at /airlock/run (the
- *     public keys, the runner's token file), the runner binary at
- *     /airlock/airlock-runner, the workspace at /workspace;
+ *     the sandbox's own directories: its run directory read-only at
+ *     /airlock/run (the public keys, its token file), the runner binary at
+ *     /airlock/airlock-runner (as root, a copy in DATA/runner/ the sandbox
+ *     user can reach) and the workspace at /workspace. As root, the data
+ *     directory, DATA/sandboxes and DATA/runner become searchable (0711,
+ *     never listable; every file of the data directory is 0600), and
+ *     DATA/sandboxes/ID belongs to the sandbox user;
+ *   - its key (rkey.h) on stdin, read once;
  *   - stdout and stderr on a pipe airlockd reads and logs one escaped,
  *     length-limited line at a time, prefixed with the sandbox (nothing of
  *     airlockd's own log file, nor any other descriptor of airlockd);
