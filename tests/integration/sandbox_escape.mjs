@@ -1,5 +1,6 @@
-// An agent in a local sandbox of an airlockd running as root tries to get
-// out: the escape tool (tests/tools/escape.c) checks its capabilities
+// An agent in a local sandbox tries to get out, twice: under an airlockd
+// running as root, and under one running as an unprivileged user (nobody,
+// with its own copy of the binaries). Each time: the escape tool (tests/tools/escape.c) checks its capabilities
 // (none), no_new_privs and seccomp, tries open_by_handle_at, mknod,
 // mount, new namespaces, packet and raw sockets, TIOCSTI, bpf, perf,
 // userfaultfd, keyrings and kexec, looks at every process and descriptor
@@ -14,6 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
+import { execFileSync } from 'node:child_process';
 import { run, check, tmpdir, sleep, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, addLocalSandbox } from '../interop/airlockd.mjs';
 
@@ -29,11 +31,24 @@ function alive(pid) {
   try { process.kill(pid, 0); return true; } catch { return false; }
 }
 
-await run('sandbox_escape', async () => {
-  check(process.getuid() === 0, 'this test runs as root (as CI does): airlockd runs as root');
-  const dir = path.join(tmpdir('escape'), 'data');
+async function attempt(asRoot) {
+  const who = asRoot ? 'root' : 'nobody';
+  const base = tmpdir(`escape-${who}`);
+  const dir = path.join(base, 'data');
   const admin = addUser(dir, 'ada', 'admin');
-  const d = await startAirlockd({ dir });
+  let opts = { dir };
+  if (!asRoot) {
+    // its own copy of the programs, all of it owned by nobody
+    const bin = path.join(base, 'bin');
+    fs.mkdirSync(bin);
+    for (const f of ['airlockd', 'airlock-runner']) fs.copyFileSync(path.join(BIN, f), path.join(bin, f));
+    fs.chmodSync(path.join(bin, 'airlockd'), 0o755);
+    fs.chmodSync(path.join(bin, 'airlock-runner'), 0o755);
+    execFileSync('chown', ['-R', 'nobody:nogroup', base]);
+    opts = { dir, exe: path.join(bin, 'airlockd'), args: ['--runner', path.join(bin, 'airlock-runner')],
+      wrap: ['setpriv', '--reuid', 'nobody', '--regid', 'nogroup', '--clear-groups'] };
+  }
+  const d = await startAirlockd(opts);
   await addLocalSandbox(d.port, admin);
 
   const run_ = path.join(dir, 'sandboxes', 'box', 'run');
@@ -42,7 +57,7 @@ await run('sandbox_escape', async () => {
   check(alive(runnerPid), `the runner runs (pid ${runnerPid})`);
   const st = fs.readFileSync(`/proc/${runnerPid}/status`, 'utf8');
   const uid = Number(/^Uid:\s+(\d+)/m.exec(st)[1]);
-  check(uid !== 0, `the sandbox runs as an unprivileged host user, not root (uid ${uid})`);
+  check(uid !== 0, `${who}: the sandbox runs as an unprivileged host user, not root (uid ${uid})`);
 
   fs.copyFileSync(path.join(BIN, 'escape'), path.join(work, 'escape'));
   fs.chmodSync(path.join(work, 'escape'), 0o755);
@@ -90,5 +105,12 @@ await run('sandbox_escape', async () => {
   r = await api(d.port, 'GET', '/v1/sandboxes', admin);
   check(r.json.find((x) => x.id === 'box').link_up && alive(runnerPid), 'the real runner is unaffected');
   const after = await runIn(d.port, admin, ['sh', '-c', 'echo still-$((40+2))'], 20000);
-  check(/still-42/.test(after.out), 'and its terminals still work');
+  check(/still-42/.test(after.out), `${who}: and its terminals still work`);
+  await d.stop();
+}
+
+await run('sandbox_escape', async () => {
+  check(process.getuid() === 0, 'this test runs as root (as CI does)');
+  await attempt(true);
+  await attempt(false);
 });

@@ -12,6 +12,7 @@ import { BIN, freePort, rawHttp, sleep, onCleanup, addLog } from './harness.mjs'
 const { Terminal } = xtermHeadless;
 
 // db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
+// exe: another airlockd binary than BIN's.
 export function addUser(dir, name, role, db) {
   return execFileSync(path.join(BIN, 'airlockd'),
     ['user', 'add', name, '--role', role, '--data', dir, ...(db ? ['--db', db] : [])])
@@ -34,12 +35,13 @@ export function stopLocalRunners(dir) {
 // Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
 // wrap: a command line to run it under (e.g. ['prlimit', '--fsize=N', '--']).
 // db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
-export async function startAirlockd({ dir, port, args = [], wrap = [], db }) {
+// exe: another airlockd binary than BIN's.
+export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }) {
   port = port || await freePort();
   const log = path.join(path.dirname(dir), `airlockd-${port}.log`);
   const out = fs.openSync(log, 'a');
   addLog(log);
-  const argv = [path.join(BIN, 'airlockd'),
+  const argv = [exe || path.join(BIN, 'airlockd'),
     'serve', '--data', dir, ...(db ? ['--db', db] : []), '--listen', `127.0.0.1:${port}`, '--verbose', ...args];
   const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
