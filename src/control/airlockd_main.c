@@ -107,7 +107,7 @@ static const struct cmd cmds[] = {
      cmd_serve},
     {"signer", "--fd N --data DIR [--log-level 0|1|2]",
      "internal: the process serve starts to hold the signing key and mint its tokens "
-     "(docs/security-signer.md)",
+     "(docs/security.md)",
      cmd_signer},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
 };

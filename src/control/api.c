@@ -1582,8 +1582,9 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     if (rc == AL_OK && lsbx_unusable(a->lsbx))
         logf_(a, 0, "local sandboxes cannot run here: %s", lsbx_unusable(a->lsbx));
     if (rc == AL_OK && cfg->no_bwrap)
-        logf_(a, 0, "--no-bwrap: local sandboxes run WITHOUT isolation; their agents can read "
-                    "this host as airlockd's user does");
+        logf_(a, 0,
+              "--no-bwrap: local sandboxes run WITHOUT isolation; their agents can read "
+              "this host as airlockd's user does");
     struct relay_config rc_cfg = {
         .db = a->db,
         .signer = a->signer,

@@ -42,15 +42,15 @@
 
 struct api_config {
     const char *data_dir;
-    const char *db_url;     /* a db.h URL; NULL: sqlite:DATA_DIR/airlock.db */
-    const char *listen;     /* HOST:PORT */
-    const char *runner_bin; /* NULL: airlock-runner beside this program */
-    int no_bwrap;           /* local runners without bubblewrap (unsafe) */
+    const char *db_url;       /* a db.h URL; NULL: sqlite:DATA_DIR/airlock.db */
+    const char *listen;       /* HOST:PORT */
+    const char *runner_bin;   /* NULL: airlock-runner beside this program */
+    int no_bwrap;             /* local runners without bubblewrap (unsafe) */
     const char *sandbox_user; /* as root: the host user sandboxes run as */
     int sandbox_no_network;   /* local sandboxes' agents get loopback only */
     struct cg_limits sandbox_limits;
-    int log_level;          /* 0 errors, 1 info, 2 debug */
-    const char *tls_cert;   /* PEM files: serve https/wss (both or neither) */
+    int log_level;        /* 0 errors, 1 info, 2 debug */
+    const char *tls_cert; /* PEM files: serve https/wss (both or neither) */
     const char *tls_key;
     const char *web_dir; /* NULL: web/ beside this program */
     /* limits (docs/control-plane.md, "Limits"); 0: the default */
@@ -59,8 +59,8 @@ struct api_config {
     unsigned request_timeout_s; /* a request's headers and body (API_REQUEST_TIMEOUT_S) */
     unsigned audit_keep_days;   /* audit rows older are removed (API_AUDIT_KEEP_DAYS) */
     unsigned audit_keep_rows;   /* at most this many audit rows (API_AUDIT_KEEP_ROWS) */
-    unsigned session_ttl_s;  /* a web session's absolute lifetime; 0: 12 hours */
-    unsigned session_idle_s; /* ... and unused; 0: 1 hour (at most the lifetime) */
+    unsigned session_ttl_s;     /* a web session's absolute lifetime; 0: 12 hours */
+    unsigned session_idle_s;    /* ... and unused; 0: 1 hour (at most the lifetime) */
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

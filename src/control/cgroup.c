@@ -222,7 +222,8 @@ int cg_open(const char *name, const struct cg_limits *l, int fds[CG_MAX_FDS], si
         al_errf(why, cap, "bad cgroup name");
         return AL_E_INVAL;
     }
-    int rc = unified() ? open_v2(name, l, fds, nfds, why, cap) : open_v1(name, l, fds, nfds, why, cap);
+    int rc =
+        unified() ? open_v2(name, l, fds, nfds, why, cap) : open_v1(name, l, fds, nfds, why, cap);
     if (rc != AL_OK)
         close_all(fds, nfds);
     return rc;

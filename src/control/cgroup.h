@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #define CG_ROOT "/sys/fs/cgroup"
-#define CG_PARENT "airlock"  /* our groups live under this one */
-#define CG_MAX_FDS 4         /* cgroup.procs descriptors of one sandbox */
+#define CG_PARENT "airlock" /* our groups live under this one */
+#define CG_MAX_FDS 4        /* cgroup.procs descriptors of one sandbox */
 #define CG_NAME_MAX 128
 #define CG_CPU_PERIOD_US 100000
 

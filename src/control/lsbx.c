@@ -28,7 +28,7 @@
 #define LSBX_PATH_MAX 4096
 #define LSBX_CHECK_MS 10000 /* the start-up check of bubblewrap */
 #define LSBX_WHY_MAX 512
-#define LSBX_FD_CGROUP 3 /* and up: cgroup.procs, one per hierarchy, for the runner */
+#define LSBX_FD_CGROUP 3        /* and up: cgroup.procs, one per hierarchy, for the runner */
 #define LSBX_TRAVERSE_MODE 0711 /* as root: the data directory, sandboxes/ and runner/ */
 #define LSBX_SBX_DIR "sandboxes"
 #define LSBX_RUNNER_DIR "runner" /* as root: a copy of the runner the sandbox user can run */
@@ -44,8 +44,8 @@ struct lsbx {
     char why_not[LSBX_WHY_MAX]; /* empty: sandboxes can start */
     uid_t uid;                  /* the sandbox's host uid and gid */
     gid_t gid;
-    int as_root;     /* airlockd is root: drop to uid/gid for the sandbox */
-    char tag[17];    /* cgroup names: a hash of the data directory */
+    int as_root;             /* airlockd is root: drop to uid/gid for the sandbox */
+    char tag[17];            /* cgroup names: a hash of the data directory */
     struct lsbx_proc *procs; /* started and not yet gone */
 };
 
@@ -261,16 +261,17 @@ static int try_bwrap(struct lsbx *l, char *why, size_t cap)
         return 0;
     msg[strcspn(msg, "\n")] = 0;
     al_errf(why, cap, "bubblewrap cannot make a user namespace as %s: %s", l->user,
-            msg[0] ? msg : WIFEXITED(status) && WEXITSTATUS(status) == 126 ? "cannot switch user"
-                                                                           : "it failed");
+            msg[0]                                            ? msg
+            : WIFEXITED(status) && WEXITSTATUS(status) == 126 ? "cannot switch user"
+                                                              : "it failed");
     return -1;
 }
 
 /* The directories every sandbox sees read-only: the data directory must
  * not be inside one of them. */
 static const char *const sys_dirs[] = {"/usr", "/etc", "/opt", NULL};
-static const char *const sys_links[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-                                        NULL};
+static const char *const sys_links[] = {"/bin",   "/sbin",   "/lib", "/lib32",
+                                        "/lib64", "/libx32", NULL};
 
 /* Whether the sandbox user may search (traverse) every directory from /
  * down to dir; the first one it may not goes to bad. */
@@ -359,8 +360,9 @@ static void check_host(struct lsbx *l)
     }
     if (read_long("/proc/sys/user/max_user_namespaces", 1) <= 0 ||
         read_long("/proc/sys/kernel/unprivileged_userns_clone", 1) <= 0) {
-        al_errf(w, cap, "this kernel gives no user namespaces to unprivileged users "
-                        "(sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)");
+        al_errf(w, cap,
+                "this kernel gives no user namespaces to unprivileged users "
+                "(sysctl user.max_user_namespaces, kernel.unprivileged_userns_clone)");
         return;
     }
     if (l->as_root) {
@@ -474,11 +476,18 @@ static int own(const struct lsbx *l, const char *path, char *why, size_t cap)
 }
 
 /* Namespaces and settings of the runner's sandbox. */
-static const char *const bwrap_head[] = {
-    LSBX_BWRAP, "--unshare-user", "--uid", LSBX_STR(LSBX_RUNNER_UID), "--gid",
-    LSBX_STR(LSBX_RUNNER_UID), "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-    "--unshare-cgroup-try", "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
-    "/tmp", "--dir", "/airlock", "--setenv", "HOME", "/workspace", NULL};
+static const char *const bwrap_head[] = {LSBX_BWRAP,      "--unshare-user",
+                                         "--uid",         LSBX_STR(LSBX_RUNNER_UID),
+                                         "--gid",         LSBX_STR(LSBX_RUNNER_UID),
+                                         "--unshare-pid", "--unshare-ipc",
+                                         "--unshare-uts", "--unshare-cgroup-try",
+                                         "--cap-drop",    "ALL",
+                                         "--dev",         "/dev",
+                                         "--proc",        "/proc",
+                                         "--tmpfs",       "/tmp",
+                                         "--dir",         "/airlock",
+                                         "--setenv",      "HOME",
+                                         "/workspace",    NULL};
 
 struct argv_buf {
     const char *a[LSBX_MAX_ARGS];
@@ -494,8 +503,8 @@ static void push(struct argv_buf *b, const char *s)
         b->a[b->n++] = s;
 }
 
-static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_buf *b,
-                       size_t ncg, char *run_jwks, char *run_tok, size_t path_cap)
+static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_buf *b, size_t ncg,
+                       char *run_jwks, char *run_tok, size_t path_cap)
 {
     const char *bin = l->runner_bin;
     if (!l->cfg.unsafe) {
@@ -605,8 +614,7 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     char cgname[CG_NAME_MAX + 1], cgwhy[256] = "";
     if (!l->cfg.unsafe && lsbx_cgroup_name(l, s->id, cgname, sizeof cgname) == AL_OK &&
         cg_open(cgname, &l->cfg.limits, fds, &ncg, cgwhy, sizeof cgwhy) != AL_OK)
-        say(l, 1, "sandbox %s: %s; bounding its processes with RLIMIT_NPROC only", s->id,
-              cgwhy);
+        say(l, 1, "sandbox %s: %s; bounding its processes with RLIMIT_NPROC only", s->id, cgwhy);
     struct lsbx_proc *p = NULL;
     if (uv_pipe(pipefd, UV_NONBLOCK_PIPE, 0) != 0 || uv_pipe(keyfd, 0, 0) != 0) {
         al_errf(why, cap, "cannot make the runner's pipes");
@@ -693,9 +701,9 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     *pid = p->proc.pid;
     rc = AL_OK;
     say(l, 1, "sandbox %s: started runner pid %d%s", s->id, *pid,
-          l->cfg.unsafe ? " WITHOUT A SANDBOX (--no-bwrap)"
-          : l->as_root  ? " under bubblewrap as the sandbox user"
-                        : " under bubblewrap");
+        l->cfg.unsafe ? " WITHOUT A SANDBOX (--no-bwrap)"
+        : l->as_root  ? " under bubblewrap as the sandbox user"
+                      : " under bubblewrap");
     p = NULL;
 out:
     free(p);

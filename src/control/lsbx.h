@@ -2,7 +2,7 @@
  * lsbx: a local sandbox's runner process, started on this host under
  * bubblewrap. Control plane only.
  *
- * What the runner gets (docs/security.md has the whole model):
+ * What the runner is given (docs/security.md has the whole model):
  *   - its own user namespace (uid LSBX_RUNNER_UID inside), pid, IPC, UTS
  *     and cgroup namespaces, no capability; when airlockd runs as root the
  *     whole sandbox runs as an unprivileged host user (the sandbox user),
@@ -41,9 +41,9 @@
 #include "cgroup.h"
 
 #define LSBX_BWRAP "/usr/bin/bwrap"
-#define LSBX_RUNNER_UID 1001          /* the runner's uid inside its namespace */
+#define LSBX_RUNNER_UID 1001                /* the runner's uid inside its namespace */
 #define LSBX_DEFAULT_USER "airlock-sandbox" /* the host user when airlockd is root */
-#define LSBX_LINE_MAX 1024            /* a runner's log line, longer ones are cut */
+#define LSBX_LINE_MAX 1024                  /* a runner's log line, longer ones are cut */
 #define LSBX_DEFAULT_MEMORY (4ull << 30)
 #define LSBX_DEFAULT_PIDS 1024
 #define LSBX_DEFAULT_CPU 100 /* percent of one core */
@@ -60,8 +60,8 @@ struct lsbx_config {
     uv_loop_t *loop;
     const char *runner_bin; /* absolute path of airlock-runner */
     const char *data_dir;
-    const char *user;   /* the sandbox user when root (NULL: LSBX_DEFAULT_USER) */
-    int unsafe;         /* --no-bwrap: runners as airlockd's own children, no sandbox */
+    const char *user; /* the sandbox user when root (NULL: LSBX_DEFAULT_USER) */
+    int unsafe;       /* --no-bwrap: runners as airlockd's own children, no sandbox */
     struct cg_limits limits;
     lsbx_log_fn *log;
     void *log_ud;
@@ -73,7 +73,7 @@ struct lsbx_spawn {
     const char *run_dir;  /* the sandbox's run directory (jwks.json, token) */
     const char *work_dir; /* its workspace */
     int insecure_tls;
-    int no_network; /* agents get loopback only */
+    int no_network;       /* agents get loopback only */
     const char *link_key; /* the runner's key, handed over on its stdin */
     lsbx_exit_fn *exit_cb;
     void *data;

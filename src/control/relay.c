@@ -12,7 +12,7 @@
  * writer's credit) -> the runner's stdin stream as its ring has room; the
  * writer's credit returns as its bytes move on. Viewers get no stdin credit.
  *
- * Fair shares (docs/security-fair.md): attach_share() keeps one user name
+ * Fair shares (docs/security.md): attach_share() keeps one user name
  * to RL_MAX_CLIENTS_PER_USER of a terminal's clients and the last
  * RL_RESERVED_CLIENTS for admins and its creator; each client's
  * SNAPSHOT_REQs pass its own rate limiter (snap_lim), one over the rate
@@ -308,8 +308,9 @@ int relay_runner_key_ok(struct relay *r, const char *sandbox_id, const char *key
         return rc;
     }
     if (!rkey_matches(pinned, key, len)) {
-        al_errf(why, cap, "runner key differs from the pinned one (another runner, or an "
-                          "impostor with a copied token)");
+        al_errf(why, cap,
+                "runner key differs from the pinned one (another runner, or an "
+                "impostor with a copied token)");
         return AL_E_PERM;
     }
     return AL_OK;

@@ -81,7 +81,7 @@ struct relay_config {
     struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
     const char *self_url; /* ws://host:port where local runners dial us */
     int no_network;       /* local sandboxes' agents get loopback only */
-    int insecure_tls;       /* self_url is wss:// with a certificate runners cannot check */
+    int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
     uv_loop_t *loop;
     rl_wake_fn *wake;

@@ -7,7 +7,7 @@
  * SOCK_SEQPACKET socketpair, and asks it for tokens of a few fixed shapes.
  * The signer loads (or, on first start, creates) the key, refuses any
  * request outside its table of shapes, reads its own clock, and logs every
- * mint. Threat model and the test that proves it: docs/security-signer.md.
+ * mint. Threat model and the test that proves it: docs/security.md.
  *
  * Data model
  *   Shapes (enum signer_shape): a request names one; the shape fixes the
@@ -55,7 +55,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define SIGNER_RUNNER_SUB "airlockd"          /* who runner:connect tokens speak for */
+#define SIGNER_RUNNER_SUB "airlockd" /* who runner:connect tokens speak for */
 #define SIGNER_RUNNER_SCOPE "runner:connect"
 
 enum {

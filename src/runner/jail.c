@@ -38,13 +38,12 @@ static const char *const denied[] = {
     /* the kernel itself */
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf",
     "perf_event_open", "userfaultfd", "iopl", "ioperm", "swapon", "swapoff", "reboot", "syslog",
-    "uselib", "acct", "quotactl", "quotactl_fd", "lookup_dcookie", "vhangup",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "uselib", "acct", "quotactl", "quotactl_fd", "lookup_dcookie", "vhangup", "io_uring_setup",
+    "io_uring_enter", "io_uring_register",
     /* the clock every process shares */
     "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     /* keyrings */
-    "add_key", "request_key", "keyctl",
-    NULL};
+    "add_key", "request_key", "keyctl", NULL};
 
 /* Refused when one argument matches: (arg & mask) == value. */
 struct jail_argrule {
@@ -175,8 +174,8 @@ void jail_free(struct jail *j)
 
 /* The system, read-only; each only where it exists. Links as they are. */
 static const char *const sys_dirs[] = {"/usr", "/etc", "/opt", NULL};
-static const char *const sys_links[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-                                        NULL};
+static const char *const sys_links[] = {"/bin",   "/sbin",   "/lib", "/lib32",
+                                        "/lib64", "/libx32", NULL};
 
 int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *c, char *err,
              size_t cap)
@@ -199,11 +198,27 @@ int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *c,
     (void)snprintf(c->fdtxt, sizeof c->fdtxt, "%d", c->fd);
     unsigned n = 0;
     const char **a = c->argv;
-    static const char *const head[] = {
-        JAIL_BWRAP, "--unshare-user", "--uid", "1000", "--gid", "1000", "--disable-userns",
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--die-with-parent", "--cap-drop", "ALL", "--dev", "/dev", "--proc", "/proc", "--tmpfs",
-        "/tmp", NULL};
+    static const char *const head[] = {JAIL_BWRAP,
+                                       "--unshare-user",
+                                       "--uid",
+                                       "1000",
+                                       "--gid",
+                                       "1000",
+                                       "--disable-userns",
+                                       "--unshare-pid",
+                                       "--unshare-ipc",
+                                       "--unshare-uts",
+                                       "--unshare-cgroup-try",
+                                       "--die-with-parent",
+                                       "--cap-drop",
+                                       "ALL",
+                                       "--dev",
+                                       "/dev",
+                                       "--proc",
+                                       "/proc",
+                                       "--tmpfs",
+                                       "/tmp",
+                                       NULL};
     _Static_assert(JAIL_AGENT_UID == 1000, "head[] spells the agent's uid");
     for (unsigned i = 0; head[i]; i++)
         a[n++] = head[i];

@@ -26,10 +26,10 @@
 
 #define JAIL_BWRAP "/usr/bin/bwrap"
 #define JAIL_SETSID "/usr/bin/setsid" /* util-linux: a session (and terminal) of its own */
-#define JAIL_AGENT_UID 1000 /* the agent's uid and gid inside its namespace */
-#define JAIL_MAX_ARGS 96    /* the argv prefix, NULL included */
+#define JAIL_AGENT_UID 1000           /* the agent's uid and gid inside its namespace */
+#define JAIL_MAX_ARGS 96              /* the argv prefix, NULL included */
 #define JAIL_DEFAULT_HOME "/workspace"
-#define JAIL_MAX_LINKS 8    /* /bin, /lib ... copied as links */
+#define JAIL_MAX_LINKS 8 /* /bin, /lib ... copied as links */
 
 struct jail;
 

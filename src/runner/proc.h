@@ -95,8 +95,8 @@ struct proc {
     int fd_out; /* read end of stdout (PTY: the same master fd) */
     int fd_err; /* read end of stderr (pipes); -1 in PTY mode */
     enum proc_mode mode;
-    int reaped; /* proc_reap saw the exit: status below is final */
-    int status; /* the waitpid status once reaped */
+    int reaped;  /* proc_reap saw the exit: status below is final */
+    int status;  /* the waitpid status once reaped */
     int wrapped; /* started through spec->wrap (signals skip the wrapper) */
 };
 

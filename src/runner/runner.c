@@ -17,7 +17,7 @@
  * fds, its screen model, its input buffer and its uv handles. A closed
  * terminal is freed when libuv has closed all its handles.
  *
- * Fair shares (docs/security-fair.md):
+ * Fair shares (docs/security.md):
  *   - screen memory: every PTY terminal has a screen model, whose heap
  *     (vt_mem_estimate, bytes) is counted in screen_used and kept within
  *     cfg.screen_budget. An OPEN that would pass it, or a size above

@@ -37,7 +37,7 @@ struct runner_config {
     int set_user;                 /* run agents as uid/gid */
     uid_t uid;
     gid_t gid;
-    int log_level; /* 0 errors, 1 info, 2 debug */
+    int log_level;           /* 0 errors, 1 info, 2 debug */
     const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
     /* heap all screen models together may hold (vt_mem_estimate); 0: the default */
     size_t screen_budget;

@@ -73,10 +73,10 @@ struct app {
     const char *env_allow[MAX_ENV_ALLOW + 1];
     char *env_allow_mem;
     struct runner_config rcfg;
-    int jailed;              /* --agent-sandbox bwrap */
+    int jailed;                     /* --agent-sandbox bwrap */
     int cgroup_fds[MAX_CGROUP_FDS]; /* --cgroup-fd: cgroup.procs to join */
     int ncgroup_fds;
-    uint64_t max_procs; /* --max-procs: RLIMIT_NPROC (0: unchanged) */
+    uint64_t max_procs;      /* --max-procs: RLIMIT_NPROC (0: unchanged) */
     struct jail_config jcfg; /* its settings */
     struct jail *jail;
     /* state */
@@ -95,7 +95,7 @@ struct app {
     int d_port, d_tls;
     char d_path_full[2300];
     char token[MAX_TOKEN_FILE];
-    int key_fd;                          /* --link-key-fd: our key arrives there (-1: make one) */
+    int key_fd;                           /* --link-key-fd: our key arrives there (-1: make one) */
     char link_key[AL_RUNNER_KEY_LEN + 1]; /* presented on every dial, never logged */
     int64_t token_exp;
     unsigned attempt;

@@ -1,4 +1,4 @@
-// Fair shares and recording privacy in airlockd (docs/security-fair.md):
+// Fair shares and recording privacy in airlockd (docs/security.md):
 //  - attach slots: one viewer key attaching 64 times gets its per-user share
 //    (RL_MAX_CLIENTS_PER_USER) and a clear 429; others fill the rest up to
 //    the reserved slots; the admin and the terminal's creator still attach;

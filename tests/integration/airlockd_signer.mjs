@@ -1,4 +1,4 @@
-// Privilege separation of the signing key (docs/security-signer.md): the
+// Privilege separation of the signing key (docs/security.md): the
 // process of `airlockd serve` that parses HTTP, WebSocket and JSON never
 // holds the private key. Observed from outside, as root would:
 //   - the signer is a separate process, a child of the serving one;

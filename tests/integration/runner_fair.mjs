@@ -1,4 +1,4 @@
-// Fair shares in the runner (docs/security-fair.md):
+// Fair shares in the runner (docs/security.md):
 //  - screen memory: 1024x1024 terminals opened one by one hit the runner's
 //    screen budget with a clear OPEN_FAILED naming it, and the runner's RSS
 //    stays under the budget plus slack; a terminal above the screen model's

@@ -173,10 +173,10 @@ static void read_cmdline(const char *pid, char *out, size_t cap)
  * of (/workspace, /tmp, the system). */
 static int fd_target_ok(const char *t)
 {
-    static const char *const ok_prefix[] = {"/dev/pts/", "/dev/null", "/dev/tty", "/dev/ptmx",
-                                            "/dev/urandom", "/dev/random", "/dev/zero", "pipe:",
-                                            "socket:", "anon_inode:", "/workspace", "/tmp/",
-                                            "/usr/", "/etc/", "/proc", NULL};
+    static const char *const ok_prefix[] = {
+        "/dev/pts/", "/dev/null", "/dev/tty", "/dev/ptmx",   "/dev/urandom", "/dev/random",
+        "/dev/zero", "pipe:",     "socket:",  "anon_inode:", "/workspace",   "/tmp/",
+        "/usr/",     "/etc/",     "/proc",    NULL};
     for (int i = 0; ok_prefix[i]; i++)
         if (!strncmp(t, ok_prefix[i], strlen(ok_prefix[i])))
             return 1;
@@ -218,7 +218,7 @@ static void try_processes(void)
         }
         if (fds)
             closedir(fds);
-        pid_t pid = (pid_t)atoi(e->d_name);
+        pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
         if (pid != self && strstr(cmd, "airlock-runner") &&
             ptrace(PTRACE_ATTACH, pid, NULL, NULL) == 0) {
             traced_other++;
@@ -227,8 +227,8 @@ static void try_processes(void)
     }
     if (d)
         closedir(d);
-    report(seen > 0 && runner == 0, "no runner or airlockd in sight", "%d processes seen, %d of ours",
-           seen, runner);
+    report(seen > 0 && runner == 0, "no runner or airlockd in sight",
+           "%d processes seen, %d of ours", seen, runner);
     report(badfd == 0, "every fd leads to the sandbox", "%d outside%s%s", badfd,
            first_bad[0] ? ": " : "", first_bad);
     report(traced_other == 0, "ptrace of the runner", "%d attached", traced_other);

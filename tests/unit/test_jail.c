@@ -173,8 +173,8 @@ static void test_escape_fails(void **state)
     struct jail *j = new_jail(0);
     char tool[4200];
     (void)snprintf(tool, sizeof tool, "%s/escape", ws);
-    const char *const argv[] = {tool, "--path", "/run/airlock/token", "--path",
-                                "/proc/1/root/etc/shadow", NULL};
+    const char *const argv[] = {
+        tool, "--path", "/run/airlock/token", "--path", "/proc/1/root/etc/shadow", NULL};
     struct run_out o;
     run_in(j, argv, NULL, &o);
     if (o.code != 0 || !strstr(o.out, " 0 failed")) {
