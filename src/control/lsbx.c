@@ -517,7 +517,10 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
             push(b, sys_dirs[i]);
             push(b, sys_dirs[i]);
         }
-        for (unsigned i = 0; sys_links[i] && i < 8; i++) {
+        _Static_assert(sizeof sys_links / sizeof sys_links[0] <=
+                           sizeof b->links / sizeof b->links[0],
+                       "a target for each link");
+        for (unsigned i = 0; sys_links[i]; i++) {
             ssize_t m = readlink(sys_links[i], b->links[i], sizeof b->links[i] - 1);
             if (m > 0) {
                 b->links[i][m] = 0;

@@ -45,30 +45,31 @@ static const char *const denied[] = {
     /* keyrings */
     "add_key", "request_key", "keyctl", NULL};
 
-/* Refused when one argument matches: (arg & mask) == value. */
+/* Refused when one argument matches: (arg & mask) == value (and, when
+ * mask2 is not 0, arg2 too). */
 struct jail_argrule {
     const char *name;
-    unsigned arg;
-    uint64_t mask, value;
-    unsigned arg2; /* a second condition when mask2 != 0 */
-    uint64_t mask2, value2;
+    uint64_t mask, value, mask2, value2;
+    unsigned arg, arg2;
 };
 
+#define ANY ~0ull
 static const struct jail_argrule denied_args[] = {
     /* packet sockets, any protocol */
-    {"socket", 0, ~0ull, AF_PACKET, 0, 0, 0},
+    {"socket", ANY, AF_PACKET, 0, 0, 0, 0},
     /* raw IP sockets (the type's low bits; SOCK_CLOEXEC and friends above) */
-    {"socket", 0, ~0ull, AF_INET, 1, 0xf, SOCK_RAW},
-    {"socket", 0, ~0ull, AF_INET6, 1, 0xf, SOCK_RAW},
+    {"socket", ANY, AF_INET, 0xf, SOCK_RAW, 0, 1},
+    {"socket", ANY, AF_INET6, 0xf, SOCK_RAW, 0, 1},
     /* device nodes (FIFOs and sockets stay allowed) */
-    {"mknod", 1, S_IFMT, S_IFCHR, 0, 0, 0},
-    {"mknod", 1, S_IFMT, S_IFBLK, 0, 0, 0},
-    {"mknodat", 2, S_IFMT, S_IFCHR, 0, 0, 0},
-    {"mknodat", 2, S_IFMT, S_IFBLK, 0, 0, 0},
+    {"mknod", S_IFMT, S_IFCHR, 0, 0, 1, 0},
+    {"mknod", S_IFMT, S_IFBLK, 0, 0, 1, 0},
+    {"mknodat", S_IFMT, S_IFCHR, 0, 0, 2, 0},
+    {"mknodat", S_IFMT, S_IFBLK, 0, 0, 2, 0},
     /* typing into a terminal from inside it */
-    {"ioctl", 1, 0xffffffffull, TIOCSTI, 0, 0, 0},
-    {"ioctl", 1, 0xffffffffull, TIOCLINUX, 0, 0, 0},
+    {"ioctl", 0xffffffffull, TIOCSTI, 0, 0, 1, 0},
+    {"ioctl", 0xffffffffull, TIOCLINUX, 0, 0, 1, 0},
 };
+#undef ANY
 
 struct jail {
     struct jail_config cfg;

@@ -79,6 +79,7 @@ struct app {
     uint64_t max_procs;      /* --max-procs: RLIMIT_NPROC (0: unchanged) */
     struct jail_config jcfg; /* its settings */
     struct jail *jail;
+    char cwd[512]; /* the default workspace */
     /* state */
     uv_loop_t *loop;
     struct lws_context *ctx;
@@ -862,9 +863,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (a->jailed) {
-        char cwd[512];
-        if (!a->jcfg.workspace && getcwd(cwd, sizeof cwd))
-            a->jcfg.workspace = cwd;
+        if (!a->jcfg.workspace && getcwd(a->cwd, sizeof a->cwd))
+            a->jcfg.workspace = a->cwd;
         rc = jail_new(&a->jcfg, &a->jail, why, sizeof why);
         if (rc != AL_OK) {
             fprintf(stderr, "airlock-runner: --agent-sandbox bwrap: %s\n", why);
