@@ -158,6 +158,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 static void on_exit_(uv_process_t *h, int64_t status, int signo)
 {
     struct lsbx_proc *p = h->data;
+    char cg[CG_NAME_MAX + 1];
+    /* its agents died with it (each jail dies with its wrapper): empty groups go */
+    if (p->l && !p->l->cfg.unsafe && lsbx_cgroup_name(p->l, p->id, cg, sizeof cg) == AL_OK)
+        cg_remove(cg);
     unlink_proc(p);
     if (p->exit_cb)
         p->exit_cb(p->data, status, signo);
@@ -421,9 +425,9 @@ int lsbx_new(const struct lsbx_config *cfg, struct lsbx **out)
     if (realpath(l->data_dir, real))
         (void)snprintf(l->data_dir, sizeof l->data_dir, "%s", real);
     const char *d = l->data_dir;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64: offset basis, then the prime */
     for (const char *c = d; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
     (void)snprintf(l->tag, sizeof l->tag, "%016llx", (unsigned long long)h);
     if (!cfg->unsafe)
         check_host(l);
@@ -703,10 +707,11 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     *out = p;
     *pid = p->proc.pid;
     rc = AL_OK;
-    say(l, 1, "sandbox %s: started runner pid %d%s", s->id, *pid,
+    say(l, 1, "sandbox %s: started runner pid %d%s%s%s", s->id, *pid,
         l->cfg.unsafe ? " WITHOUT A SANDBOX (--no-bwrap)"
         : l->as_root  ? " under bubblewrap as the sandbox user"
-                      : " under bubblewrap");
+                      : " under bubblewrap",
+        ncg ? ", cgroup " CG_PARENT "/" : "", ncg ? cgname : "");
     p = NULL;
 out:
     free(p);

@@ -16,6 +16,7 @@ import { run, check, tmpdir, sleep, rawHttp } from '../interop/harness.mjs';
 import { T, frame } from '../interop/airlock.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 
+const RUNNER_KEY = 'k'.repeat(43); // a runner's own key (protocol.md §1)
 const FLOOD_N = 3000, FLOOD_MS = 8000, WORKERS = 20, UPGRADES = 300;
 
 function u16(v) { const b = Buffer.alloc(2); b.writeUInt16BE(v); return b; }
@@ -74,7 +75,8 @@ await run('hygiene_airlockd', async () => {
   const links = [];
   for (let i = 0; i < UPGRADES; i++) {
     const l = { closed: false, code: 0 };
-    l.ws = new WebSocket(url, 'airlock.v1', { headers: { Authorization: `Bearer ${tok}` } });
+    // the same runner redialing: its token and its own key (pinned at the first)
+    l.ws = new WebSocket(url, 'airlock.v1', { headers: { Authorization: `Bearer ${tok}`, 'X-Airlock-Runner-Key': RUNNER_KEY } });
     l.ws.on('error', () => {});
     l.ws.on('close', (code) => { l.closed = true; l.code = code; });
     await new Promise((res) => { l.ws.on('open', res); l.ws.on('close', res); setTimeout(res, 3000); });

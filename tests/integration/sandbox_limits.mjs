@@ -13,13 +13,15 @@ import { addUser, startAirlockd, api, attach, addLocalSandbox } from '../interop
 const PIDS = 128;
 const MEM = 256 << 20;
 
-// The sandbox's v1 or v2 group: airlock/<tag>-<id> under a hierarchy.
-function groupOf(ctrl, id) {
+// The sandbox's v1 or v2 group: airlock/<tag>-<id> under a hierarchy, the
+// tag being the first 8 hex digits of the FNV-1a hash of the data
+// directory's real path (docs/control-plane.md).
+function groupOf(ctrl, dir, id) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(fs.realpathSync(dir))) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  const name = `${h.toString(16).padStart(16, '0').slice(0, 8)}-${id}`;
   for (const root of [`/sys/fs/cgroup/${ctrl}/airlock`, '/sys/fs/cgroup/airlock']) {
-    try {
-      const g = fs.readdirSync(root).find((n) => n.endsWith(`-${id}`));
-      if (g) return path.join(root, g);
-    } catch { /* not this hierarchy */ }
+    if (fs.existsSync(path.join(root, name))) return path.join(root, name);
   }
   return null;
 }
@@ -37,7 +39,7 @@ await run('sandbox_limits', async () => {
   const admin = addUser(dir, 'ada', 'admin');
   const d = await startAirlockd({ dir, args: ['--sandbox-pids', String(PIDS), '--sandbox-memory', '256M', '--sandbox-cpu', '50'] });
   for (const id of ['bomb', 'hog', 'calm']) await addLocalSandbox(d.port, admin, id);
-  const pidsGroup = groupOf('pids', 'bomb');
+  const pidsGroup = groupOf('pids', dir, 'bomb');
   check(pidsGroup !== null, `the bomb's sandbox has a control group (${pidsGroup})`);
   check(readNum(path.join(pidsGroup, 'pids.max')) === PIDS, `its pids.max is ${PIDS}`);
 
@@ -58,7 +60,7 @@ await run('sandbox_limits', async () => {
       if (h.status !== 200) throw new Error(`/healthz: ${h.status}`);
     }));
     worstEcho = Math.max(worstEcho, await timed(async () => {
-      const t = await api(d.port, 'POST', '/v1/terminals', admin, { sandbox: 'calm', argv: ['sh', '-c', 'echo calm-$((20+22))'] });
+      const t = await api(d.port, 'POST', '/v1/terminals', admin, { sandbox: 'calm', argv: ['sh', '-c', 'echo calm-$((20+22))'], mode: 'pipes' });
       const a = await attach(d.port, t.json.id, admin);
       await a.ch.waitExit(10000);
       if (!/calm-42/.test(Buffer.concat(a.ch.out).toString())) throw new Error('no echo from the calm sandbox');
@@ -75,7 +77,7 @@ await run('sandbox_limits', async () => {
   const hogOut = Buffer.concat(hog.ch.out).toString();
   check(!/got a gigabyte/.test(hogOut) && hog.ch.exit.signo === 9,
     `the memory hog was killed by its bound (${JSON.stringify(hog.ch.exit)})`);
-  const memGroup = groupOf('memory', 'hog');
+  const memGroup = groupOf('memory', dir, 'hog');
   const peak = readNum(path.join(memGroup || '/nonexistent', 'memory.max_usage_in_bytes')) ||
     readNum(path.join(memGroup || '/nonexistent', 'memory.peak'));
   check(!(peak > MEM), `its sandbox never used more than its bound (peak ${peak} bytes)`);

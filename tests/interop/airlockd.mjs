@@ -32,6 +32,29 @@ export function stopLocalRunners(dir) {
   }
 }
 
+// The control groups airlockd made for the sandboxes of data directory dir
+// (airlock/<tag>-<id>, the tag from the directory's real path: lsbx.c):
+// removed once their processes are gone (bounded wait), so that test runs
+// leave none behind.
+export async function removeCgroups(dir) {
+  let real;
+  try { real = fs.realpathSync(dir); } catch { return; }
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(real)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  const tag = `${h.toString(16).padStart(16, '0').slice(0, 8)}-`;
+  const roots = ['/sys/fs/cgroup/airlock', ...['memory', 'pids', 'cpu'].map((c) => `/sys/fs/cgroup/${c}/airlock`)];
+  for (let i = 0; i < 20; i++) {
+    let left = 0;
+    for (const root of roots) {
+      let names = [];
+      try { names = fs.readdirSync(root).filter((n) => n.startsWith(tag)); } catch { continue; }
+      for (const n of names) { try { fs.rmdirSync(path.join(root, n)); } catch { left++; } }
+    }
+    if (!left) return;
+    await sleep(100);
+  }
+}
+
 // Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
 // wrap: a command line to run it under (e.g. ['prlimit', '--fsize=N', '--']).
 // db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
@@ -52,6 +75,7 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
   onCleanup(async () => {
     if (!d.dead) { p.kill('SIGKILL'); await d.exited; }
     stopLocalRunners(dir);
+    await removeCgroups(dir);
   });
   for (let i = 0; i < 200; i++) {
     if (d.dead) break;
