@@ -61,18 +61,29 @@ static void as_agent(struct proc_spec *s)
     }
 }
 
-static int spawn_in(const struct jail *j, const char *const *argv, const char *const *env,
-                    struct proc *p, char *err, size_t cap)
+/* What an agent's spawn asks for: PATH only, in the workspace, as nobody
+ * when we are root (never as root outside a sandbox: it could mount,
+ * mknod ...). */
+static struct proc_spec agent_spec(enum proc_mode mode, const char *const *argv)
 {
     static const char *const allow[] = {"PATH", NULL};
     struct proc_spec s;
     memset(&s, 0, sizeof s);
-    s.mode = PROC_PIPES;
+    s.mode = mode;
     s.argv = argv;
-    s.env = env;
     s.env_allow = allow;
     s.cwd = ws;
+    s.cols = 80;
+    s.rows = 24;
     as_agent(&s);
+    return s;
+}
+
+static int spawn_in(const struct jail *j, const char *const *argv, const char *const *env,
+                    struct proc *p, char *err, size_t cap)
+{
+    struct proc_spec s = agent_spec(PROC_PIPES, argv);
+    s.env = env;
     struct jail_cmd jc;
     int rc = jail_cmd(j, NULL, 0, &jc, err, cap);
     if (rc != AL_OK)
@@ -193,13 +204,7 @@ static void test_escape_without_jail_is_seen(void **state)
     char tool[4200];
     (void)snprintf(tool, sizeof tool, "%s/escape", ws);
     const char *const argv[] = {tool, NULL};
-    static const char *const allow[] = {"PATH", NULL};
-    struct proc_spec s;
-    memset(&s, 0, sizeof s);
-    s.mode = PROC_PIPES;
-    s.argv = argv;
-    s.env_allow = allow;
-    as_agent(&s); /* never as root outside a sandbox: it would mount, mknod ... */
+    struct proc_spec s = agent_spec(PROC_PIPES, argv);
     struct proc p;
     char err[512];
     assert_int_equal(proc_spawn(&s, &p, err, sizeof err), AL_OK);
@@ -303,20 +308,11 @@ static void test_pty_signal_reaches_the_command(void **state)
 {
     (void)state;
     struct jail *j = new_jail(0);
-    static const char *const allow[] = {"PATH", NULL};
     const char *const argv[] = {"sh", "-c",
                                 "trap 'echo got-int; exit 3' INT; echo ready $(ps -o sid= -p $$); "
                                 "while :; do sleep 0.05; done",
                                 NULL};
-    struct proc_spec s;
-    memset(&s, 0, sizeof s);
-    s.mode = PROC_PTY;
-    s.argv = argv;
-    s.env_allow = allow;
-    s.cwd = ws;
-    s.cols = 80;
-    s.rows = 24;
-    as_agent(&s);
+    struct proc_spec s = agent_spec(PROC_PTY, argv);
     struct jail_cmd jc;
     char err[512] = "";
     assert_int_equal(jail_cmd(j, NULL, 1, &jc, err, sizeof err), AL_OK);
