@@ -51,7 +51,7 @@
 enum {
     RC_FAIL = 1,
     RC_USAGE = 2,
-    OPT_MAX = 16,                   /* flags per subcommand */
+    OPT_MAX = 48,                   /* flags per subcommand */
     CONF_MAX = 16384,               /* bytes of a --config file */
     SESSION_S_MAX = 30 * 24 * 3600, /* --session-ttl, --session-idle (DB_SESSION_TTL_MAX_MS) */
     DATA_DIR_MODE = 0700,           /* a data directory user add creates */
@@ -154,6 +154,10 @@ static int parse_opts(const struct cmd *c, int argc, char **argv, const struct o
                       size_t nopts)
 {
     bool seen[OPT_MAX] = {false};
+    if (nopts > OPT_MAX) {
+        errline(c->name, "internal: %zu options, at most %d", nopts, (int)OPT_MAX);
+        return RC_USAGE;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (is_help(a)) {
