@@ -10,7 +10,8 @@
 //   example;
 // - the options tables of api.md list exactly the options each program's
 //   --help shows (airlockd keygen, token, user, serve; airlock-runner; airlock).
-// Every mismatch is reported before the test fails.
+// Every mismatch is reported before the test fails. AL_API_DOC_SHOW=1
+// prints every answer (to write a new example from).
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -315,6 +316,7 @@ await run('api_doc', async () => {
       let r;
       try { r = await send(d.port, ex, vars); } catch (e) { why = `no answer: ${e.message}`; break; }
       const bind = {};
+      if (process.env.AL_API_DOC_SHOW) console.log(`# api.md:${ex.line}: ${r.status} ${r.body.slice(0, 2000)}`);
       why = verdict(ex, r, vars, bind);
       if (!why) { Object.assign(vars, bind); break; }
       if (Date.now() >= until) break;
