@@ -1151,6 +1151,17 @@ static void note_kill(int r, int *delivered, int *last_errno)
         *last_errno = errno;
 }
 
+/* Signals whose default action is not to end the process. */
+static int ignored_by_default(int signo)
+{
+    static const int ignored[] = {SIGCHLD, SIGCONT, SIGURG,  SIGWINCH,
+                                  SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
+        if (ignored[i] == signo)
+            return 1;
+    return 0;
+}
+
 /* A wrapped process (the agent's jail): the wrapper (p->pid) and its
  * children (the namespace's init) never get the signal, as either would
  * end the whole sandbox; the group is that of the agent's command, the
@@ -1173,6 +1184,10 @@ static int signal_wrapped(struct proc *p, int signo, int whole_tree)
         else if (whole_tree)
             note_kill(kill(m[i].pid, signo), &delivered, &last);
     }
+    /* the command is not started yet (the jail is being set up): a signal
+     * that would end it ends the wrapper's group, and with it the jail */
+    if (!delivered && !ignored_by_default(signo))
+        note_kill(kill(-p->pid, signo), &delivered, &last);
     free(m);
     if (!delivered)
         return errno_to_al(last);

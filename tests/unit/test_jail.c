@@ -352,6 +352,31 @@ static void test_pty_signal_reaches_the_command(void **state)
     jail_free(j);
 }
 
+/* A signal sent the moment the spawn returns, while the jail may still be
+ * setting up, is not lost: the terminal ends. */
+static void test_early_signal_ends_the_jail(void **state)
+{
+    (void)state;
+    struct jail *j = new_jail(0);
+    const char *const argv[] = {"sleep", "30", NULL};
+    for (int round = 0; round < 5; round++) {
+        struct proc p;
+        char err[512] = "";
+        assert_int_equal(spawn_in(j, argv, NULL, &p, err, sizeof err), AL_OK);
+        assert_int_equal(proc_signal(&p, SIGTERM, 0), AL_OK);
+        int code = 0, sig = 0;
+        int64_t deadline = now_ms() + 5000;
+        while (proc_reap(&p, &code, &sig, NULL) == AL_E_AGAIN && now_ms() < deadline)
+            usleep(5000);
+        if (now_ms() >= deadline)
+            (void)proc_kill_tree(&p);
+        proc_close(&p);
+        if (sig != SIGTERM)
+            fail_msg("round %d: exit %d signal %d, want SIGTERM", round, code, sig);
+    }
+    jail_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_no_network),
         cmocka_unit_test(test_pty_signal_reaches_the_command),
+        cmocka_unit_test(test_early_signal_ends_the_jail),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
