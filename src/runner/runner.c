@@ -590,7 +590,8 @@ static void snapshot_make(struct runner *r, struct term *t)
     }
     enum vt_snap_level level = vt_snapshot_level(t->vt);
     if (level != VT_SNAP_EXACT)
-        runner_log(r, 1, "channel %u: the exact snapshot is over %u bytes: sent the %s step (%zu bytes)",
+        runner_log(r, 1,
+                   "channel %u: the exact snapshot is over %u bytes: sent the %s step (%zu bytes)",
                    (unsigned)t->ch, (unsigned)AL_MAX_SNAPSHOT, vt_snap_level_name(level), len);
     rc = ep_snapshot(r->ep, t->ch, si.end, t->cols, t->rows, snap, len);
     free(snap);

@@ -59,10 +59,12 @@
 
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
-_Static_assert(AL_MAX_SNAPSHOT == 4u << 20, "VT_SNAP_NOTICE names the limit");
+#define VT_TAB_STOP_BYTES (sizeof "\033[4096G\033H")
+#define VT_TAB_STOPS_MAX (AL_MAX_COLS * VT_TAB_STOP_BYTES) /* the reset's tab stops, at most */
+#define VT_SNAP_BLANK_OTHER 4096u /* the blank step's modes, pens, cursor: far less */
 _Static_assert(VT_SNAP_BLANK_MAX < AL_MAX_SNAPSHOT, "the ladder's last step always fits");
-_Static_assert(AL_MAX_COLS * sizeof "\033[4096G\033H" + 2 * VT_MAX_TITLE + sizeof VT_SNAP_NOTICE +
-                       4096 <
+_Static_assert(VT_TAB_STOPS_MAX + (size_t)2 * VT_MAX_TITLE + sizeof VT_SNAP_NOTICE +
+                       VT_SNAP_BLANK_OTHER <
                    VT_SNAP_BLANK_MAX,
                "a blank-step snapshot stays within VT_SNAP_BLANK_MAX");
 
@@ -107,7 +109,7 @@ struct vt {
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;
 
-    unsigned snap_gaps;              /* what the last snapshot could not reproduce */
+    unsigned snap_gaps;            /* what the last snapshot could not reproduce */
     enum vt_snap_level snap_level; /* the ladder's step the last snapshot made */
 
     int capturing;

@@ -59,9 +59,11 @@ enum vt_snap_level {
 };
 #define VT_SNAP_LEVELS 3
 /* What a blank-step snapshot shows on its first row (in reverse video, cut
- * to the width): the receiver sees why the screen is empty. */
+ * to the width): the receiver sees why the screen is empty. "4 MiB" is
+ * AL_MAX_SNAPSHOT. */
 #define VT_SNAP_NOTICE                                                                             \
-    "[airlock: this screen is too large for a snapshot (over 4 MiB); new output appears here live]"
+    "[airlock: this screen is too large for a snapshot (over 4 MiB); new output appears here "     \
+    "live]"
 /* Upper bound of a blank-step snapshot: the reset with a tab stop in each
  * of AL_MAX_COLS columns (9 bytes each), the notice, two titles of
  * VT_MAX_TITLE bytes, and the few sequences of modes, pens and cursor. */
