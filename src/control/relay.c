@@ -17,6 +17,12 @@
  * RL_RESERVED_CLIENTS for admins and its creator; each client's
  * SNAPSHOT_REQs pass its own rate limiter (snap_lim), one over the rate
  * waits in snap_due_us (repeats coalesce) until relay_tick serves it.
+ * Snapshots: one SNAPSHOT_REQ at a time per terminal (snap_asked); its
+ * answer fills the cache (snap) that serves every client waiting
+ * (need_resync) and later ones while the log still holds its offset. An
+ * ERROR in answer, or no answer within RL_SNAP_TIMEOUT_US, ends the wait
+ * (term_snapshot_failed): those clients get the ERROR and a GAP to the
+ * live output, and the next one asks the runner again.
  * Recordings keep input only if the terminal's record_input (fixed from
  * the sandbox's at creation) says so; writer changes are always marked.
  */
@@ -124,6 +130,7 @@ struct rl_term {
     uint64_t snap_off;
     uint16_t snap_cols, snap_rows;
     int snap_have, snap_asked;
+    uint64_t snap_asked_us; /* when snap_asked was set */
     /* input */
     uint8_t in[RL_IN_CAP];
     size_t in_len, in_owned; /* owned: the writer's bytes, at the tail */
@@ -446,13 +453,49 @@ static void term_sync(struct rl_term *t)
     wake(r, t->sb->conn);
 }
 
+static void client_pump(struct rl_client *c);
+
 static void term_want_snapshot(struct rl_term *t)
 {
     if (t->snap_asked || t->mode != FR_MODE_PTY || !t->sb->up)
         return;
     if (ep_request_snapshot(t->sb->ep, t->ch) == AL_OK) {
         t->snap_asked = 1;
+        t->snap_asked_us = relay_now_us();
         wake(t->sb->r, t->sb->conn);
+    }
+}
+
+/*
+ * The runner answered the snapshot request with an ERROR, or not in time:
+ * every client waiting for it learns why (ERROR STATE on its channel) and
+ * goes on live, after a GAP to the log's end, as it would on a terminal
+ * with no screen. Nothing is cached, so the next client asks again (and
+ * is served once the runner can make one).
+ */
+static void term_snapshot_failed(struct rl_term *t, const char *why)
+{
+    struct relay *r = t->sb->r;
+    t->snap_asked = 0;
+    char msg[AL_MAX_ERRMSG + 1];
+    (void)snprintf(msg, sizeof msg, "no screen snapshot (%s): output goes on live after the gap",
+                   why);
+    for (struct rl_client *c = t->clients; c; c = c->next) {
+        if (!c->ch || c->gone || !c->need_resync)
+            continue;
+        uint64_t to = t->log[FR_STDOUT].end;
+        if (to < c->cur[FR_STDOUT])
+            to = c->cur[FR_STDOUT];
+        (void)ep_send_error(c->ep, c->ch, FR_ERR_STATE, msg);
+        if (ep_resync(c->ep, c->ch, to, 0, 0, NULL, 0) == AL_OK) {
+            c->cur[FR_STDOUT] = to;
+            c->resynced = 1;
+            c->resync_at = to;
+        }
+        c->need_resync = 0;
+        rlog(r, 1, "terminal %s: %s: %s", t->id, c->user, msg);
+        client_pump(c);
+        wake(r, c->conn);
     }
 }
 
@@ -1156,6 +1199,13 @@ static void runner_event(void *ud, const struct ep_event *ev)
             term_drop(t, DB_TERM_LOST);
         } else if (t && ev->code == FR_ERR_LIMIT) {
             term_resize_refused(t, ev->data, ev->len);
+        } else if (t && t->snap_asked && (ev->code == FR_ERR_STATE || ev->code == FR_ERR_TOO_BIG)) {
+            /* a runner's answer to SNAPSHOT_REQ when it cannot make one
+             * (older runners said TOO_BIG above AL_MAX_SNAPSHOT) */
+            char why[AL_MAX_ERRMSG + 16];
+            (void)snprintf(why, sizeof why, "the runner says: %.*s", (int)ev->len,
+                           (const char *)ev->data);
+            term_snapshot_failed(t, why);
         }
         return;
     case EP_EV_WRITABLE:
@@ -1789,6 +1839,8 @@ static void sbx_tick(struct rl_sbx *sb, uint64_t now)
     for (struct rl_term *t = sb->terms; t; t = t->next) {
         if (t->sync_due_us && now >= t->sync_due_us)
             term_sync(t);
+        if (t->snap_asked && now - t->snap_asked_us >= RL_SNAP_TIMEOUT_US)
+            term_snapshot_failed(t, "the runner did not answer in time");
         for (struct rl_client *c = t->clients; c; c = c->next) {
             int ping = ep_next_deadline(c->ep) <= now; /* a PING may be queued */
             ep_tick(c->ep, now);
@@ -1828,6 +1880,8 @@ uint64_t relay_next_deadline(const struct relay *r)
         for (const struct rl_term *t = sb->terms; t; t = t->next) {
             if (t->sync_due_us)
                 d = min_u64(d, t->sync_due_us);
+            if (t->snap_asked)
+                d = min_u64(d, t->snap_asked_us + RL_SNAP_TIMEOUT_US);
             for (const struct rl_client *c = t->clients; c; c = c->next) {
                 d = min_u64(d, ep_next_deadline(c->ep));
                 if (c->snap_due_us)

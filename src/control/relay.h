@@ -61,6 +61,12 @@
  * when the interval has passed: late, never lost. */
 #define RL_CLIENT_SNAP_BURST 4
 #define RL_CLIENT_SNAP_INTERVAL_US 250000ull
+/* How long a SNAPSHOT_REQ to the runner may go unanswered. Past it, or on
+ * an ERROR in answer, the clients waiting for that snapshot get an ERROR
+ * STATE saying why and a GAP to the live output (docs/protocol.md §9);
+ * the next client that needs a snapshot asks again. Above the runner's
+ * own worst deferral (AL_MAX_CHANNELS snapshots at RUNNER_SNAP_INTERVAL_US). */
+#define RL_SNAP_TIMEOUT_US 20000000ull
 
 struct relay;
 struct lsbx;

@@ -28,7 +28,9 @@
  *     (RUNNER_SNAP_BURST, then one per RUNNER_SNAP_INTERVAL_US). A request
  *     over the rate marks its channel pending (repeats coalesce) and
  *     snap_timer makes the snapshot when the limiter allows, going round
- *     the channels, so every request is answered, late at worst.
+ *     the channels, so every request is answered, late at worst. The
+ *     answer is always a SNAPSHOT for a PTY channel: vt_snapshot degrades
+ *     a screen too big for AL_MAX_SNAPSHOT (docs/snapshots.md).
  */
 #include "runner.h"
 
@@ -43,6 +45,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
+#include "al_limits.h"
 #include "al_log.h"
 #include "endpoint.h"
 #include "frame.h"
@@ -570,16 +573,32 @@ static void snapshot_make(struct runner *r, struct term *t)
     t->snap_pending = 0;
     if (ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
         return;
-    uint8_t *snap = NULL;
-    size_t len = 0;
-    if (!t->vt || vt_snapshot(t->vt, &snap, &len) != AL_OK) {
-        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE, "no screen model for this channel");
+    char msg[128];
+    if (!t->vt) { /* only pipe-mode channels run without one (docs/protocol.md §5) */
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE,
+                            "no snapshot: the channel runs in pipe mode and has no screen");
         return;
     }
-    int rc = ep_snapshot(r->ep, t->ch, si.end, t->cols, t->rows, snap, len);
+    uint8_t *snap = NULL;
+    size_t len = 0;
+    int rc = vt_snapshot(t->vt, &snap, &len); /* the ladder: never too big */
+    if (rc != AL_OK) {
+        (void)snprintf(msg, sizeof msg, "snapshot failed: %s", al_strerror(rc));
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE, msg);
+        runner_log(r, 0, "channel %u: %s", (unsigned)t->ch, msg);
+        return;
+    }
+    enum vt_snap_level level = vt_snapshot_level(t->vt);
+    if (level != VT_SNAP_EXACT)
+        runner_log(r, 1,
+                   "channel %u: the exact snapshot is over %u bytes: sent the %s step (%zu bytes)",
+                   (unsigned)t->ch, (unsigned)AL_MAX_SNAPSHOT, vt_snap_level_name(level), len);
+    rc = ep_snapshot(r->ep, t->ch, si.end, t->cols, t->rows, snap, len);
     free(snap);
-    if (rc != AL_OK)
-        (void)ep_send_error(r->ep, t->ch, FR_ERR_TOO_BIG, "snapshot too large");
+    if (rc != AL_OK) {
+        (void)snprintf(msg, sizeof msg, "snapshot not sent: %s", al_strerror(rc));
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE, msg);
+    }
 }
 
 static void on_snap_timer(uv_timer_t *h);

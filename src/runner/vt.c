@@ -59,6 +59,14 @@
 
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
+#define VT_TAB_STOP_BYTES (sizeof "\033[4096G\033H")
+#define VT_TAB_STOPS_MAX (AL_MAX_COLS * VT_TAB_STOP_BYTES) /* the reset's tab stops, at most */
+#define VT_SNAP_BLANK_OTHER 4096u /* the blank step's modes, pens, cursor: far less */
+_Static_assert(VT_SNAP_BLANK_MAX < AL_MAX_SNAPSHOT, "the ladder's last step always fits");
+_Static_assert(VT_TAB_STOPS_MAX + (size_t)2 * VT_MAX_TITLE + sizeof VT_SNAP_NOTICE +
+                       VT_SNAP_BLANK_OTHER <
+                   VT_SNAP_BLANK_MAX,
+               "a blank-step snapshot stays within VT_SNAP_BLANK_MAX");
 
 struct vt_saved {
     int valid;
@@ -101,7 +109,8 @@ struct vt {
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;
 
-    unsigned snap_gaps; /* what the last snapshot could not reproduce */
+    unsigned snap_gaps;            /* what the last snapshot could not reproduce */
+    enum vt_snap_level snap_level; /* the ladder's step the last snapshot made */
 
     int capturing;
     size_t cap_len;
@@ -1005,9 +1014,13 @@ void vt_filter_stats(const struct vt *vt, struct vtf_stats *out)
 /* --- snapshot ---------------------------------------------------------- */
 
 /* The snapshot being built: a bounded byte buffer plus what the receiving
- * terminal's cursor and pen are known to be at this point of the stream. */
+ * terminal's cursor and pen are known to be at this point of the stream.
+ * level is the ladder's step (enum vt_snap_level): from VT_SNAP_PLAIN on,
+ * every cell is read with default attributes; at VT_SNAP_BLANK no cell is
+ * drawn. */
 struct snap {
     struct vt *vt;
+    enum vt_snap_level level;
     uint8_t *buf;
     size_t len, cap;
     int err;
@@ -1166,6 +1179,8 @@ static void snap_cell(const struct snap *s, int row, int col, struct vt_cell *ou
     read_cell(s->vt, row, col, out);
     if (s->screen_reverse)
         out->attrs.reverse ^= 1;
+    if (s->level >= VT_SNAP_PLAIN)
+        memset(&out->attrs, 0, sizeof out->attrs);
 }
 
 static void put_chars(struct snap *s, const struct vt_cell *x)
@@ -1573,16 +1588,34 @@ static void emit_final(struct snap *s, const struct vt_modes *m)
         sb_puts(s, "\033[?25l");
 }
 
-int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
+/* The blank step's notice: the first row, reverse video, cut to the width. */
+static void emit_notice(struct snap *s)
 {
-    if (!vt || !out || !len)
-        return AL_E_INVAL;
+    static const char notice[] = VT_SNAP_NOTICE;
+    size_t n = sizeof notice - 1;
+    if (n > s->vt->cols)
+        n = s->vt->cols;
+    struct vt_attrs rev;
+    memset(&rev, 0, sizeof rev);
+    rev.reverse = 1;
+    go(s, 0, 0);
+    set_pen(s, &rev);
+    sb_put(s, notice, n);
+    s->col = advance(0, (int)n, s->vt->cols);
+    s->lg_row = 0;
+    s->lg_col = (int)n - 1;
+    s->lg_w = 1;
+}
+
+static int snapshot_step(struct vt *vt, enum vt_snap_level level, uint8_t **out, size_t *len)
+{
     *out = NULL;
     *len = 0;
     vt_sync(vt);
     struct snap s;
     memset(&s, 0, sizeof s);
     s.vt = vt;
+    s.level = level;
     s.lg_w = 1; /* a fresh receiver's previous glyph: vt_new's prime at 0,0 */
     s.cells = calloc(vt->cols, sizeof *s.cells);
     s.dirty = calloc(vt->cols, 1);
@@ -1608,9 +1641,13 @@ int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
     } else if (vt->saved.valid) {
         emit_saved(&s, "\0337");
     }
-    for (int row = 0; row < vt->rows && !s.err; row++)
-        draw_row(&s, row);
-    emit_combine(&s);
+    if (level < VT_SNAP_BLANK) {
+        for (int row = 0; row < vt->rows && !s.err; row++)
+            draw_row(&s, row);
+        emit_combine(&s);
+    } else {
+        emit_notice(&s);
+    }
     emit_modes(&s, &m);
     emit_cursor(&s, &m);
     emit_final(&s, &m);
@@ -1618,6 +1655,7 @@ int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
     free(s.cells);
     free(s.dirty);
     vt->snap_gaps = s.gaps;
+    vt->snap_level = level;
     if (s.err) {
         free(s.buf);
         return s.err;
@@ -1625,4 +1663,38 @@ int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
     *out = s.buf;
     *len = s.len;
     return AL_OK;
+}
+
+int vt_snapshot_at(struct vt *vt, enum vt_snap_level level, uint8_t **out, size_t *len)
+{
+    if (!vt || !out || !len || (unsigned)level >= VT_SNAP_LEVELS)
+        return AL_E_INVAL;
+    return snapshot_step(vt, level, out, len);
+}
+
+/* The ladder: each step stops building at AL_MAX_SNAPSHOT bytes, so a
+ * failed step costs at most that much work; the last one always fits. */
+int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len)
+{
+    if (!vt || !out || !len)
+        return AL_E_INVAL;
+    int rc = AL_E_TOOBIG;
+    for (unsigned level = VT_SNAP_EXACT; level < VT_SNAP_LEVELS && rc == AL_E_TOOBIG; level++)
+        rc = snapshot_step(vt, (enum vt_snap_level)level, out, len);
+    return rc;
+}
+
+enum vt_snap_level vt_snapshot_level(const struct vt *vt)
+{
+    return vt ? vt->snap_level : VT_SNAP_EXACT;
+}
+
+const char *vt_snap_level_name(enum vt_snap_level level)
+{
+    static const char *const names[VT_SNAP_LEVELS] = {
+        [VT_SNAP_EXACT] = "exact",
+        [VT_SNAP_PLAIN] = "plain",
+        [VT_SNAP_BLANK] = "blank",
+    };
+    return (unsigned)level < VT_SNAP_LEVELS ? names[level] : "unknown";
 }

@@ -45,10 +45,41 @@ int vt_feed(struct vt *vt, const uint8_t *p, size_t n);
 /* Same limits as vt_new; on error the size is unchanged. */
 int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows);
 
+/*
+ * The steps of the snapshot ladder (docs/snapshots.md, "When a snapshot
+ * would be too big"): vt_snapshot tries each in this order and returns the
+ * first within AL_MAX_SNAPSHOT bytes. Every step keeps the reset, the
+ * alternate screen, the saved cursor, the modes, the cursor (with its
+ * pending wrap), the pen, the charsets and the title.
+ */
+enum vt_snap_level {
+    VT_SNAP_EXACT = 0, /* everything docs/snapshots.md lists */
+    VT_SNAP_PLAIN = 1, /* the cells' attributes dropped: every character kept, drawn plain */
+    VT_SNAP_BLANK = 2, /* no cells: VT_SNAP_NOTICE on the first row, output goes on live */
+};
+#define VT_SNAP_LEVELS 3
+/* What a blank-step snapshot shows on its first row (in reverse video, cut
+ * to the width): the receiver sees why the screen is empty. "4 MiB" is
+ * AL_MAX_SNAPSHOT. */
+#define VT_SNAP_NOTICE                                                                             \
+    "[airlock: this screen is too large for a snapshot (over 4 MiB); new output appears here "     \
+    "live]"
+/* Upper bound of a blank-step snapshot: the reset with a tab stop in each
+ * of AL_MAX_COLS columns (9 bytes each), the notice, two titles of
+ * VT_MAX_TITLE bytes, and the few sequences of modes, pens and cursor. */
+#define VT_SNAP_BLANK_MAX (64u << 10)
+
 /* Bytes that redraw the current screen on a fresh terminal of the same
- * size; *out is malloc'd, the caller frees it. AL_E_TOOBIG above
- * AL_MAX_SNAPSHOT bytes. */
+ * size; *out is malloc'd, the caller frees it. The first step of the
+ * ladder that fits AL_MAX_SNAPSHOT; vt_snapshot_level tells which. 0 or
+ * AL_E_NOMEM (or AL_E_INVAL for bad arguments): never AL_E_TOOBIG. */
 int vt_snapshot(struct vt *vt, uint8_t **out, size_t *len);
+/* One step of the ladder only: AL_E_TOOBIG above AL_MAX_SNAPSHOT bytes. */
+int vt_snapshot_at(struct vt *vt, enum vt_snap_level level, uint8_t **out, size_t *len);
+/* The step the last vt_snapshot or vt_snapshot_at made. */
+enum vt_snap_level vt_snapshot_level(const struct vt *vt);
+/* Its name, for logs: "exact", "plain" or "blank". */
+const char *vt_snap_level_name(enum vt_snap_level level);
 
 /* What the last vt_snapshot could not reproduce exactly: rare states,
  * see docs/snapshots.md. 0: the snapshot is exact. */

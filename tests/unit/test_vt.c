@@ -87,9 +87,12 @@ static int attrs_same(const struct vt_attrs *a, const struct vt_attrs *b)
     return vt_cell_equal(&x, &y);
 }
 
-/* 0 if a and b show and behave the same; otherwise 1 and a description of
- * the first difference in why[]. */
-static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
+/* 0 if a and b show and behave the same as a snapshot at `level` promises
+ * (VT_SNAP_EXACT: everything; VT_SNAP_PLAIN: cells compared without their
+ * attributes; VT_SNAP_BLANK: no cells nor line attributes); otherwise 1
+ * and a description of the first difference in why[]. */
+static int screen_diff_at(struct vt *a, struct vt *b, enum vt_snap_level level, char *why,
+                          size_t cap)
 {
     uint16_t ca, ra, cb, rb;
     vt_size(a, &ca, &ra);
@@ -98,7 +101,7 @@ static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
         snprintf(why, cap, "size %ux%u vs %ux%u", ca, ra, cb, rb);
         return 1;
     }
-    for (uint16_t r = 0; r < ra; r++) {
+    for (uint16_t r = 0; r < ra && level < VT_SNAP_BLANK; r++) {
         uint8_t dwa, dha, dwb, dhb;
         assert_int_equal(vt_line_attrs(a, r, &dwa, &dha), AL_OK);
         assert_int_equal(vt_line_attrs(b, r, &dwb, &dhb), AL_OK);
@@ -111,6 +114,10 @@ static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
             struct vt_cell x, y;
             assert_int_equal(vt_get_cell(a, r, c, &x), AL_OK);
             assert_int_equal(vt_get_cell(b, r, c, &y), AL_OK);
+            if (level == VT_SNAP_PLAIN) {
+                memset(&x.attrs, 0, sizeof x.attrs);
+                memset(&y.attrs, 0, sizeof y.attrs);
+            }
             if (!vt_cell_equal(&x, &y)) {
                 char dx[200], dy[200];
                 describe_cell(&x, dx, sizeof dx);
@@ -181,6 +188,11 @@ static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
         return 1;
     }
     return 0;
+}
+
+static int screen_diff(struct vt *a, struct vt *b, char *why, size_t cap)
+{
+    return screen_diff_at(a, b, VT_SNAP_EXACT, why, cap);
 }
 
 static void print_escaped(const uint8_t *p, size_t n)
@@ -986,30 +998,181 @@ static void test_split_every_byte(void **state)
 
 /* --- limits ------------------------------------------------------------ */
 
-static void test_snapshot_too_big(void **state)
+/* Every cell of a cols x rows screen gets `cell` (printf format with the
+ * row and the column, then a glyph), row after row with autowrap. */
+static void fill_screen(struct vt *vt, uint16_t cols, uint16_t rows, const char *cell)
 {
-    (void)state;
-    /* Every cell with its own truecolour pen: more than AL_MAX_SNAPSHOT. */
-    const uint16_t cols = 1024, rows = 512;
-    struct vt *vt = new_vt(cols, rows);
-    char *line = malloc((size_t)cols * 24 + 8);
+    enum { CELL_MAX = 40 };
+    char *line = malloc((size_t)cols * CELL_MAX);
     assert_non_null(line);
     for (uint16_t r = 0; r < rows; r++) {
         size_t n = 0;
         for (uint16_t c = 0; c < cols; c++) {
-            int k = snprintf(line + n, 24, "\033[38;2;%u;%u;1mx", r & 255, c & 255);
-            assert_true(k > 0 && k < 24);
+            int k = snprintf(line + n, CELL_MAX, cell, r & 255, c & 255);
+            assert_true(k > 0 && k < CELL_MAX);
             n += (size_t)k;
         }
         feedn(vt, (const uint8_t *)line, n);
     }
     free(line);
+}
+
+/* State every step of the ladder keeps: modes, tab stops, the saved
+ * cursor, the pen, the title, the cursor. */
+static const char ladder_state[] = "\033[?2004h\033[?1h\033[?1000h\033[?1006h\033[3g\033[9G\033H"
+                                   "\033]1;icon\007\033]2;ladder title\007\033[7;9H\033[1;35m\0337"
+                                   "\033[0;38;2;9;8;7m\033[12;30H";
+
+/* vt_snapshot at `want`, the steps above it failing: the snapshot fits,
+ * and a copy built from it keeps what that step promises. */
+static void check_ladder_step(struct vt *vt, enum vt_snap_level want, const char *label)
+{
     uint8_t *snap = (uint8_t *)1;
     size_t len = 1;
-    assert_int_equal(vt_snapshot(vt, &snap, &len), AL_E_TOOBIG);
-    assert_null(snap);
-    assert_int_equal(len, 0);
+    for (unsigned l = VT_SNAP_EXACT; l < (unsigned)want; l++) {
+        assert_int_equal(vt_snapshot_at(vt, (enum vt_snap_level)l, &snap, &len), AL_E_TOOBIG);
+        assert_null(snap);
+        assert_int_equal(len, 0);
+        assert_int_equal(vt_snapshot_level(vt), l);
+    }
+    assert_int_equal(vt_snapshot(vt, &snap, &len), AL_OK);
+    assert_int_equal(vt_snapshot_level(vt), want);
+    assert_true(len > 0 && len <= AL_MAX_SNAPSHOT);
+    if (want == VT_SNAP_BLANK)
+        assert_true(len <= VT_SNAP_BLANK_MAX);
+    /* the same step by itself gives the same bytes: deterministic */
+    uint8_t *again;
+    size_t len2;
+    assert_int_equal(vt_snapshot_at(vt, want, &again, &len2), AL_OK);
+    assert_true(len2 == len && memcmp(snap, again, len) == 0);
+    free(again);
+
+    uint16_t cols, rows;
+    vt_size(vt, &cols, &rows);
+    struct vt *copy = new_vt(cols, rows);
+    feedn(copy, snap, len);
+    char why[DIFF_MAX];
+    if (screen_diff_at(vt, copy, want, why, sizeof why)) {
+        fprintf(stderr, "%s: the %s step differs: %s\n", label, vt_snap_level_name(want), why);
+        fail();
+    }
+    struct vt_cell c;
+    cell_at(copy, 0, 1, &c);
+    assert_int_equal(c.attrs.fg.kind, VT_COLOR_DEFAULT); /* no step below exact keeps colours */
+    if (want == VT_SNAP_BLANK) {
+        /* the notice on the first row, every other cell blank */
+        const char notice[] = VT_SNAP_NOTICE;
+        for (uint16_t x = 0; x < cols && x < sizeof notice - 1; x++) {
+            cell_at(copy, 0, x, &c);
+            assert_int_equal(c.chars[0], (uint32_t)(unsigned char)notice[x]);
+            assert_true(c.attrs.reverse);
+        }
+        for (uint16_t r = 1; r < rows; r += 97)
+            for (uint16_t x = 0; x < cols; x += 13) {
+                cell_at(copy, r, x, &c);
+                assert_int_equal(c.nchars, 0);
+            }
+    }
+    /* the copy's own snapshot is exact, and the same bytes */
+    uint8_t *snap2;
+    assert_int_equal(vt_snapshot(copy, &snap2, &len2), AL_OK);
+    assert_int_equal(vt_snapshot_level(copy), VT_SNAP_EXACT);
+    if (want == VT_SNAP_PLAIN)
+        assert_true(len2 == len && memcmp(snap, snap2, len) == 0);
+    free(snap2);
+    free(snap);
+    vt_free(copy);
+}
+
+/* The ladder (docs/snapshots.md): exact while it fits AL_MAX_SNAPSHOT;
+ * then plain (every character, no cell attributes); then blank (a notice,
+ * and the state). Each step stays within AL_MAX_SNAPSHOT. */
+static void test_snapshot_ladder(void **state)
+{
+    (void)state;
+    uint8_t *snap;
+    size_t len;
+
+    /* an ordinary screen: exact */
+    struct vt *vt = new_vt(80, 24);
+    feed(vt, rich_input);
+    assert_int_equal(vt_snapshot(vt, &snap, &len), AL_OK);
+    assert_int_equal(vt_snapshot_level(vt), VT_SNAP_EXACT);
+    free(snap);
     vt_free(vt);
+
+    /* every cell with its own truecolour pen: about 22 bytes a cell exact,
+     * over the limit; plain is the text, wide and combining characters
+     * and line attributes included */
+    const uint16_t cols = 1024, rows = 512;
+    vt = new_vt(cols, rows);
+    fill_screen(vt, cols, rows, "\033[38;2;%u;%u;1mx");
+    feed(vt, "\033[3;5H\xe4\xb8\x96"
+             "e\xcc\x81\xcc\x82\033[4;1H\033#6wide line\033[0m");
+    feed(vt, ladder_state);
+    check_ladder_step(vt, VT_SNAP_PLAIN, "truecolour cells");
+    struct vt_cell c;
+    cell_at(vt, 0, 1, &c);
+    assert_int_equal(c.attrs.fg.kind, VT_COLOR_RGB); /* the model itself is untouched */
+    /* once the screen shrinks (cleared), exact again */
+    feed(vt, "\033[H\033[2J\033[38;2;1;2;3mafter");
+    assert_int_equal(vt_snapshot(vt, &snap, &len), AL_OK);
+    assert_int_equal(vt_snapshot_level(vt), VT_SNAP_EXACT);
+    free(snap);
+    check_round_trip(vt, "more", "cleared");
+    vt_free(vt);
+
+    /* every cell a letter with three combining marks: 7 bytes a cell even
+     * plain, over the limit on 1 Mi cells; blank keeps the state */
+    vt = new_vt(1024, 1024);
+    fill_screen(vt, 1024, 1024, "\033[48;5;%u;38;5;%umA\xcc\x81\xcc\x82\xcc\x83");
+    feed(vt, ladder_state);
+    check_ladder_step(vt, VT_SNAP_BLANK, "combining marks");
+    vt_free(vt);
+
+    /* the blank step's largest state (a tab stop in every column, long
+     * titles) stays within VT_SNAP_BLANK_MAX; the notice is cut to a
+     * narrow screen */
+    vt = new_vt(AL_MAX_COLS, 16);
+    for (int x = 0; x < AL_MAX_COLS; x++)
+        feed(vt, "\033H\033[C");
+    char title[VT_MAX_TITLE + 16];
+    char fill[VT_MAX_TITLE + 1];
+    memset(fill, 'i', VT_MAX_TITLE);
+    fill[VT_MAX_TITLE] = 0;
+    (void)snprintf(title, sizeof title, "\033]1;%s\007", fill);
+    feed(vt, title);
+    memset(fill, 't', VT_MAX_TITLE);
+    (void)snprintf(title, sizeof title, "\033]2;%s\007", fill);
+    feed(vt, title);
+    assert_int_equal(strlen(vt_title(vt)), VT_MAX_TITLE);
+    assert_int_equal(vt_snapshot_at(vt, VT_SNAP_BLANK, &snap, &len), AL_OK);
+    assert_true(len <= VT_SNAP_BLANK_MAX);
+    free(snap);
+    vt_free(vt);
+    vt = new_vt(20, 3);
+    feed(vt, "\033[31mhello\033[2;4H");
+    assert_int_equal(vt_snapshot_at(vt, VT_SNAP_BLANK, &snap, &len), AL_OK);
+    assert_int_equal(vt_snapshot_level(vt), VT_SNAP_BLANK);
+    struct vt *copy = new_vt(20, 3);
+    feedn(copy, snap, len);
+    free(snap);
+    for (uint16_t x = 0; x < 20; x++) {
+        cell_at(copy, 0, x, &c);
+        assert_int_equal(c.chars[0], (uint32_t)(unsigned char)VT_SNAP_NOTICE[x]);
+    }
+    struct vt_cursor k;
+    vt_get_cursor(copy, &k);
+    assert_true(k.row == 1 && k.col == 3);
+    vt_free(copy);
+    vt_free(vt);
+
+    assert_int_equal(vt_snapshot_at(NULL, VT_SNAP_EXACT, &snap, &len), AL_E_INVAL);
+    vt = new_vt(10, 2);
+    assert_int_equal(vt_snapshot_at(vt, (enum vt_snap_level)VT_SNAP_LEVELS, &snap, &len),
+                     AL_E_INVAL);
+    vt_free(vt);
+    assert_string_equal(vt_snap_level_name(VT_SNAP_PLAIN), "plain");
 }
 
 /* --- independent check with tmux --------------------------------------- */
@@ -1161,7 +1324,7 @@ int main(void)
         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_bug_repros),
         cmocka_unit_test(test_split_every_byte),
-        cmocka_unit_test(test_snapshot_too_big),
+        cmocka_unit_test(test_snapshot_ladder),
         cmocka_unit_test(test_tmux_independent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
