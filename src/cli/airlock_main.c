@@ -68,7 +68,8 @@ static void usage(FILE *to)
             "        and stderr as pipes, exit code propagated\n"
             "  ls [--json]                    sandboxes and terminals\n"
             "  kill TERMINAL [--signal NAME]  signal its processes (TERM, INT, HUP, KILL, ...)\n"
-            "  sandbox add ID --kind local|static|reverse [--url URL]   (admin)\n"
+            "  sandbox add ID --kind local|static|reverse [--url URL] [--network host|none]\n"
+            "                                 (admin; --network: a local sandbox's agents)\n"
             "  sandbox rm ID | sandbox ls\n"
             "  sandbox enroll ID [--ttl S] [--out DIR] [--json]   (admin, reverse sandboxes)\n"
             "        a runner token and the airlock-runner command line to start it with;\n"
@@ -237,19 +238,25 @@ static const char *str_of(json_t *o, const char *k)
     return s ? s : "";
 }
 
+/* NET: what a local sandbox's agents get, "host" or "none", starred when
+ * it is the server's --sandbox-network rather than the sandbox's own; "-"
+ * for the others (airlockd does not start their runners). */
 static void print_sandboxes(json_t *arr)
 {
-    printf("%-20s %-8s %-5s %-6s %s\n", "SANDBOX", "KIND", "LINK", "SINCE", "RTT");
+    printf("%-20s %-8s %-5s %-6s %-8s %s\n", "SANDBOX", "KIND", "LINK", "SINCE", "RTT", "NET");
     size_t i;
     json_t *s;
     json_array_foreach(arr, i, s)
     {
-        char age[32], rtt[32];
+        char age[32], rtt[32], net[16];
         cli_fmt_age(age, sizeof age, json_integer_value(json_object_get(s, "link_since")),
                     (int64_t)time(NULL));
         cli_fmt_rtt(rtt, sizeof rtt, json_integer_value(json_object_get(s, "rtt_us")));
-        printf("%-20s %-8s %-5s %-6s %s\n", str_of(s, "id"), str_of(s, "kind"),
-               json_is_true(json_object_get(s, "link_up")) ? "up" : "down", age, rtt);
+        const char *n = str_of(s, "network");
+        (void)snprintf(net, sizeof net, "%.8s%s", n[0] ? n : "-",
+                       n[0] && json_is_true(json_object_get(s, "network_default")) ? "*" : "");
+        printf("%-20s %-8s %-5s %-6s %-8s %s\n", str_of(s, "id"), str_of(s, "kind"),
+               json_is_true(json_object_get(s, "link_up")) ? "up" : "down", age, rtt, net);
     }
 }
 
@@ -504,12 +511,14 @@ static int cmd_sandbox(struct app *a, int argc, char **argv)
         return cmd_enroll(a, argc - 1, argv + 1);
     if (strcmp(argv[0], "add") != 0)
         return bad_usage("sandbox: unknown subcommand %s", argv[0]);
-    const char *id = NULL, *kind = NULL, *url = NULL;
+    const char *id = NULL, *kind = NULL, *url = NULL, *net = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kind") && i + 1 < argc)
             kind = argv[++i];
         else if (!strcmp(argv[i], "--url") && i + 1 < argc)
             url = argv[++i];
+        else if (!strcmp(argv[i], "--network") && i + 1 < argc)
+            net = argv[++i];
         else if (argv[i][0] != '-' && !id)
             id = argv[i];
         else
@@ -517,15 +526,24 @@ static int cmd_sandbox(struct app *a, int argc, char **argv)
     }
     if (!id || !kind)
         return bad_usage("sandbox add: give an id and --kind local|static|reverse%s", "");
+    /* checked here too: a value jansson refused would silently be left out */
+    if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
+        return bad_usage("sandbox add: --network host or none, not %s", net);
     json_t *body = json_pack("{s:s, s:s}", "id", id, "kind", kind);
     if (body && url)
         (void)json_object_set_new(body, "url", json_string(url));
+    if (body && net) /* the server checks that the sandbox is local */
+        (void)json_object_set_new(body, "network", json_string(net));
     json_t *out = NULL;
     int rc = api_json(a, "adding the sandbox", "POST", "/v1/sandboxes", body, &out);
     json_decref(body);
-    json_decref(out);
-    if (rc == CLI_EXIT_OK)
+    if (rc == CLI_EXIT_OK && json_is_string(json_object_get(out, "network")))
+        printf("added %s sandbox %s (network %s%s)\n", kind, id, str_of(out, "network"),
+               json_is_true(json_object_get(out, "network_default")) ? ", the server's default"
+                                                                     : "");
+    else if (rc == CLI_EXIT_OK)
         printf("added %s sandbox %s\n", kind, id);
+    json_decref(out);
     return rc;
 }
 

@@ -489,6 +489,11 @@ static int cmd_serve(const struct cmd *self, int argc, char **argv)
         errline("serve", "sandbox-network = host or none");
         return RC_USAGE;
     }
+    if (c.sbx_network && !strcmp(c.sbx_network, "none") && c.no_bwrap &&
+        !strcmp(c.no_bwrap, "true")) {
+        errline("serve", "sandbox-network none needs bubblewrap (no-bwrap leaves agents unjailed)");
+        return RC_USAGE;
+    }
     const struct {
         const char *key, *val;
         unsigned *dst;

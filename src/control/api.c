@@ -237,12 +237,21 @@ struct list_ctx {
     size_t n;
 };
 
-static json_t *sandbox_json(const struct db_sandbox *s)
+/* "network" is what a local sandbox's agents get ("host" or "none"; null
+ * for the others: airlockd does not start their runners), and
+ * "network_default" whether that is the server's --sandbox-network (the
+ * sandbox was made without one) rather than its own. */
+static json_t *sandbox_json(const struct api *a, const struct db_sandbox *s)
 {
-    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b}", "id", s->id, "kind",
+    const int local = s->kind == DB_SANDBOX_LOCAL;
+    json_t *net =
+        local ? json_string(db_sandbox_network_name(relay_sandbox_network(a->relay, s->network)))
+              : json_null();
+    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b, s:o, s:b}", "id", s->id, "kind",
                      db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
                      "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us,
-                     "record_input", (int)s->record_input);
+                     "record_input", (int)s->record_input, "network", net, "network_default",
+                     local && s->network == DB_NETWORK_DEFAULT);
 }
 
 static int add_sandbox(void *ctx, const struct db_sandbox *s)
@@ -250,7 +259,7 @@ static int add_sandbox(void *ctx, const struct db_sandbox *s)
     struct list_ctx *l = ctx;
     if (l->n++ >= API_LIST_MAX)
         return 1;
-    json_t *o = sandbox_json(s);
+    json_t *o = sandbox_json(l->a, s);
     return o && json_array_append_new(l->arr, o) == 0 ? 0 : AL_E_NOMEM;
 }
 
@@ -608,19 +617,37 @@ static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_use
     int rc = apireq_sandbox(q->body ? q->body : "", q->len, &s, why, sizeof why);
     if (rc != AL_OK)
         return reply_error(wsi, 400, why);
-    rc = db_sandbox_add(a->db, s.id, s.kind, s.kind == DB_SANDBOX_STATIC ? s.url : NULL);
-    if (rc == AL_OK && s.record_input)
-        rc = db_sandbox_set_record_input(a->db, s.id, true);
+    if (s.network == DB_NETWORK_NONE && a->cfg.no_bwrap)
+        return reply_error(wsi, 409,
+                           "\"network\": none needs bubblewrap; this airlockd runs with "
+                           "--no-bwrap (no jail for the agents)");
+    const struct db_sandbox_spec sp = {
+        .id = s.id,
+        .kind = s.kind,
+        .url = s.kind == DB_SANDBOX_STATIC ? s.url : NULL,
+        .record_input = s.record_input,
+        .network = s.network,
+    };
+    rc = db_sandbox_create(a->db, &sp);
     if (rc != AL_OK)
         return reply_error(wsi, status_of(rc), db_errmsg(a->db));
-    audit(a, u->name, "sandbox_add", s.id, s.record_input ? "{\"record_input\":true}" : NULL);
+    /* what differs from the defaults */
+    json_t *d = json_object();
+    if (d && s.record_input)
+        (void)json_object_set_new(d, "record_input", json_true());
+    if (d && s.network != DB_NETWORK_DEFAULT)
+        (void)json_object_set_new(d, "network", json_string(db_sandbox_network_name(s.network)));
+    char *detail = d && json_object_size(d) ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    audit(a, u->name, "sandbox_add", s.id, detail);
+    free(detail);
     rc = relay_sandbox_added(a->relay, s.id, why, sizeof why);
     if (rc != AL_OK)
         return reply_error(wsi, 500, why);
     struct db_sandbox row;
     if (db_sandbox_get(a->db, s.id, &row) != AL_OK)
         return reply_error(wsi, 500, db_errmsg(a->db));
-    return reply_json(wsi, 201, sandbox_json(&row));
+    return reply_json(wsi, 201, sandbox_json(a, &row));
 }
 
 static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u, const char *id,

@@ -20,7 +20,7 @@
  *   GET    /healthz                      no auth
  *   GET    /metrics                      any role (Prometheus text)
  *   GET    /v1/sandboxes                 any role
- *   POST   /v1/sandboxes                 admin    {"id","kind","url"}
+ *   POST   /v1/sandboxes                 admin    {"id","kind","url","record_input","network"}
  *   DELETE /v1/sandboxes/ID              admin
  *   POST   /v1/sandboxes/ID/enroll       admin    reverse: token + command line
  *   GET    /v1/terminals                 any role
@@ -47,7 +47,8 @@ struct api_config {
     const char *runner_bin;   /* NULL: airlock-runner beside this program */
     int no_bwrap;             /* local runners without bubblewrap (unsafe) */
     const char *sandbox_user; /* as root: the host user sandboxes run as */
-    int sandbox_no_network;   /* local sandboxes' agents get loopback only */
+    int sandbox_no_network;   /* agents of local sandboxes without a network of their
+                                 own get loopback only */
     struct cg_limits sandbox_limits;
     int log_level;        /* 0 errors, 1 info, 2 debug */
     const char *tls_cert; /* PEM files: serve https/wss (both or neither) */

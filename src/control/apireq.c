@@ -489,7 +489,8 @@ void apireq_terminal_free(struct apireq_terminal *t)
 
 /* ---- POST /v1/sandboxes ------------------------------------------------------ */
 
-static const char *const ar_sandbox_members[] = {"id", "kind", "url", "record_input", NULL};
+static const char *const ar_sandbox_members[] = {"id",           "kind",    "url",
+                                                 "record_input", "network", NULL};
 
 static int ar_kind(const json_t *o, enum db_sandbox_kind *kind, char *err, size_t cap)
 {
@@ -527,6 +528,26 @@ static int ar_url(const json_t *o, struct apireq_sandbox *sb, char *err, size_t 
     return AL_OK;
 }
 
+/* "host" or "none", for a local sandbox only; absent: the default. */
+static int ar_network(const json_t *o, struct apireq_sandbox *sb, char *err, size_t cap)
+{
+    const json_t *v = json_object_get(o, "network");
+    sb->network = DB_NETWORK_DEFAULT;
+    if (!v)
+        return AL_OK;
+    if (sb->kind != DB_SANDBOX_LOCAL)
+        return ar_fail(err, cap, AL_E_INVAL,
+                       "\"network\": only a local sandbox has one (airlockd does not start the "
+                       "runners of static and reverse sandboxes)");
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    enum db_sandbox_network n = DB_NETWORK_DEFAULT;
+    if (!s || strlen(s) != json_string_length(v) || db_sandbox_network_parse(s, &n) != AL_OK ||
+        n == DB_NETWORK_DEFAULT)
+        return ar_fail(err, cap, AL_E_INVAL, "\"network\": must be \"host\" or \"none\"");
+    sb->network = n;
+    return AL_OK;
+}
+
 int apireq_sandbox(const char *body, size_t len, struct apireq_sandbox *out, char *err, size_t cap)
 {
     if (err && cap > 0)
@@ -544,6 +565,8 @@ int apireq_sandbox(const char *body, size_t len, struct apireq_sandbox *out, cha
         rc = ar_kind(o, &out->kind, err, cap);
     if (rc == AL_OK)
         rc = ar_url(o, out, err, cap);
+    if (rc == AL_OK)
+        rc = ar_network(o, out, err, cap);
     const json_t *rec = o ? json_object_get(o, "record_input") : NULL;
     if (rc == AL_OK && rec && !json_is_boolean(rec))
         rc = ar_fail(err, cap, AL_E_INVAL, "\"record_input\": must be true or false");

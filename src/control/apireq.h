@@ -50,9 +50,14 @@
  *                                         least one character, all printable
  *                                         ASCII without space; at most
  *                                         DB_SANDBOX_URL_MAX bytes in all
- *    "record_input": false}             optional, default false: whether its
+ *    "record_input": false,             optional, default false: whether its
  *                                         terminals' recordings keep the
  *                                         writer's keystrokes ("i" events)
+ *    "network": "none"}                 optional, local only (refused for the
+ *                                         others, whose runners airlockd does
+ *                                         not start): "host" or "none" (its
+ *                                         agents get loopback only); absent,
+ *                                         the server's --sandbox-network
  *
  * POST /v1/terminals/{id}/resize  (apireq_resize)
  *   {"cols": 120, "rows": 40}           both required: 1..AL_MAX_COLS,
@@ -135,6 +140,7 @@ struct apireq_sandbox {
     enum db_sandbox_kind kind;
     char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless kind is static */
     bool record_input;
+    enum db_sandbox_network network; /* DB_NETWORK_DEFAULT when absent */
 };
 
 /* Parse body[0..len). *out is overwritten, not freed first; on failure it is

@@ -102,6 +102,14 @@ int db_parse_kind_int(const char *s, int *out)
     return rc;
 }
 
+int db_parse_network_int(const char *s, int *out)
+{
+    enum db_sandbox_network v = DB_NETWORK_DEFAULT;
+    int rc = db_sandbox_network_parse(s, &v);
+    *out = (int)v;
+    return rc;
+}
+
 int db_parse_mode_int(const char *s, int *out)
 {
     enum db_term_mode v = DB_MODE_PTY;
@@ -163,6 +171,7 @@ bool db_name_valid(const char *s)
 
 static const char *const db_role_names[] = {"viewer", "operator", "admin"};
 static const char *const db_kind_names[] = {"local", "static", "reverse"};
+static const char *const db_network_names[] = {"default", "host", "none"};
 static const char *const db_mode_names[] = {"pty", "pipes"};
 static const char *const db_state_names[] = {"opening", "running", "exited", "closed", "lost"};
 
@@ -211,6 +220,20 @@ int db_sandbox_kind_parse(const char *s, enum db_sandbox_kind *out)
     int rc = db_enum_parse(db_kind_names, DB_COUNT(db_kind_names), s, &v);
     if (rc == AL_OK)
         *out = (enum db_sandbox_kind)v;
+    return rc;
+}
+
+const char *db_sandbox_network_name(enum db_sandbox_network n)
+{
+    return db_enum_name(db_network_names, DB_COUNT(db_network_names), (int)n);
+}
+
+int db_sandbox_network_parse(const char *s, enum db_sandbox_network *out)
+{
+    int v = 0;
+    int rc = db_enum_parse(db_network_names, DB_COUNT(db_network_names), s, &v);
+    if (rc == AL_OK)
+        *out = (enum db_sandbox_network)v;
     return rc;
 }
 
@@ -634,27 +657,41 @@ int db_user_remove(struct db *db, const char *name)
 
 /* ---- sandboxes ------------------------------------------------------------ */
 
-int db_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url)
+int db_sandbox_create(struct db *db, const struct db_sandbox_spec *spec)
 {
     int rc = db_begin(db);
     if (rc != AL_OK)
         return rc;
-    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+    if (!spec)
+        return db_fail(db, AL_E_INVAL, "no sandbox");
+    struct db_sandbox_spec sp = *spec;
+    if ((rc = db_check_name(db, "sandbox id", sp.id)) != AL_OK)
         return rc;
-    if (!db_sandbox_kind_name(kind))
+    if (!db_sandbox_kind_name(sp.kind))
         return db_fail(db, AL_E_INVAL, "sandbox kind must be local, static or reverse");
-    if (url && url[0] == '\0')
-        url = NULL;
-    if (kind == DB_SANDBOX_STATIC && !url)
+    if (sp.url && sp.url[0] == '\0')
+        sp.url = NULL;
+    if (sp.kind == DB_SANDBOX_STATIC && !sp.url)
         return db_fail(db, AL_E_INVAL, "a static sandbox needs a url");
-    if (kind != DB_SANDBOX_STATIC && url)
+    if (sp.kind != DB_SANDBOX_STATIC && sp.url)
         return db_fail(db, AL_E_INVAL, "only a static sandbox has a url");
-    if (url && (rc = db_check_url(db, url)) != AL_OK)
+    if (sp.url && (rc = db_check_url(db, sp.url)) != AL_OK)
         return rc;
+    if (!db_sandbox_network_name(sp.network))
+        return db_fail(db, AL_E_INVAL, "sandbox network must be default, host or none");
+    if (sp.kind != DB_SANDBOX_LOCAL && sp.network != DB_NETWORK_DEFAULT)
+        return db_fail(db, AL_E_INVAL,
+                       "only a local sandbox has a network setting (airlockd starts its runner)");
     int64_t now = 0;
     if ((rc = db_now_or_fail(db, &now)) != AL_OK)
         return rc;
-    return db->be->sandbox_add(db, id, kind, url, now);
+    return db->be->sandbox_add(db, &sp, now);
+}
+
+int db_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url)
+{
+    const struct db_sandbox_spec sp = {.id = id, .kind = kind, .url = url};
+    return db_sandbox_create(db, &sp);
 }
 
 int db_sandbox_get(struct db *db, const char *id, struct db_sandbox *out)

@@ -16,7 +16,11 @@
  *              no slow hash: nothing to brute-force).
  *   sandboxes  id (same alphabet as names), kind, url (static only),
  *              created_at, record_input (whether recordings keep the
- *              writer's keystrokes; false by default, schema 2), and the
+ *              writer's keystrokes; false by default, schema 2), network
+ *              (local only, schema 4: "host", "none" for agents with
+ *              loopback only, or "default": whatever airlockd's
+ *              --sandbox-network says each time it starts the runner;
+ *              sandboxes made before schema 4 have "default"), and the
  *              link state airlockd keeps current: up or down, since when,
  *              last RTT in microseconds (-1 unknown).
  *   terminals  id ("t-" + 24 hex), sandbox id (must exist; a sandbox with
@@ -66,7 +70,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 3,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 4,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -94,6 +98,10 @@ enum {
 /* Ordered by privilege: a role includes what the ones below it may do. */
 enum db_role { DB_ROLE_VIEWER, DB_ROLE_OPERATOR, DB_ROLE_ADMIN };
 enum db_sandbox_kind { DB_SANDBOX_LOCAL, DB_SANDBOX_STATIC, DB_SANDBOX_REVERSE };
+/* A local sandbox's agents: the server-wide setting, the host's network,
+ * or a network namespace with loopback only. Anything but DEFAULT is for
+ * local sandboxes only (airlockd starts no other runner). */
+enum db_sandbox_network { DB_NETWORK_DEFAULT, DB_NETWORK_HOST, DB_NETWORK_NONE };
 enum db_term_mode { DB_MODE_PTY, DB_MODE_PIPES };
 enum db_term_state {
     DB_TERM_OPENING, /* created; the runner has not confirmed it yet */
@@ -120,6 +128,16 @@ struct db_sandbox {
     int64_t link_since; /* when link_up last changed (created_at at first) */
     int64_t rtt_us;     /* -1: unknown */
     bool record_input;  /* recordings keep input ("i" events) */
+    enum db_sandbox_network network;
+};
+
+/* What db_sandbox_create needs; the strings stay the caller's. */
+struct db_sandbox_spec {
+    const char *id;
+    enum db_sandbox_kind kind;
+    const char *url; /* static only; NULL or "" otherwise */
+    bool record_input;
+    enum db_sandbox_network network; /* DB_NETWORK_DEFAULT unless local */
 };
 
 /* What db_terminal_add needs; the strings stay the caller's. */
@@ -203,6 +221,8 @@ const char *db_role_name(enum db_role r);
 int db_role_parse(const char *s, enum db_role *out);
 const char *db_sandbox_kind_name(enum db_sandbox_kind k);
 int db_sandbox_kind_parse(const char *s, enum db_sandbox_kind *out);
+const char *db_sandbox_network_name(enum db_sandbox_network n); /* "default", "host", "none" */
+int db_sandbox_network_parse(const char *s, enum db_sandbox_network *out);
 const char *db_term_mode_name(enum db_term_mode m);
 int db_term_mode_parse(const char *s, enum db_term_mode *out);
 const char *db_term_state_name(enum db_term_state s);
@@ -217,7 +237,11 @@ int db_user_by_key(struct db *db, const char *key, struct db_user *out);
 int db_user_list(struct db *db, db_user_cb cb, void *ctx); /* by name */
 int db_user_remove(struct db *db, const char *name);
 
-/* Sandboxes. url is required for static ones and refused for the others. */
+/* Sandboxes. url is required for static ones and refused for the others;
+ * a network other than DB_NETWORK_DEFAULT is refused but for local ones.
+ * One row in one statement: every setting is in place from the start. */
+int db_sandbox_create(struct db *db, const struct db_sandbox_spec *spec);
+/* The same with record_input off and the default network. */
 int db_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url);
 int db_sandbox_get(struct db *db, const char *id, struct db_sandbox *out);
 int db_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx); /* by id */

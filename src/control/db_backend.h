@@ -31,8 +31,8 @@ struct db_backend {
     int (*user_list)(struct db *db, db_user_cb cb, void *ctx);
     int (*user_remove)(struct db *db, const char *name);
 
-    int (*sandbox_add)(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url,
-                       int64_t now);
+    /* spec checked by db.c; url NULL unless static */
+    int (*sandbox_add)(struct db *db, const struct db_sandbox_spec *spec, int64_t now);
     int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
     int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
     int (*sandbox_set_link)(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
@@ -84,6 +84,7 @@ __attribute__((format(printf, 3, 4))) int db_fail(struct db *db, int code, const
 /* db.h's enum parsers with an int out, for a backend's column readers. */
 int db_parse_role_int(const char *s, int *out);
 int db_parse_kind_int(const char *s, int *out);
+int db_parse_network_int(const char *s, int *out);
 int db_parse_mode_int(const char *s, int *out);
 int db_parse_state_int(const char *s, int *out);
 

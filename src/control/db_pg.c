@@ -201,6 +201,15 @@ static const char *const dbp_schema_v3[] = {
     "CREATE INDEX sessions_expires ON sessions (expires_at)",
     NULL,
 };
+
+/* Schema 4, as db_sqlite.c's dbs_schema_v4. */
+static const char *const dbp_schema_v4[] = {
+    "ALTER TABLE sandboxes ADD COLUMN network text NOT NULL DEFAULT 'default'"
+    "  CONSTRAINT sandboxes_network_check CHECK (network IN ('default', 'host', 'none'))",
+    "ALTER TABLE sandboxes ADD CONSTRAINT sandboxes_network_local_check"
+    "  CHECK (network = 'default' OR kind = 'local')",
+    NULL,
+};
 // clang-format on
 
 struct dbp_migration {
@@ -214,6 +223,7 @@ static const struct dbp_migration dbp_migrations[] = {
     {"users, sandboxes, terminals, audit", dbp_schema_v1},
     {"terminal creator, record_input", dbp_schema_v2},
     {"web sessions", dbp_schema_v3},
+    {"sandbox network", dbp_schema_v4},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,
@@ -1006,7 +1016,8 @@ static int dbp_user_remove(struct db *db, const char *name)
 
 /* ---- sandboxes ---------------------------------------------------------------- */
 
-#define DBP_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input"
+#define DBP_SANDBOX_COLS                                                                           \
+    "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input, network"
 
 static int dbp_row_sandbox(struct db *db, const PGresult *res, int row, struct db_sandbox *sb)
 {
@@ -1026,24 +1037,30 @@ static int dbp_row_sandbox(struct db *db, const PGresult *res, int row, struct d
         rc = dbp_col_i64(db, res, row, 6, -1, INT64_MAX, NULL, &sb->rtt_us);
     if (rc == AL_OK)
         rc = dbp_col_bool(db, res, row, 7, &sb->record_input);
+    int net = DB_NETWORK_DEFAULT;
+    if (rc == AL_OK)
+        rc = dbp_col_enum(db, res, row, 8, db_parse_network_int, &net);
     sb->kind = (enum db_sandbox_kind)kind;
+    sb->network = (enum db_sandbox_network)net;
     return rc;
 }
 
-static int dbp_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind,
-                           const char *url, int64_t now)
+static int dbp_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int64_t now)
 {
     char at[DBP_INT_TEXT];
     dbp_i64_text(at, sizeof at, now);
-    const char *const v[] = {id, db_sandbox_kind_name(kind), url, at};
+    const char *const v[] = {
+        sp->id, db_sandbox_kind_name(sp->kind),      sp->url,
+        at,     sp->record_input ? "true" : "false", db_sandbox_network_name(sp->network)};
     struct dbp_res r;
     int rc = dbp_exec(db, "add sandbox",
                       "INSERT INTO sandboxes (id, kind, url, created_at, link_up, link_since,"
-                      " link_rtt_us) VALUES ($1, $2, $3, $4, false, $4, -1)",
-                      4, v, &r);
+                      " link_rtt_us, record_input, network)"
+                      " VALUES ($1, $2, $3, $4, false, $4, -1, $5, $6)",
+                      6, v, &r);
     PQclear(r.res);
     if (dbp_state_is(r.state, "23505"))
-        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", id);
+        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
     return rc;
 }
 

@@ -157,6 +157,13 @@ static const char dbs_schema_v3[] =
     ") STRICT;"
     "CREATE INDEX sessions_user ON sessions (user_name);"
     "CREATE INDEX sessions_expires ON sessions (expires_at);";
+
+/* Schema 4: a local sandbox's agents' network; rows from before follow
+ * the server-wide setting, as they did. */
+static const char dbs_schema_v4[] =
+    "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'default'"
+    "  CHECK (network IN ('default', 'host', 'none')"
+    "    AND (network = 'default' OR kind = 'local'));";
 // clang-format on
 
 struct dbs_migration {
@@ -170,6 +177,7 @@ static const struct dbs_migration dbs_migrations[] = {
     {"users, sandboxes, terminals, audit", dbs_schema_v1},
     {"terminal creator, record_input", dbs_schema_v2},
     {"web sessions", dbs_schema_v3},
+    {"sandbox network", dbs_schema_v4},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
@@ -752,7 +760,8 @@ static int dbs_user_remove(struct db *db, const char *name)
 
 /* ---- sandboxes ---------------------------------------------------------------- */
 
-#define DBS_SANDBOX_COLS "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input"
+#define DBS_SANDBOX_COLS                                                                           \
+    "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input, network"
 
 static int dbs_row_sandbox(struct db *db, sqlite3_stmt *st, struct db_sandbox *sb)
 {
@@ -774,34 +783,42 @@ static int dbs_row_sandbox(struct db *db, sqlite3_stmt *st, struct db_sandbox *s
     int64_t rec = 0;
     if (rc == AL_OK)
         rc = dbs_col_i64(db, st, 7, 0, 1, NULL, &rec);
+    int net = DB_NETWORK_DEFAULT;
+    if (rc == AL_OK)
+        rc = dbs_col_enum(db, st, 8, db_parse_network_int, &net);
     sb->kind = (enum db_sandbox_kind)kind;
+    sb->network = (enum db_sandbox_network)net;
     sb->link_up = up == 1;
     sb->record_input = rec == 1;
     return rc;
 }
 
-static int dbs_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind,
-                           const char *url, int64_t now)
+static int dbs_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int64_t now)
 {
     sqlite3_stmt *st = NULL;
     int rc = dbs_prepare(db,
                          "INSERT INTO sandboxes (id, kind, url, created_at, link_up, link_since,"
-                         " link_rtt_us) VALUES (?1, ?2, ?3, ?4, 0, ?4, -1)",
+                         " link_rtt_us, record_input, network)"
+                         " VALUES (?1, ?2, ?3, ?4, 0, ?4, -1, ?5, ?6)",
                          &st);
     if (rc != AL_OK)
         return rc;
     int raw = SQLITE_OK;
-    rc = dbs_bind_text(db, st, 1, id);
+    rc = dbs_bind_text(db, st, 1, sp->id);
     if (rc == AL_OK)
-        rc = dbs_bind_text(db, st, 2, db_sandbox_kind_name(kind));
+        rc = dbs_bind_text(db, st, 2, db_sandbox_kind_name(sp->kind));
     if (rc == AL_OK)
-        rc = dbs_bind_text(db, st, 3, url);
+        rc = dbs_bind_text(db, st, 3, sp->url);
     if (rc == AL_OK)
         rc = dbs_bind_i64(db, st, 4, now);
     if (rc == AL_OK)
+        rc = dbs_bind_i64(db, st, 5, sp->record_input ? 1 : 0);
+    if (rc == AL_OK)
+        rc = dbs_bind_text(db, st, 6, db_sandbox_network_name(sp->network));
+    if (rc == AL_OK)
         rc = dbs_step(db, st, NULL, &raw);
     if (raw == SQLITE_CONSTRAINT_PRIMARYKEY)
-        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", id);
+        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
     return dbs_finish(db, st, rc);
 }
 

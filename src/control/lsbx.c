@@ -574,8 +574,8 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
     push(b, "--workspace");
     push(b, "/workspace");
     if (s->no_network) {
-        push(b, "--agent-network");
-        push(b, "none");
+        push(b, LSBX_NET_OPT);
+        push(b, LSBX_NET_NONE);
     }
     for (size_t i = 0; i < ncg; i++) {
         (void)snprintf(b->fdtxt[i], sizeof b->fdtxt[i], "%u", (unsigned)(LSBX_FD_CGROUP + i));
@@ -597,6 +597,10 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     *pid = 0;
     if (l->why_not[0]) {
         al_errf(why, cap, "local sandboxes cannot run here: %s", l->why_not);
+        return AL_E_PERM;
+    }
+    if (l->cfg.unsafe && s->no_network) {
+        al_errf(why, cap, "its agents are to have no network, but --no-bwrap gives them no jail");
         return AL_E_PERM;
     }
     char sbdir[LSBX_PATH_MAX + CG_NAME_MAX + 16];

@@ -22,7 +22,9 @@
  *   - resource bounds (cgroup.h), or RLIMIT_NPROC where no cgroup is
  *     writable;
  *   - the order to start every agent in a jail of its own
- *     (airlock-runner --agent-sandbox bwrap): agents never see the runner.
+ *     (airlock-runner --agent-sandbox bwrap): agents never see the runner;
+ *     with no_network, a jail with its own network namespace, loopback
+ *     only (--agent-network none), while the runner keeps its link.
  *
  * Data model: struct lsbx holds the configuration and the host check made
  * at start (lsbx_new): whether sandboxes can be started here, and if not,
@@ -48,6 +50,12 @@
 #define LSBX_DEFAULT_PIDS 1024
 #define LSBX_DEFAULT_CPU 100 /* percent of one core */
 #define LSBX_MAX_ARGS 128
+/* The runner's option that cuts its agents off, and how it reads in the
+ * runner's /proc/PID/cmdline with its NULs as spaces (relay.c adopts a
+ * runner from an earlier airlockd only if its agents' network is right). */
+#define LSBX_NET_OPT "--agent-network"
+#define LSBX_NET_NONE "none"
+#define LSBX_NET_NONE_CMDLINE LSBX_NET_OPT " " LSBX_NET_NONE
 
 struct lsbx;
 struct lsbx_proc;
@@ -73,7 +81,8 @@ struct lsbx_spawn {
     const char *run_dir;  /* the sandbox's run directory (jwks.json, token) */
     const char *work_dir; /* its workspace */
     int insecure_tls;
-    int no_network;       /* agents get loopback only */
+    int no_network;       /* agents get loopback only (refused with --no-bwrap:
+                             no jail there to cut their network) */
     const char *link_key; /* the runner's key, handed over on its stdin */
     lsbx_exit_fn *exit_cb;
     void *data;

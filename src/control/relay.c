@@ -145,6 +145,7 @@ struct rl_sbx {
     struct rl_sbx *next;
     char id[DB_NAME_MAX + 1];
     enum db_sandbox_kind kind;
+    enum db_sandbox_network network; /* local: as its row says (maybe the default) */
     char url[DB_SANDBOX_URL_MAX + 1];
     struct ep *ep;
     void *conn;     /* the current link */
@@ -1226,6 +1227,7 @@ static int sbx_new(struct relay *r, const struct db_sandbox *row, struct rl_sbx 
     (void)snprintf(sb->id, sizeof sb->id, "%s", row->id);
     (void)snprintf(sb->url, sizeof sb->url, "%s", row->url);
     sb->kind = row->kind;
+    sb->network = row->network;
     sb->rtt_us = -1;
     struct ep_config cfg;
     ep_config_default(&cfg, FR_ROLE_CONTROLLER);
@@ -1428,9 +1430,14 @@ static int runner_alive(struct rl_sbx *sb)
     char want[DB_SANDBOX_URL_MAX + 128], got[DB_SANDBOX_URL_MAX + 128] = "";
     (void)snprintf(want, sizeof want, "%s/v1/runners/connect?identifier=%s", sb->r->cfg.self_url,
                    sb->id);
-    if (!strstr(cmd, want)) {
+    /* and so is one whose agents have another network than the sandbox's
+     * now (airlockd restarted with another --sandbox-network) */
+    int cut = strstr(cmd, LSBX_NET_NONE_CMDLINE) != NULL;
+    int want_cut = relay_sandbox_network(sb->r, sb->network) == DB_NETWORK_NONE;
+    if (!strstr(cmd, want) || cut != want_cut) {
         (void)snprintf(got, sizeof got, "%.200s", cmd);
-        rlog(sb->r, 1, "sandbox %s: replacing runner pid %ld (%s)", sb->id, pid, got);
+        rlog(sb->r, 1, "sandbox %s: replacing runner pid %ld (%s%s)", sb->id, pid, got,
+             cut != want_cut ? "; its agents' network differs" : "");
         (void)kill((pid_t)-pid, SIGTERM);
         return 0;
     }
@@ -1496,7 +1503,7 @@ static int spawn_runner(struct rl_sbx *sb)
         .run_dir = run,
         .work_dir = work,
         .insecure_tls = r->cfg.insecure_tls,
-        .no_network = r->cfg.no_network,
+        .no_network = relay_sandbox_network(r, sb->network) == DB_NETWORK_NONE,
         .exit_cb = on_proc_exit,
         .data = sb,
     };
@@ -1522,6 +1529,13 @@ static int spawn_runner(struct rl_sbx *sb)
 }
 
 /* ---- sandboxes, from the API and at start --------------------------------------- */
+
+enum db_sandbox_network relay_sandbox_network(const struct relay *r, enum db_sandbox_network n)
+{
+    if (n == DB_NETWORK_DEFAULT)
+        return r->cfg.no_network ? DB_NETWORK_NONE : DB_NETWORK_HOST;
+    return n == DB_NETWORK_NONE ? DB_NETWORK_NONE : DB_NETWORK_HOST;
+}
 
 static void sbx_start(struct rl_sbx *sb)
 {

@@ -86,7 +86,8 @@ struct relay_config {
     const char *data_dir;
     struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
     const char *self_url; /* ws://host:port where local runners dial us */
-    int no_network;       /* local sandboxes' agents get loopback only */
+    int no_network;       /* local sandboxes' agents get loopback only, unless the
+                             sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
     uv_loop_t *loop;
@@ -149,6 +150,10 @@ int relay_client_closing(struct rl_client *c, int *code, const char **reason);
 
 /* ---- the API's actions -------------------------------------------------------- */
 
+/* What a local sandbox's agents get, DB_NETWORK_HOST or DB_NETWORK_NONE:
+ * its own setting, else (DB_NETWORK_DEFAULT) the server-wide no_network.
+ * Applied whenever its runner is started or a running one adopted. */
+enum db_sandbox_network relay_sandbox_network(const struct relay *r, enum db_sandbox_network n);
 /* Start what a sandbox row needs (local: spawn its runner; static: dial). */
 int relay_sandbox_added(struct relay *r, const char *id, char *why, size_t cap);
 /* Stop its link and its runner (local). The row is the caller's. */

@@ -86,9 +86,10 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
 }
 
 // Add a local sandbox (admin key) and wait until its runner has linked up;
-// throws if it does not within ms.
-export async function addLocalSandbox(port, adminKey, id = 'box', ms = 10000) {
-  const r = await api(port, 'POST', '/v1/sandboxes', adminKey, { id, kind: 'local' });
+// throws if it does not within ms. extra: more members of the request body
+// (e.g. { network: 'none' }).
+export async function addLocalSandbox(port, adminKey, id = 'box', ms = 10000, extra = {}) {
+  const r = await api(port, 'POST', '/v1/sandboxes', adminKey, { ...extra, id, kind: 'local' });
   if (r.status !== 201) throw new Error(`adding sandbox ${id}: ${r.status} ${r.body}`);
   for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
     const l = await api(port, 'GET', '/v1/sandboxes', adminKey);

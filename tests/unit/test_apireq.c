@@ -913,6 +913,57 @@ static void test_sandbox(void **state)
     assert_int_equal(apireq_sandbox("{}", 2, NULL, NULL, 0), AL_E_INVAL);
 }
 
+/* "network": "host" or "none" for a local sandbox, absent the default; a
+ * static or reverse sandbox has none (airlockd does not start its runner).
+ * What the parser accepts the data layer stores as it is. */
+static void test_sandbox_network(void **state)
+{
+    (void)state;
+    static struct apireq_sandbox sb;
+    struct db_sandbox row;
+    struct dbfx f = {.db = NULL};
+    db_up(&f);
+    sb_ok("{\"id\":\"n0\",\"kind\":\"local\"}", &sb);
+    assert_int_equal(sb.network, DB_NETWORK_DEFAULT);
+    sb_ok("{\"id\":\"n1\",\"kind\":\"local\",\"network\":\"none\"}", &sb);
+    assert_int_equal(sb.network, DB_NETWORK_NONE);
+    const struct db_sandbox_spec sp = {.id = sb.id, .kind = sb.kind, .network = sb.network};
+    assert_int_equal(db_sandbox_create(f.db, &sp), AL_OK);
+    assert_int_equal(db_sandbox_get(f.db, "n1", &row), AL_OK);
+    assert_int_equal(row.network, DB_NETWORK_NONE);
+    sb_ok("{\"network\":\"host\",\"id\":\"n2\",\"kind\":\"local\",\"record_input\":true}", &sb);
+    assert_int_equal(sb.network, DB_NETWORK_HOST);
+    assert_true(sb.record_input);
+    db_down(&f);
+
+    /* only "host" or "none", as strings, exactly */
+    static const char *const bad_values[] = {
+        "\"default\"", "\"None\"", "\"off\"",    "\"\"", "\"none\\u0000\"", "\"none \"", "null",
+        "false",       "0",        "[\"none\"]", "{}",
+    };
+    struct buf b = {0};
+    for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
+        b_str(&b, "{\"id\":\"n3\",\"kind\":\"local\",\"network\":");
+        b_str(&b, bad_values[i]);
+        b_str(&b, "}");
+        sb_bad(b.p, AL_E_INVAL, "\"network\": must be \"host\" or \"none\"");
+        b_free(&b);
+    }
+    /* static and reverse sandboxes: refused whatever the value */
+    sb_bad("{\"id\":\"r1\",\"kind\":\"reverse\",\"network\":\"none\"}", AL_E_INVAL,
+           "\"network\": only a local sandbox has one");
+    sb_bad("{\"id\":\"r1\",\"kind\":\"reverse\",\"network\":\"host\"}", AL_E_INVAL,
+           "\"network\": only a local sandbox");
+    sb_bad("{\"id\":\"s1\",\"kind\":\"static\",\"url\":\"ws://h\",\"network\":\"none\"}",
+           AL_E_INVAL, "\"network\": only a local sandbox");
+    sb_bad("{\"id\":\"r1\",\"kind\":\"reverse\",\"network\":7}", AL_E_INVAL,
+           "\"network\": only a local sandbox");
+    sb_bad("{\"id\":\"n4\",\"kind\":\"local\",\"network\":\"none\",\"network\":\"host\"}",
+           AL_E_INVAL, "duplicate");
+    sb_bad("{\"id\":\"n4\",\"kind\":\"local\",\"networks\":\"none\"}", AL_E_INVAL,
+           "\"networks\": unknown member");
+}
+
 /* ---- resize ------------------------------------------------------------------ */
 
 static void rs_bad(const char *body, int want, const char *needle)
@@ -1187,6 +1238,7 @@ int main(void)
         cmocka_unit_test(test_terminal_all_limits),
         cmocka_unit_test(test_err_buffer),
         cmocka_unit_test(test_sandbox),
+        cmocka_unit_test(test_sandbox_network),
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_signal),
         cmocka_unit_test(test_enroll),

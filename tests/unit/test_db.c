@@ -2005,7 +2005,16 @@ static void test_session_bad_inputs(void **state)
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
 }
 
-/* A version 1 database (before sessions) is migrated, its users kept. */
+/* Take a closed database back to schema 3, behind the interface: no
+ * sandbox network (dropping the column drops its constraints). */
+static void undo_v4(const struct fx *f)
+{
+    raw_exec(f, "ALTER TABLE sandboxes DROP COLUMN network");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 4");
+    raw_set_version(f, 3);
+}
+
+/* A version 2 database (before sessions) is migrated, its users kept. */
 static void test_session_migration_from_v2(void **state)
 {
     struct fx *f = *state;
@@ -2013,6 +2022,7 @@ static void test_session_migration_from_v2(void **state)
     assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
     assert_int_equal(db_close(f->db), AL_OK);
     f->db = NULL;
+    undo_v4(f);
     raw_exec(f, "DROP TABLE sessions");
     raw_exec(f, "DELETE FROM schema_migrations WHERE version = 3");
     raw_set_version(f, 2);
@@ -2072,6 +2082,7 @@ static void test_migration_1_to_2(void **state)
     add_term(f, "sb1", 1, id);
     assert_int_equal(db_close(f->db), AL_OK);
     f->db = NULL;
+    undo_v4(f);
     static const char *const undo[] = {
         "DROP TABLE sessions", /* schema 3 */
         "DELETE FROM schema_migrations WHERE version = 3",
@@ -2101,6 +2112,147 @@ static void test_migration_1_to_2(void **state)
     assert_false(t->record_input);
     assert_string_equal(t->sandbox_id, "sb1");
     free(t);
+}
+
+/* Run sql behind the interface: 0 if it succeeded, -1 if the database
+ * refused it (a CHECK, say). */
+static int raw_try(const struct fx *f, const char *sql)
+{
+    if (pg.on) {
+        PGconn *c = pg_raw(f->path);
+        PGresult *r = PQexec(c, sql);
+        int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        PQfinish(c);
+        return ok ? 0 : -1;
+    }
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open_v2(f->path, &h, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    int rc = sqlite3_exec(h, sql, NULL, NULL, NULL);
+    assert_int_equal(sqlite3_close(h), SQLITE_OK);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+struct nets {
+    size_t n;
+    enum db_sandbox_network v[8];
+};
+
+static int collect_network(void *ctx, const struct db_sandbox *sb)
+{
+    struct nets *c = ctx;
+    if (c->n < sizeof c->v / sizeof c->v[0])
+        c->v[c->n] = sb->network;
+    c->n++;
+    return 0;
+}
+
+/* Schema 4: a sandbox's network, stored as given and kept across a
+ * reopen; only a local sandbox has one other than the default, and the
+ * table refuses what db.c refuses. */
+static void test_sandbox_network(void **state)
+{
+    struct fx *f = *state;
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_add(f->db, "plain", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    struct db_sandbox_spec sp = {.id = "cut", .kind = DB_SANDBOX_LOCAL, .network = DB_NETWORK_NONE};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_OK);
+    sp = (struct db_sandbox_spec){
+        .id = "open", .kind = DB_SANDBOX_LOCAL, .network = DB_NETWORK_HOST, .record_input = true};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_OK);
+    sp = (struct db_sandbox_spec){.id = "st", .kind = DB_SANDBOX_STATIC, .url = "wss://h/"};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_OK);
+    reopen(f);
+    static const struct {
+        const char *id;
+        enum db_sandbox_network net;
+        bool rec;
+    } want[] = {{"cut", DB_NETWORK_NONE, false},
+                {"open", DB_NETWORK_HOST, true},
+                {"plain", DB_NETWORK_DEFAULT, false},
+                {"st", DB_NETWORK_DEFAULT, false}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_int_equal(db_sandbox_get(f->db, want[i].id, &sb), AL_OK);
+        assert_int_equal(sb.network, want[i].net);
+        assert_int_equal(sb.record_input, want[i].rec);
+    }
+    struct nets seen = {0};
+    assert_int_equal(db_sandbox_list(f->db, collect_network, &seen), AL_OK);
+    assert_int_equal(seen.n, 4);
+    assert_int_equal(seen.v[0], DB_NETWORK_NONE); /* by id: cut, open, plain, st */
+    assert_int_equal(seen.v[1], DB_NETWORK_HOST);
+    assert_int_equal(seen.v[2], DB_NETWORK_DEFAULT);
+    assert_int_equal(seen.v[3], DB_NETWORK_DEFAULT);
+
+    /* only a local sandbox, only known values */
+    sp =
+        (struct db_sandbox_spec){.id = "r", .kind = DB_SANDBOX_REVERSE, .network = DB_NETWORK_NONE};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "only a local sandbox has a network"));
+    sp = (struct db_sandbox_spec){
+        .id = "s", .kind = DB_SANDBOX_STATIC, .url = "ws://h", .network = DB_NETWORK_HOST};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_E_INVAL);
+    sp = (struct db_sandbox_spec){
+        .id = "l", .kind = DB_SANDBOX_LOCAL, .network = (enum db_sandbox_network)3};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_E_INVAL);
+    assert_int_equal(db_sandbox_create(f->db, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_get(f->db, "r", &sb), AL_E_NOENT);
+    assert_int_equal(db_sandbox_get(f->db, "l", &sb), AL_E_NOENT);
+    assert_string_equal(db_sandbox_network_name(DB_NETWORK_NONE), "none");
+    enum db_sandbox_network n = DB_NETWORK_DEFAULT;
+    assert_int_equal(db_sandbox_network_parse("host", &n), AL_OK);
+    assert_int_equal(n, DB_NETWORK_HOST);
+    assert_int_equal(db_sandbox_network_parse("NONE", &n), AL_E_INVAL);
+    assert_null(db_sandbox_network_name((enum db_sandbox_network)3));
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    /* behind the interface, the table's CHECKs say the same */
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET network = 'none' WHERE id = 'st'"), -1);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET network = 'off' WHERE id = 'plain'"), -1);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET network = 'host' WHERE id = 'plain'"), 0);
+    char err[MSG_CAP];
+    assert_int_equal(db_open(f->url, &f->db, err, sizeof err), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "plain", &sb), AL_OK);
+    assert_int_equal(sb.network, DB_NETWORK_HOST);
+}
+
+/* A schema 3 database is migrated to 4: its sandboxes, local or not, get
+ * the default network (the server-wide setting, as before), and new ones
+ * can have their own. */
+static void test_migration_3_to_4(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "rev", DB_SANDBOX_REVERSE, NULL), AL_OK);
+    assert_int_equal(db_sandbox_set_record_input(f->db, "sb1", true), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v4(f);
+    assert_int_equal(raw_version(f), 3);
+    char err[MSG_CAP];
+    assert_int_equal(db_open(f->url, &f->db, err, sizeof err), AL_OK);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 4"), 1);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
+    assert_int_equal(sb.network, DB_NETWORK_DEFAULT);
+    assert_true(sb.record_input);
+    assert_int_equal(db_sandbox_get(f->db, "rev", &sb), AL_OK);
+    assert_int_equal(sb.network, DB_NETWORK_DEFAULT);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_string_equal(t->sandbox_id, "sb1");
+    free(t);
+    const struct db_sandbox_spec sp = {
+        .id = "sb2", .kind = DB_SANDBOX_LOCAL, .network = DB_NETWORK_NONE};
+    assert_int_equal(db_sandbox_create(f->db, &sp), AL_OK);
+    reopen(f);
+    assert_int_equal(db_sandbox_get(f->db, "sb2", &sb), AL_OK);
+    assert_int_equal(sb.network, DB_NETWORK_NONE);
 }
 
 /* Tests on both backends, with a fresh database each. */
@@ -2133,6 +2285,8 @@ int main(int argc, char **argv)
         BOTH(test_offsets_survive_reopen),
         BOTH(test_record_input_and_creator),
         BOTH(test_migration_1_to_2),
+        BOTH(test_sandbox_network),
+        BOTH(test_migration_3_to_4),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
