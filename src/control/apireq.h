@@ -59,11 +59,12 @@
  *                                         agents get loopback only); absent,
  *                                         the server's --sandbox-network
  *
- * POST /v1/terminals/{id}/resize  (apireq_resize)
+ * A resize body (apireq_resize; no HTTP route takes it yet: terminals
+ * are resized by their writer's RESIZE frame)
  *   {"cols": 120, "rows": 40}           both required: 1..AL_MAX_COLS,
  *                                         1..AL_MAX_ROWS
  *
- * POST /v1/terminals/{id}/signal  (apireq_signal)
+ * POST /v1/terminals/{id}/kill  (apireq_signal)
  *   {"signal": "TERM"}                  optional, default "TERM": one of HUP INT
  *                                         QUIT KILL USR1 USR2 TERM CONT STOP TSTP
  *                                         WINCH (upper case, no "SIG" prefix),
