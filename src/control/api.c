@@ -617,6 +617,12 @@ static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_use
     int rc = apireq_sandbox(q->body ? q->body : "", q->len, &s, why, sizeof why);
     if (rc != AL_OK)
         return reply_error(wsi, 400, why);
+    const char *unusable = s.kind == DB_SANDBOX_LOCAL ? lsbx_unusable(a->lsbx) : NULL;
+    if (unusable) { /* never an unsafe one instead */
+        char msg[600];
+        (void)snprintf(msg, sizeof msg, "local sandboxes cannot run on this host: %s", unusable);
+        return reply_error(wsi, 503, msg);
+    }
     if (s.network == DB_NETWORK_NONE && a->cfg.no_bwrap)
         return reply_error(wsi, 409,
                            "\"network\": none needs bubblewrap; this airlockd runs with "

@@ -113,4 +113,16 @@ await run('sandbox_escape', async () => {
   check(process.getuid() === 0, 'this test runs as root (as CI does)');
   await attempt(true);
   await attempt(false);
+
+  // a host that cannot isolate a sandbox (here: no such sandbox user) refuses
+  // local sandboxes and says why, instead of starting an unsafe one
+  const dir = path.join(tmpdir('escape-nouser'), 'data');
+  const admin = addUser(dir, 'ada', 'admin');
+  const d = await startAirlockd({ dir, args: ['--sandbox-user', 'no-such-user-here'] });
+  const r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
+  check(r.status === 503 && /no user 'no-such-user-here'/.test(r.body),
+    `without the sandbox user, a local sandbox is refused with the reason (${r.status} ${r.body})`);
+  check(/local sandboxes cannot run here: .*no user/.test(fs.readFileSync(d.log, 'utf8')), 'and airlockd says so at start');
+  const s = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'rev', kind: 'reverse' });
+  check(s.status === 201, 'other kinds of sandboxes are unaffected');
 });
