@@ -858,7 +858,7 @@ static void connect_ws(struct att *a)
     if (a->done || a->ws)
         return;
     static const struct cli_ws_handler h0 = {NULL,        ws_open,   ws_message,
-                                               ws_writable, ws_closed, ws_refused};
+                                             ws_writable, ws_closed, ws_refused};
     struct cli_ws_handler h = h0;
     h.ud = a;
     struct cli_ws *ws = NULL;

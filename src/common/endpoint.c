@@ -507,8 +507,8 @@ static int on_hello(struct ep *ep, const struct fr_frame *f)
         return fail(ep, AL_E_VERSION, FR_ERR_VERSION,
                     "no common version: peer speaks %u..%u, we speak %u", lo, hi, AL_PROTO_VERSION);
     if (f->u.hello.role == ep->cfg.role)
-        return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL,
-                    "both sides claim the %s role", is_host(ep) ? "host" : "controller");
+        return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, "both sides claim the %s role",
+                    is_host(ep) ? "host" : "controller");
     ep->peer_hello = 1;
     ep->version = AL_PROTO_VERSION;
     ep->peer_max_frame = f->u.hello.max_frame;
@@ -720,8 +720,8 @@ static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
         return fail_proto(ep, "SNAPSHOT chunks disagree", f);
     }
     if (b->len > AL_MAX_SNAPSHOT - sn->len)
-        return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG,
-                    "snapshot larger than %u bytes", (unsigned)AL_MAX_SNAPSHOT);
+        return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG, "snapshot larger than %u bytes",
+                    (unsigned)AL_MAX_SNAPSHOT);
     if (b->len) {
         uint8_t *p = realloc(sn->p, sn->len + b->len);
         if (!p)
@@ -972,14 +972,11 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
     struct fr_frame *f = ep->scratch;
     int rc = fr_decode(msg, len, f);
     if (rc == AL_E_TYPE) {
-        rc = fail(ep, rc, FR_ERR_UNKNOWN_TYPE, "unknown frame type 0x%02x",
-                  len ? msg[0] : 0);
+        rc = fail(ep, rc, FR_ERR_UNKNOWN_TYPE, "unknown frame type 0x%02x", len ? msg[0] : 0);
     } else if (rc == AL_E_TOOBIG) {
-        rc = fail(ep, rc, FR_ERR_TOO_BIG, "frame larger than %u bytes",
-                  (unsigned)AL_MAX_FRAME);
+        rc = fail(ep, rc, FR_ERR_TOO_BIG, "frame larger than %u bytes", (unsigned)AL_MAX_FRAME);
     } else if (rc < 0) {
-        rc = fail(ep, rc, FR_ERR_PROTOCOL, "malformed %s frame",
-                  fr_type_name(len ? msg[0] : 0));
+        rc = fail(ep, rc, FR_ERR_PROTOCOL, "malformed %s frame", fr_type_name(len ? msg[0] : 0));
     } else if (!ep->peer_hello && f->type != FR_HELLO) {
         rc = fail_proto(ep, "frame before HELLO", f);
     } else if (!allowed(ep, f->type)) {
@@ -1376,8 +1373,7 @@ void ep_tick(struct ep *ep, uint64_t now_us)
     if (!ep->up || ep->closing)
         return;
     if (ep->token_deadline_us && now_us >= ep->token_deadline_us) {
-        fail(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED,
-             "token expired and no fresh one arrived");
+        fail(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED, "token expired and no fresh one arrived");
         return;
     }
     if (ep->cfg.idle_timeout_us && now_us - ep->last_rx_us >= ep->cfg.idle_timeout_us) {

@@ -26,11 +26,11 @@
 #define UPG_MAX_HEADER 4096 /* bytes of the token header's value */
 
 struct upg_request {
-    const char *path;        /* without the query */
-    int is_upgrade;          /* a WebSocket upgrade (else plain HTTP) */
-    const char *identifier;  /* query argument, NULL if absent */
-    const char *api_version; /* query argument, NULL if absent */
-    const char *auth;        /* the token header's value, NULL if absent */
+    const char *path;         /* without the query */
+    int is_upgrade;           /* a WebSocket upgrade (else plain HTTP) */
+    const char *identifier;   /* query argument, NULL if absent */
+    const char *api_version;  /* query argument, NULL if absent */
+    const char *auth;         /* the token header's value, NULL if absent */
     const char *subprotocols; /* Sec-WebSocket-Protocol's value, NULL if absent */
 };
 

@@ -1881,10 +1881,12 @@ static void test_fatal_close_codes(void **state)
         uint16_t error;
         int close;
     } want[] = {
-        {FR_ERR_PROTOCOL, 4000},     {FR_ERR_VERSION, 4001},      {FR_ERR_UNKNOWN_TYPE, 4000},
-        {FR_ERR_TOO_BIG, 4004},      {FR_ERR_NO_CHANNEL, 0},      {FR_ERR_CHANNEL_EXISTS, 0},
-        {FR_ERR_LIMIT, 0},           {FR_ERR_OPEN_FAILED, 0},     {FR_ERR_TOKEN_INVALID, 0},
-        {FR_ERR_TOKEN_EXPIRED, 4002}, {FR_ERR_FORBIDDEN, 0},      {FR_ERR_STATE, 0},
+        {FR_ERR_PROTOCOL, 4000},     {FR_ERR_VERSION, 4001},
+        {FR_ERR_UNKNOWN_TYPE, 4000}, {FR_ERR_TOO_BIG, 4004},
+        {FR_ERR_NO_CHANNEL, 0},      {FR_ERR_CHANNEL_EXISTS, 0},
+        {FR_ERR_LIMIT, 0},           {FR_ERR_OPEN_FAILED, 0},
+        {FR_ERR_TOKEN_INVALID, 0},   {FR_ERR_TOKEN_EXPIRED, 4002},
+        {FR_ERR_FORBIDDEN, 0},       {FR_ERR_STATE, 0},
         {FR_ERR_INTERNAL, 1011},     {FR_ERR_TIMEOUT, 4003},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)

@@ -70,9 +70,8 @@ static void mint(struct fix *f, const char *aud, const char *scope, int64_t now,
     assert_true(snprintf(out, cap, "Bearer %s", tok) < (int)cap);
 }
 
-static int decide_sp(struct fix *f, const char *path, int upgrade, const char *id,
-                     const char *api, const char *auth, const char *subprotocols,
-                     struct upg_result *res)
+static int decide_sp(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
+                     const char *auth, const char *subprotocols, struct upg_result *res)
 {
     struct upg_config cfg = {"sbx-1", f->ks, NOW, 0};
     struct upg_request req = {path, upgrade, id, api, auth, subprotocols};
