@@ -1,9 +1,10 @@
 /*
  * Fuzz target: the runner's upgrade decision (src/runner/upgrade.c) over
  * arbitrary request parts. The input is split at NUL bytes into path,
- * identifier, api-version and the token header's value; the first byte
- * says whether it is an upgrade. A fixed key set verifies tokens, so
- * the token parser behind the decision is exercised as well.
+ * identifier, api-version, the token header's value and the subprotocol
+ * offer; the first byte says whether it is an upgrade. A fixed key set
+ * verifies tokens, so the token parser behind the decision is exercised
+ * as well.
  * Oracle: no crash or leak, and only the statuses of the contract.
  */
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include "token.h"
 #include "bearer.h"
+#include "subproto.h"
 #include "upgrade.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -28,9 +30,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(buf, data + 1, size - 1);
     buf[size - 1] = 0;
-    char *part[4] = {NULL, NULL, NULL, NULL};
+    char *part[5] = {NULL, NULL, NULL, NULL, NULL};
     char *p = buf;
-    for (int i = 0; i < 4 && p <= buf + size - 1; i++) {
+    for (int i = 0; i < 5 && p <= buf + size - 1; i++) {
         part[i] = p;
         p += strlen(p) + 1;
     }
@@ -40,13 +42,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     struct upg_config cfg = {"fuzz-sb", ks, 1800000000, 30};
-    struct upg_request req = {part[0], data[0] & 1, part[1], part[2], part[3]};
+    struct upg_request req = {part[0], data[0] & 1, part[1], part[2], part[3], part[4]};
     struct upg_result res;
     upg_decide(&cfg, &req, &res);
     if (res.status != 101 && res.status != 200 && res.status != 400 && res.status != 403 &&
         res.status != 404)
         abort();
     (void)bearer_token(part[3]);
+    (void)subproto_acceptable(part[4]);
     tok_keyset_free(ks);
     free(buf);
     return 0;

@@ -767,6 +767,16 @@ static void ws_message(void *ud, struct cli_ws *ws, const uint8_t *msg, size_t l
     want_write(a);
 }
 
+static void ws_refused(void *ud, struct cli_ws *ws, uint16_t code, const char *why)
+{
+    struct att *a = ud;
+    if (ws != a->ws)
+        return;
+    if (!a->linked || ep_fail(a->ep, code, why) != AL_OK)
+        cli_ws_close(ws, ep_close_code_of(code), why);
+    want_write(a);
+}
+
 static void ws_writable(void *ud, struct cli_ws *ws)
 {
     struct att *a = ud;
@@ -847,7 +857,8 @@ static void connect_ws(struct att *a)
 {
     if (a->done || a->ws)
         return;
-    static const struct cli_ws_handler h0 = {NULL, ws_open, ws_message, ws_writable, ws_closed};
+    static const struct cli_ws_handler h0 = {NULL,        ws_open,   ws_message,
+                                             ws_writable, ws_closed, ws_refused};
     struct cli_ws_handler h = h0;
     h.ud = a;
     struct cli_ws *ws = NULL;

@@ -313,6 +313,12 @@ static int ws_receive(struct lws *wsi, struct cli_ws *ws, const void *in, size_t
     enum wsg_rx rx = wsg_receive(&ws->g, wsi, in, len, &n);
     if (rx == WSG_NOMEM)
         return -1;
+    if (rx == WSG_REFUSED) {
+        if (ws->h.on_refused)
+            ws->h.on_refused(ws->h.ud, ws, ws->g.refused, ws->g.refused_why);
+        else
+            wsg_close_later(&ws->g, wsi, ep_close_code_of(ws->g.refused), ws->g.refused_why);
+    }
     if (rx == WSG_MESSAGE && ws->h.on_message)
         ws->h.on_message(ws->h.ud, ws, ws->g.msg, n);
     return 0;

@@ -76,6 +76,10 @@ struct cli_ws_handler {
      * status: the HTTP status of a refused upgrade, 0 otherwise; opened: it
      * had been established. */
     void (*on_closed)(void *ud, struct cli_ws *ws, int opened, unsigned status, const char *why);
+    /* A message was refused (text, over AL_MAX_FRAME): fail the endpoint
+     * with ERROR code (ep_fail) so that the ERROR precedes the close. NULL:
+     * the connection closes at once with that code's close. */
+    void (*on_refused)(void *ud, struct cli_ws *ws, uint16_t code, const char *why);
 };
 
 /* Start a connection to path (with query). 0 or AL_E_*. */

@@ -260,11 +260,34 @@ static void queue_error(struct ep *ep, uint32_t channel, uint16_t code, const ch
     (void)snprintf(e->msg, sizeof e->msg, "%s", msg);
 }
 
-/* A fatal protocol violation: say why, then close. */
-static int fail(struct ep *ep, int err, uint16_t code, int close_code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* The fatal ERROR codes and the WebSocket close each one is followed by
+ * (docs/protocol.md §10); every other code is not fatal. */
+static const struct {
+    uint16_t error;
+    uint16_t close;
+} fatal_close[] = {
+    {FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL},
+    {FR_ERR_VERSION, EP_CLOSE_VERSION},
+    {FR_ERR_UNKNOWN_TYPE, EP_CLOSE_PROTOCOL},
+    {FR_ERR_TOO_BIG, EP_CLOSE_LIMIT},
+    {FR_ERR_TOKEN_EXPIRED, EP_CLOSE_TOKEN_EXPIRED},
+    {FR_ERR_INTERNAL, EP_CLOSE_INTERNAL},
+    {FR_ERR_TIMEOUT, EP_CLOSE_IDLE},
+};
 
-static int fail(struct ep *ep, int err, uint16_t code, int close_code, const char *fmt, ...)
+int ep_close_code_of(uint16_t error_code)
+{
+    for (size_t i = 0; i < sizeof fatal_close / sizeof fatal_close[0]; i++)
+        if (fatal_close[i].error == error_code)
+            return fatal_close[i].close;
+    return 0;
+}
+
+/* A fatal error (code is one of fatal_close): say why, then close. */
+static int fail(struct ep *ep, int err, uint16_t code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct ep *ep, int err, uint16_t code, const char *fmt, ...)
 {
     if (ep->closing)
         return err;
@@ -274,13 +297,23 @@ static int fail(struct ep *ep, int err, uint16_t code, int close_code, const cha
     va_end(ap);
     queue_error(ep, 0, code, ep->close_reason);
     ep->closing = 1;
-    ep->close_code = close_code;
+    ep->close_code = ep_close_code_of(code);
     return err;
+}
+
+int ep_fail(struct ep *ep, uint16_t code, const char *msg)
+{
+    if (!ep_close_code_of(code))
+        return AL_E_INVAL;
+    if (!ep->up)
+        return AL_E_CLOSED;
+    fail(ep, AL_OK, code, "%s", msg ? msg : ""); /* closing already: that close stands */
+    return AL_OK;
 }
 
 static int fail_proto(struct ep *ep, const char *what, const struct fr_frame *f)
 {
-    return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "%s (%s on channel %u)", what,
+    return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, "%s (%s on channel %u)", what,
                 fr_type_name(f->type), (unsigned)f->channel);
 }
 
@@ -471,11 +504,11 @@ static int on_hello(struct ep *ep, const struct fr_frame *f)
         return fail_proto(ep, "second HELLO", f);
     uint16_t lo = f->u.hello.version_min, hi = f->u.hello.version_max;
     if (lo > AL_PROTO_VERSION || hi < AL_PROTO_VERSION)
-        return fail(ep, AL_E_VERSION, FR_ERR_VERSION, EP_CLOSE_VERSION,
+        return fail(ep, AL_E_VERSION, FR_ERR_VERSION,
                     "no common version: peer speaks %u..%u, we speak %u", lo, hi, AL_PROTO_VERSION);
     if (f->u.hello.role == ep->cfg.role)
-        return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL,
-                    "both sides claim the %s role", is_host(ep) ? "host" : "controller");
+        return fail(ep, AL_E_PROTO, FR_ERR_PROTOCOL, "both sides claim the %s role",
+                    is_host(ep) ? "host" : "controller");
     ep->peer_hello = 1;
     ep->version = AL_PROTO_VERSION;
     ep->peer_max_frame = f->u.hello.max_frame;
@@ -584,8 +617,15 @@ static int on_ack(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     unsigned s = f->flags;
     struct txs *t = &c->tx[s];
-    if (!is_tx(ep, s) || !stream_used(c, s) || !c->linked)
+    if (!is_tx(ep, s) || !c->linked)
         return fail_proto(ep, "ACK on a stream we do not send", f);
+    if (!stream_used(c, s)) {
+        /* a PTY's stderr: never carries a byte, so credit on it is
+         * harmless and ignored; acknowledging a byte of it is not */
+        if (f->u.ack.ack != 0)
+            return fail_proto(ep, "ACK of bytes never sent", f);
+        return AL_OK;
+    }
     if (f->u.ack.ack > t->sent && f->u.ack.ack > t->role_sent)
         return fail_proto(ep, "ACK of bytes never sent", f);
     size_t before = ep_writable(ep, c->id, s);
@@ -680,12 +720,12 @@ static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
         return fail_proto(ep, "SNAPSHOT chunks disagree", f);
     }
     if (b->len > AL_MAX_SNAPSHOT - sn->len)
-        return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG, EP_CLOSE_LIMIT,
-                    "snapshot larger than %u bytes", (unsigned)AL_MAX_SNAPSHOT);
+        return fail(ep, AL_E_TOOBIG, FR_ERR_TOO_BIG, "snapshot larger than %u bytes",
+                    (unsigned)AL_MAX_SNAPSHOT);
     if (b->len) {
         uint8_t *p = realloc(sn->p, sn->len + b->len);
         if (!p)
-            return fail(ep, AL_E_NOMEM, FR_ERR_INTERNAL, EP_CLOSE_LIMIT, "out of memory");
+            return fail(ep, AL_E_NOMEM, FR_ERR_INTERNAL, "out of memory");
         memcpy(p + sn->len, b->p, b->len);
         sn->p = p;
         sn->len += b->len;
@@ -932,14 +972,11 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
     struct fr_frame *f = ep->scratch;
     int rc = fr_decode(msg, len, f);
     if (rc == AL_E_TYPE) {
-        rc = fail(ep, rc, FR_ERR_UNKNOWN_TYPE, EP_CLOSE_PROTOCOL, "unknown frame type 0x%02x",
-                  len ? msg[0] : 0);
+        rc = fail(ep, rc, FR_ERR_UNKNOWN_TYPE, "unknown frame type 0x%02x", len ? msg[0] : 0);
     } else if (rc == AL_E_TOOBIG) {
-        rc = fail(ep, rc, FR_ERR_TOO_BIG, EP_CLOSE_LIMIT, "frame larger than %u bytes",
-                  (unsigned)AL_MAX_FRAME);
+        rc = fail(ep, rc, FR_ERR_TOO_BIG, "frame larger than %u bytes", (unsigned)AL_MAX_FRAME);
     } else if (rc < 0) {
-        rc = fail(ep, rc, FR_ERR_PROTOCOL, EP_CLOSE_PROTOCOL, "malformed %s frame",
-                  fr_type_name(len ? msg[0] : 0));
+        rc = fail(ep, rc, FR_ERR_PROTOCOL, "malformed %s frame", fr_type_name(len ? msg[0] : 0));
     } else if (!ep->peer_hello && f->type != FR_HELLO) {
         rc = fail_proto(ep, "frame before HELLO", f);
     } else if (!allowed(ep, f->type)) {
@@ -1336,12 +1373,11 @@ void ep_tick(struct ep *ep, uint64_t now_us)
     if (!ep->up || ep->closing)
         return;
     if (ep->token_deadline_us && now_us >= ep->token_deadline_us) {
-        fail(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED, EP_CLOSE_TOKEN_EXPIRED,
-             "token expired and no fresh one arrived");
+        fail(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED, "token expired and no fresh one arrived");
         return;
     }
     if (ep->cfg.idle_timeout_us && now_us - ep->last_rx_us >= ep->cfg.idle_timeout_us) {
-        fail(ep, AL_E_TIMEOUT, FR_ERR_TIMEOUT, EP_CLOSE_IDLE, "peer silent for %llu ms",
+        fail(ep, AL_E_TIMEOUT, FR_ERR_TIMEOUT, "peer silent for %llu ms",
              (unsigned long long)((now_us - ep->last_rx_us) / 1000));
         return;
     }

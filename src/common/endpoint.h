@@ -35,7 +35,12 @@ enum ep_close_code {
     EP_CLOSE_IDLE = 4003,
     EP_CLOSE_LIMIT = 4004,
     EP_CLOSE_REPLACED = 4005,
+    EP_CLOSE_INTERNAL = 1011, /* RFC 6455: the sender failed */
 };
+
+/* The close that follows a fatal ERROR code (docs/protocol.md §10), or 0
+ * when the code is not fatal. */
+int ep_close_code_of(uint16_t error_code);
 
 enum ep_ev_type {
     EP_EV_READY = 1,    /* HELLOs exchanged; ev->version */
@@ -158,6 +163,14 @@ int ep_eof(struct ep *ep, uint32_t ch, unsigned stream);
 int ep_consume(struct ep *ep, uint32_t ch, unsigned stream, size_t n);
 /* Close a channel (host: announce its end; controller: ask for it). */
 int ep_close(struct ep *ep, uint32_t ch);
+/*
+ * A fatal error the endpoint could not see itself: the WebSocket layer
+ * refused a message (a text message, one over AL_MAX_FRAME). Queues ERROR
+ * code with msg, as ep_input() does for a bad frame; ep_closing() then
+ * gives the close (when the link was closing already, that close stands).
+ * AL_E_INVAL when code is not fatal, AL_E_CLOSED when the link is down.
+ */
+int ep_fail(struct ep *ep, uint16_t code, const char *msg);
 /* Send an ERROR frame (channel 0: about the connection). Not fatal. */
 int ep_send_error(struct ep *ep, uint32_t ch, uint16_t code, const char *msg);
 

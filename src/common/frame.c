@@ -355,7 +355,7 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.exit.core = rd_u8(r);
         f->u.exit.out_end = rd_u64(r);
         f->u.exit.err_end = rd_u64(r);
-        rd_check(r, f->u.exit.core <= 1 && f->u.exit.signo < 128 &&
+        rd_check(r, f->u.exit.core <= (f->u.exit.signo ? 1 : 0) && f->u.exit.signo < 128 &&
                         (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
                                               : f->u.exit.code == -1));
         break;
@@ -510,7 +510,7 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u64(w, f->u.eof.offset);
         break;
     case FR_EXIT:
-        wr_check(w, f->u.exit.core <= 1 && f->u.exit.signo < 128 &&
+        wr_check(w, f->u.exit.core <= (f->u.exit.signo ? 1 : 0) && f->u.exit.signo < 128 &&
                         (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
                                               : f->u.exit.code == -1));
         wr_u32(w, (uint32_t)f->u.exit.code);

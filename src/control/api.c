@@ -40,6 +40,7 @@
 #include "bearer.h"
 #include "db.h"
 #include "endpoint.h"
+#include "subproto.h"
 #include "keys.h"
 #include "relay.h"
 #include "signer.h"
@@ -1039,11 +1040,21 @@ static int ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void
     enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
     if (rx == WSG_NOMEM)
         return -1;
-    if (rx == WSG_REFUSED)
-        logf_(a, 1, "peer refused: %s", c->ws.close_why);
+    int rc = AL_OK;
+    if (rx == WSG_REFUSED) {
+        /* the endpoint says why in an ERROR, then asks for the close */
+        logf_(a, 1, "peer's message refused: %s", c->ws.refused_why);
+        if (c->cl)
+            rc = relay_client_refuse(c->cl, c->ws.refused, c->ws.refused_why);
+        else if (c->sb)
+            rc = relay_runner_refuse(c->sb, wsi, c->ws.refused, c->ws.refused_why);
+        if (rc != AL_OK) /* no endpoint to say it: close at once */
+            wsg_close_later(&c->ws, wsi, ep_close_code_of(c->ws.refused), c->ws.refused_why);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
     if (rx != WSG_MESSAGE)
         return 0;
-    int rc = AL_OK;
     if (c->cl)
         rc = relay_client_input(c->cl, c->ws.msg, n);
     else if (c->sb)
@@ -1133,6 +1144,17 @@ static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
     return !strncmp(buf, key, kl) ? buf + kl : buf;
 }
 
+/* The upgrade's subprotocol offer is none, or one naming airlock.v1 (an
+ * offer too long to read is refused too). */
+static bool offer_ok(struct lws *wsi)
+{
+    char list[API_MAX_HEADER * 2];
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL) <= 0)
+        return true;
+    const char *p = hdr(wsi, WSI_TOKEN_PROTOCOL, list, sizeof list);
+    return p && subproto_acceptable(p);
+}
+
 /* Decide a WebSocket upgrade: 0 (accepted, a->pending set) or -1 (answered). */
 static int confirm_upgrade(struct api *a, struct lws *wsi)
 {
@@ -1144,6 +1166,13 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
     if (strcmp(uri, "/v1/runners/connect") != 0 && !origin_ok(a, wsi, &has_origin) && has_origin) {
         refused(a, peer, "origin_refused", "foreign Origin", uri);
         (void)reply_error(wsi, 403, "cross-site WebSocket refused (foreign Origin)");
+        return -1;
+    }
+    if (!offer_ok(wsi)) {
+        refused(a, peer, "subprotocol_refused", "offer without " AL_SUBPROTOCOL, uri);
+        (void)reply_error(wsi, 400,
+                          "the subprotocol " AL_SUBPROTOCOL " is required "
+                          "(Sec-WebSocket-Protocol: " AL_SUBPROTOCOL ")");
         return -1;
     }
     struct conn *c = calloc(1, sizeof *c);

@@ -985,6 +985,14 @@ int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len)
     return rc;
 }
 
+int relay_client_refuse(struct rl_client *c, uint16_t code, const char *why)
+{
+    int rc = ep_fail(c->ep, code, why);
+    if (c->t)
+        wake(c->t->sb->r, c->conn);
+    return rc;
+}
+
 long relay_client_output(struct rl_client *c, uint8_t *buf, size_t cap)
 {
     long n = ep_output(c->ep, buf, cap, relay_now_us());
@@ -1320,6 +1328,16 @@ int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t
     int rc = ep_input(sb->ep, msg, len, relay_now_us());
     if (rc != AL_OK)
         rlog(sb->r, 1, "sandbox %s: runner broke the protocol: %s", sb->id, al_strerror(rc));
+    wake(sb->r, conn);
+    return rc;
+}
+
+int relay_runner_refuse(struct rl_sbx *sb, void *conn, uint16_t code, const char *why)
+{
+    if (conn != sb->conn)
+        return AL_OK;
+    rlog(sb->r, 1, "sandbox %s: runner's message refused: %s", sb->id, why);
+    int rc = ep_fail(sb->ep, code, why);
     wake(sb->r, conn);
     return rc;
 }

@@ -125,6 +125,9 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced);
 void relay_runner_down(struct rl_sbx *sb, void *conn);
 void relay_dial_failed(struct rl_sbx *sb, const char *why);
 int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len);
+/* The WebSocket layer refused a message (wsglue's WSG_REFUSED): fail the
+ * link with ERROR code, then close (ep_fail). */
+int relay_runner_refuse(struct rl_sbx *sb, void *conn, uint16_t code, const char *why);
 long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap);
 /* Non-zero when conn must be closed (code, reason) once drained. */
 int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason);
@@ -145,6 +148,8 @@ int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **
                  size_t cap);
 void relay_client_gone(struct rl_client *c);
 int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len);
+/* As relay_runner_refuse, for a client's link. */
+int relay_client_refuse(struct rl_client *c, uint16_t code, const char *why);
 long relay_client_output(struct rl_client *c, uint8_t *buf, size_t cap);
 int relay_client_closing(struct rl_client *c, int *code, const char **reason);
 

@@ -677,13 +677,15 @@ static void on_resize(struct runner *r, struct term *t, uint16_t cols, uint16_t 
     (void)proc_resize(&t->proc, cols, rows);
 }
 
-/* The endpoint's (monotonic) time at which Unix time exp arrives. */
+/* The endpoint's (monotonic) time at which a token expiring at Unix time
+ * exp stops verifying: exp + leeway, the instant the upgrade's and a TOKEN
+ * frame's check would refuse it. */
 static uint64_t deadline_of(const struct runner *r, int64_t exp)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wall_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-    int64_t left_us = exp * 1000000 - wall_us;
+    int64_t left_us = (exp + r->cfg.leeway) * 1000000 - wall_us;
     return now_us(r) + (uint64_t)(left_us > 0 ? left_us : 0) + 1;
 }
 
@@ -692,6 +694,7 @@ static void on_token(struct runner *r, const uint8_t *p, size_t n)
     struct tok_verify_params vp;
     time_t now = time(NULL);
     tok_verify_params_init(&vp, r->identifier, "runner:connect", (int64_t)now);
+    vp.leeway = r->cfg.leeway;
     struct tok_claims cl;
     char why[TOK_REASON_MAX];
     int rc = tok_verify(r->cfg.keys, (const char *)p, n, &vp, &cl, why, sizeof why);
@@ -832,6 +835,8 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     r->cfg.identifier = r->identifier;
     if (!r->cfg.screen_budget)
         r->cfg.screen_budget = RUNNER_DEFAULT_SCREEN_BUDGET;
+    if (r->cfg.leeway < 0 || r->cfg.leeway > TOK_LEEWAY_MAX)
+        r->cfg.leeway = r->cfg.leeway < 0 ? 0 : TOK_LEEWAY_MAX;
     ratelim_init(&r->snap_lim, RUNNER_SNAP_INTERVAL_US, RUNNER_SNAP_BURST);
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_HOST);
@@ -925,6 +930,13 @@ int runner_input(struct runner *r, const uint8_t *msg, size_t len)
 {
     int rc = ep_input(r->ep, msg, len, now_us(r));
     schedule_tick(r);
+    want_write(r);
+    return rc;
+}
+
+int runner_refuse(struct runner *r, uint16_t code, const char *why)
+{
+    int rc = ep_fail(r->ep, code, why);
     want_write(r);
     return rc;
 }

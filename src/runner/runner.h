@@ -41,6 +41,10 @@ struct runner_config {
     const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
     /* heap all screen models together may hold (vt_mem_estimate); 0: the default */
     size_t screen_budget;
+    /* seconds of clock skew tolerated on token times, 0..TOK_LEEWAY_MAX: a
+     * token is valid until exp + leeway, at the upgrade, in a TOKEN frame
+     * and for the connection it keeps alive (tokens.md, "Leeway") */
+    int64_t leeway;
 };
 
 #define RUNNER_DEFAULT_GRACE_MS (3600ull * 1000u)
@@ -71,6 +75,9 @@ void runner_link_down(struct runner *r, void *link);
 int runner_link_is(const struct runner *r, const void *link);
 /* A whole binary message arrived; 0 or AL_E_* (then see runner_closing). */
 int runner_input(struct runner *r, const uint8_t *msg, size_t len);
+/* The WebSocket layer refused a message (text, too big): ERROR code with
+ * why, then the close (see runner_closing). 0 or AL_E_*. */
+int runner_refuse(struct runner *r, uint16_t code, const char *why);
 /* The next frame to send into buf (cap >= AL_MAX_FRAME), 0 if none. */
 long runner_output(struct runner *r, uint8_t *buf, size_t cap);
 /* Non-zero once the link must close (after draining runner_output). */

@@ -38,6 +38,7 @@
 #include "al_log.h"
 #include "b64url.h"
 #include "jail.h"
+#include "endpoint.h"
 #include "runner.h"
 #include "token.h"
 #include "wsglue.h"
@@ -180,7 +181,12 @@ static int confirm_upgrade(struct app *a, struct lws *wsi)
     req.is_upgrade = 1;
     req.identifier = urlarg(wsi, "identifier", idb, sizeof idb);
     req.api_version = urlarg(wsi, "api-version", apib, sizeof apib);
-    int n;
+    char protob[UPG_MAX_HEADER + 1];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL);
+    if (n > UPG_MAX_HEADER)
+        req.subprotocols = "?"; /* too long to read: refused as an offer without ours */
+    else if (n > 0 && lws_hdr_copy(wsi, protob, sizeof protob, WSI_TOKEN_PROTOCOL) > 0)
+        req.subprotocols = protob;
     if (a->header_is_auth) {
         n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
         if (n > 0 && n <= UPG_MAX_HEADER &&
@@ -245,8 +251,14 @@ static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const vo
     enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
     if (rx == WSG_NOMEM)
         return -1;
-    if (rx == WSG_REFUSED)
-        log_line(a, 1, "peer refused: %s: closing", c->ws.close_why);
+    if (rx == WSG_REFUSED) {
+        /* the endpoint says why in an ERROR, then asks for the close */
+        log_line(a, 1, "peer's message refused: %s: closing", c->ws.refused_why);
+        if (runner_refuse(a->runner, c->ws.refused, c->ws.refused_why) != AL_OK)
+            wsg_close_later(&c->ws, wsi, ep_close_code_of(c->ws.refused), c->ws.refused_why);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
     if (rx != WSG_MESSAGE)
         return 0;
     int rc = runner_input(a->runner, c->ws.msg, n);
@@ -442,7 +454,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         char path[256] = "";
         if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
             path[0] = 0;
-        struct upg_request req = {path, 0, NULL, NULL, NULL};
+        struct upg_request req = {path, 0, NULL, NULL, NULL, NULL};
         struct upg_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
         struct upg_result res;
         upg_decide(&cfg, &req, &res);
@@ -716,6 +728,7 @@ static int parse_args(struct app *a, int argc, char **argv)
     }
     a->rcfg.identifier = a->identifier;
     a->rcfg.env_allow = a->env_allow;
+    a->rcfg.leeway = a->leeway >= 0 ? a->leeway : TOK_LEEWAY_DEFAULT;
     return 0;
 }
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "al_err.h"
+#include "al_limits.h"
 #include "bearer.h"
+#include "subproto.h"
 
 static void answer(struct upg_result *out, int status, const char *body, const char *why)
 {
@@ -35,6 +37,10 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
     if (!req->api_version || strcmp(req->api_version, UPG_API_VERSION) != 0) {
         answer(out, 400, "Bad Request\n",
                req->api_version ? "unknown api-version" : "missing api-version");
+        return;
+    }
+    if (!subproto_acceptable(req->subprotocols)) {
+        answer(out, 400, "Bad Request\n", "subprotocol offer without " AL_SUBPROTOCOL);
         return;
     }
     /* the token is checked before the identifier, and a wrong identifier

@@ -6,7 +6,8 @@
  *   GET /?identifier=ID&api-version=2024-02-02-preview
  *   Authorization: Bearer <token>            (header name configurable)
  * Decisions, in order: GET /healthz -> 200 (no auth, reveals nothing);
- * another path -> 404; api-version missing or unknown -> 400; no token ->
+ * another path -> 404; api-version missing or unknown -> 400; a
+ * Sec-WebSocket-Protocol offer without airlock.v1 -> 400; no token ->
  * 403 "Unauthenticated"; a token that does not verify (aud = our ID, scope
  * runner:connect) -> 403 "Forbidden", with the precise reason kept for the
  * log only; identifier missing or not ours -> 403 "Forbidden" too, checked
@@ -25,11 +26,12 @@
 #define UPG_MAX_HEADER 4096 /* bytes of the token header's value */
 
 struct upg_request {
-    const char *path;        /* without the query */
-    int is_upgrade;          /* a WebSocket upgrade (else plain HTTP) */
-    const char *identifier;  /* query argument, NULL if absent */
-    const char *api_version; /* query argument, NULL if absent */
-    const char *auth;        /* the token header's value, NULL if absent */
+    const char *path;         /* without the query */
+    int is_upgrade;           /* a WebSocket upgrade (else plain HTTP) */
+    const char *identifier;   /* query argument, NULL if absent */
+    const char *api_version;  /* query argument, NULL if absent */
+    const char *auth;         /* the token header's value, NULL if absent */
+    const char *subprotocols; /* Sec-WebSocket-Protocol's value, NULL if absent */
 };
 
 struct upg_config {

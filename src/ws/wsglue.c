@@ -12,27 +12,33 @@
 #include <sys/socket.h>
 
 #include "al_limits.h"
+#include "frame.h"
 
 /* lws 4.1's private value for a close frame (the public enum skips 4). */
 #define WSG_LWS_WRITE_CLOSE 4
 /* Seconds lws waits for the close to be written before dropping. */
 #define WSG_CLOSE_SEND_S 2
 
+/* Refuse the connection's input from here on; the caller says why in band. */
+static enum wsg_rx refuse(struct wsg *g, uint16_t error, const char *why)
+{
+    g->refused = error;
+    (void)snprintf(g->refused_why, sizeof g->refused_why, "%s", why);
+    g->len = 0;
+    return WSG_REFUSED;
+}
+
 enum wsg_rx wsg_receive(struct wsg *g, struct lws *wsi, const void *in, size_t len, size_t *msg_len)
 {
-    if (g->close_code)
+    if (g->close_code || g->refused)
         return WSG_IGNORED;
     if (lws_is_first_fragment(wsi)) {
         g->len = 0;
-        if (!lws_frame_is_binary(wsi)) {
-            wsg_close_later(g, wsi, WSG_CLOSE_TEXT, "text messages are not allowed");
-            return WSG_REFUSED;
-        }
+        if (!lws_frame_is_binary(wsi))
+            return refuse(g, FR_ERR_PROTOCOL, "text messages are not allowed");
     }
-    if (len > AL_MAX_FRAME - g->len) {
-        wsg_close_later(g, wsi, WSG_CLOSE_TOO_BIG, "message larger than the frame limit");
-        return WSG_REFUSED;
-    }
+    if (len > AL_MAX_FRAME - g->len)
+        return refuse(g, FR_ERR_TOO_BIG, "message larger than the frame limit");
     if (!g->msg) {
         g->msg = malloc(AL_MAX_FRAME);
         if (!g->msg)

@@ -6,7 +6,9 @@
  *
  * Why: lws delivers a message in pieces (fragments and partial reads);
  * airlock.v1 carries exactly one frame per binary message, at most
- * AL_MAX_FRAME bytes, and refuses text messages. And lws 4.1.6 on libuv
+ * AL_MAX_FRAME bytes, and refuses text messages: a refusal is reported to
+ * the caller, whose endpoint says why in an ERROR frame before it closes
+ * (protocol.md §10), and the rest of the connection's input is dropped. And lws 4.1.6 on libuv
  * drops the connection without the close frame lws_close_reason()
  * prepares, so the frame is written here, at the next WRITEABLE, and the
  * socket dropped at the one after.
@@ -26,13 +28,11 @@
 
 #define WSG_CLOSE_WHY_MAX 123 /* a close reason fits one control frame */
 
-/* Close codes of our own (protocol.md, "Errors and limits"). */
-#define WSG_CLOSE_TEXT 4000    /* a text message */
-#define WSG_CLOSE_TOO_BIG 4004 /* a message over AL_MAX_FRAME */
-
 struct wsg {
     uint8_t *msg;
     size_t len;
+    uint16_t refused; /* 0, or the ERROR code input was refused with */
+    char refused_why[WSG_CLOSE_WHY_MAX + 1];
     int close_code; /* 0, or the close to send at the next WRITEABLE */
     char close_why[WSG_CLOSE_WHY_MAX + 1];
     int close_sent; /* the close frame went out: drop the socket next */
@@ -41,8 +41,10 @@ struct wsg {
 enum wsg_rx {
     WSG_MORE = 0,    /* a fragment was kept: wait for the rest */
     WSG_MESSAGE = 1, /* g->msg[0..*len) is one whole binary message */
-    WSG_REFUSED = 2, /* text or too big: a close is scheduled (g->close_why) */
-    WSG_IGNORED = 3, /* closing already: the data is dropped */
+    WSG_REFUSED = 2, /* text or too big: fail the link with ERROR g->refused
+                      * (FR_ERR_PROTOCOL, FR_ERR_TOO_BIG) and g->refused_why,
+                      * so that the ERROR precedes the close (ep_fail) */
+    WSG_IGNORED = 3, /* refused or closing already: the data is dropped */
     WSG_NOMEM = -1,  /* no buffer: drop the connection */
 };
 

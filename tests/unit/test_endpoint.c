@@ -1818,6 +1818,119 @@ static void test_attached_beyond_stdin(void **state)
     probe_free(&p);
 }
 
+/* A PTY channel's stderr carries no byte, but a controller may grant credit
+ * on it (ATTACH always does): an ACK of 0 there is ignored, an ACK of a
+ * byte is a protocol error. */
+static void test_pty_stderr_ack(void **state)
+{
+    (void)state;
+    struct probe p;
+    struct fr_frame f;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_OPEN;
+    f.channel = 5;
+    f.u.open.mode = FR_MODE_PTY;
+    f.u.open.cols = 80;
+    f.u.open.rows = 24;
+    f.u.open.argc = 1;
+    f.u.open.argv[0] = (struct fr_str){"sh", 2};
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    probe_drain(&p, 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_ACK;
+    f.channel = 5;
+    f.flags = FR_STDERR;
+    f.u.ack.ack = 0;
+    f.u.ack.limit = EP_DEFAULT_WINDOW;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), 0);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    /* the same after a resume (ATTACH grants stderr credit too) */
+    ep_link_down(p.ep);
+    ep_link_up(p.ep, 0);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACH;
+    f.channel = 5;
+    f.u.attach.out_limit = EP_DEFAULT_WINDOW;
+    f.u.attach.err_limit = EP_DEFAULT_WINDOW;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_ACK;
+    f.channel = 5;
+    f.flags = FR_STDERR;
+    f.u.ack.limit = 2 * EP_DEFAULT_WINDOW;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    assert_int_equal(probe_drain(&p, 0), 0);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    /* acknowledging a stderr byte that never existed is not */
+    f.u.ack.ack = 1;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    probe_free(&p);
+}
+
+/* Every fatal ERROR code and its close (protocol.md §10), and a refusal
+ * from the WebSocket layer (ep_fail) sends its ERROR before the close. */
+static void test_fatal_close_codes(void **state)
+{
+    (void)state;
+    static const struct {
+        uint16_t error;
+        int close;
+    } want[] = {
+        {FR_ERR_PROTOCOL, 4000},     {FR_ERR_VERSION, 4001},
+        {FR_ERR_UNKNOWN_TYPE, 4000}, {FR_ERR_TOO_BIG, 4004},
+        {FR_ERR_NO_CHANNEL, 0},      {FR_ERR_CHANNEL_EXISTS, 0},
+        {FR_ERR_LIMIT, 0},           {FR_ERR_OPEN_FAILED, 0},
+        {FR_ERR_TOKEN_INVALID, 0},   {FR_ERR_TOKEN_EXPIRED, 4002},
+        {FR_ERR_FORBIDDEN, 0},       {FR_ERR_STATE, 0},
+        {FR_ERR_INTERNAL, 1011},     {FR_ERR_TIMEOUT, 4003},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        assert_int_equal(ep_close_code_of(want[i].error), want[i].close);
+    assert_int_equal(ep_close_code_of(0), 0);
+    assert_int_equal(ep_close_code_of(15), 0);
+
+    struct probe p;
+    int code;
+    const char *why;
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    assert_int_equal(ep_fail(p.ep, FR_ERR_NO_CHANNEL, "not fatal"), AL_E_INVAL);
+    assert_false(ep_closing(p.ep, NULL, NULL));
+    assert_int_equal(ep_fail(p.ep, FR_ERR_TOO_BIG, "message larger than the frame limit"), 0);
+    assert_true(ep_closing(p.ep, &code, &why));
+    assert_int_equal(code, EP_CLOSE_LIMIT);
+    assert_string_equal(why, "message larger than the frame limit");
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_TOO_BIG);
+    /* a second refusal does not change the close */
+    assert_int_equal(ep_fail(p.ep, FR_ERR_PROTOCOL, "text messages are not allowed"), 0);
+    assert_true(ep_closing(p.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_LIMIT);
+    probe_free(&p);
+
+    /* before the peer's HELLO too: HELLO, then the ERROR */
+    probe_init(&p, FR_ROLE_HOST);
+    assert_int_equal(ep_fail(p.ep, FR_ERR_PROTOCOL, "text messages are not allowed"), 0);
+    struct fr_frame f;
+    long n = ep_output(p.ep, p.out, sizeof p.out, 0);
+    assert_true(n > 0);
+    assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+    assert_int_equal(f.type, FR_HELLO);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    assert_true(ep_closing(p.ep, &code, NULL));
+    assert_int_equal(code, EP_CLOSE_PROTOCOL);
+    probe_free(&p);
+    /* no link: nothing to say it on */
+    probe_init(&p, FR_ROLE_HOST);
+    ep_link_down(p.ep);
+    assert_int_equal(ep_fail(p.ep, FR_ERR_PROTOCOL, "x"), AL_E_CLOSED);
+    probe_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1839,6 +1952,8 @@ int main(void)
         cmocka_unit_test(test_relay_role_races),
         cmocka_unit_test(test_relay_takeover_and_viewers),
         cmocka_unit_test(test_attached_beyond_stdin),
+        cmocka_unit_test(test_pty_stderr_ack),
+        cmocka_unit_test(test_fatal_close_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

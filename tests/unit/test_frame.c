@@ -576,6 +576,18 @@ static void test_relay_frames(void **state)
     expect_reject("VIEWERS", m_flags, AL_E_PROTO);
 }
 
+/* EXIT's core byte (payload offset 5): 0 or 1, and 1 only with a signal */
+static void m_exit_core1(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[AL_FRAME_HEADER + 5] = 1;
+}
+static void m_exit_core2(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[AL_FRAME_HEADER + 5] = 2;
+}
+
 static void test_rejects(void **state)
 {
     (void)state;
@@ -598,6 +610,9 @@ static void test_rejects(void **state)
     expect_reject("ACK", m_ack_order, AL_E_PROTO);
     expect_reject("GAP", m_gap_empty, AL_E_PROTO);
     expect_reject("EXIT", m_exit_code, AL_E_PROTO);
+    expect_reject("EXIT", m_exit_core1, AL_E_PROTO);        /* a core without a signal */
+    expect_reject("EXIT_SIGNAL", m_exit_core2, AL_E_PROTO); /* core is 0 or 1 */
+    expect_reject("EXIT_SIGNAL", m_exit_core1, 0);          /* killed, core dumped */
     expect_reject("DATA_STDOUT", m_data_empty, AL_E_PROTO);
     /* a message shorter than a header */
     struct fr_frame f;

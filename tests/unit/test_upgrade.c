@@ -18,6 +18,7 @@
 #include "tok_sign.h"
 #include "token.h"
 #include "bearer.h"
+#include "subproto.h"
 #include "upgrade.h"
 
 #define NOW 1800000000
@@ -69,13 +70,19 @@ static void mint(struct fix *f, const char *aud, const char *scope, int64_t now,
     assert_true(snprintf(out, cap, "Bearer %s", tok) < (int)cap);
 }
 
+static int decide_sp(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
+                     const char *auth, const char *subprotocols, struct upg_result *res)
+{
+    struct upg_config cfg = {"sbx-1", f->ks, NOW, 0};
+    struct upg_request req = {path, upgrade, id, api, auth, subprotocols};
+    upg_decide(&cfg, &req, res);
+    return res->status;
+}
+
 static int decide(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
                   const char *auth, struct upg_result *res)
 {
-    struct upg_config cfg = {"sbx-1", f->ks, NOW, 0};
-    struct upg_request req = {path, upgrade, id, api, auth};
-    upg_decide(&cfg, &req, res);
-    return res->status;
+    return decide_sp(f, path, upgrade, id, api, auth, NULL, res);
 }
 
 static void test_matrix(void **state)
@@ -124,10 +131,40 @@ static void test_matrix(void **state)
     assert_non_null(strstr(r.log, "scope"));
     assert_int_equal(decide(f, "/", 1, "sbx-1", api, old, &r), 403);
     assert_non_null(strstr(r.log, "expired"));
+    /* the subprotocol: none offered, or airlock.v1 among the offers */
+    assert_int_equal(decide_sp(f, "/", 1, "sbx-1", api, good, "airlock.v1", &r), 101);
+    assert_int_equal(decide_sp(f, "/", 1, "sbx-1", api, good, "x, airlock.v1", &r), 101);
+    assert_int_equal(decide_sp(f, "/", 1, "sbx-1", api, good, "", &r), 101);
+    /* an offer without it: 400 before the token, and the log says why */
+    assert_int_equal(decide_sp(f, "/", 1, "sbx-1", api, good, "chat", &r), 400);
+    assert_string_equal(r.body, "Bad Request\n");
+    assert_non_null(strstr(r.log, "subprotocol"));
+    assert_int_equal(decide_sp(f, "/", 1, "sbx-1", api, NULL, "airlock.v2", &r), 400);
+    assert_int_equal(decide_sp(f, "/x", 1, "sbx-1", api, good, "chat", &r), 404);
+
     char *sig = strrchr(good, '.') + 10; /* tamper with the signature */
     *sig = *sig == 'A' ? 'B' : 'A';
     assert_int_equal(decide(f, "/", 1, "sbx-1", api, good, &r), 403);
     assert_non_null(strstr(r.log, "signature"));
+}
+
+static void test_subproto(void **state)
+{
+    (void)state;
+    assert_true(subproto_acceptable(NULL));
+    assert_true(subproto_acceptable(""));
+    assert_true(subproto_acceptable(" , "));
+    assert_true(subproto_acceptable("airlock.v1"));
+    assert_true(subproto_acceptable("airlock.v1, airlock-csrf.abc"));
+    assert_true(subproto_acceptable("foo,airlock.v1"));
+    assert_true(subproto_acceptable(" airlock.v1 "));
+    assert_false(subproto_acceptable("chat"));
+    assert_false(subproto_acceptable("http"));
+    assert_false(subproto_acceptable("airlock.v1x"));
+    assert_false(subproto_acceptable("xairlock.v1"));
+    assert_false(subproto_acceptable("Airlock.V1"));
+    assert_false(subproto_acceptable("airlock.v2, airlock-csrf.abc"));
+    assert_false(subproto_acceptable("?"));
 }
 
 static void test_bearer(void **state)
@@ -146,6 +183,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matrix),
         cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_subproto),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
