@@ -14,18 +14,22 @@
  * the close-on-exec error pipe; end of file on that pipe means exec
  * succeeded. The parent frees the plan before returning.
  *
+ * The keeper (proc.h) is forked first; it forks the child, which runs
+ * the steps above. The keeper writes the child's pid and later its
+ * waitpid status (one int each, atomic) on the status pipe.
+ *
  * Tree walks (proc_signal with whole_tree, proc_kill_tree) read
  * /proc/<pid>/stat of every process into an array of struct pinfo (pid,
  * ppid, process group, session), owned by the walk and freed at its end.
- * The members of a tree are the processes in the child's group or
- * session, plus, transitively, the children of members. This reaches
- * processes that called setsid() or setpgid() while their parent lives;
- * an orphan re-parented outside the tree (to init or a subreaper) is out
- * of reach unless it stayed in the group or session. A full scan is used
- * rather than /proc/<pid>/task/<tid>/children, which many kernels do not
- * build (CONFIG_PROC_CHILDREN) and which the kernel documents as reliable
- * only for stopped processes. Signals go by pid: a pid could in theory be
- * reused between the scan and the kill (microseconds apart).
+ * The members of a tree are the keeper's descendants: the keeper is a
+ * child subreaper, so a process whose parent exits is re-parented to the
+ * nearest subreaper among its ancestors, never leaving the tree, whatever
+ * session or group it moved to. The keeper itself is never signalled. A
+ * full scan is used rather than /proc/<pid>/task/<tid>/children, which
+ * many kernels do not build (CONFIG_PROC_CHILDREN) and which the kernel
+ * documents as reliable only for stopped processes. Signals go by pid: a
+ * pid could in theory be reused between the scan and the kill
+ * (microseconds apart); the walk's root cannot, being our unreaped child.
  */
 #include "proc.h"
 
