@@ -14,18 +14,22 @@
  * the close-on-exec error pipe; end of file on that pipe means exec
  * succeeded. The parent frees the plan before returning.
  *
+ * The keeper (proc.h) is forked first; it forks the child, which runs
+ * the steps above. The keeper writes the child's pid and later its
+ * waitpid status (one int each, atomic) on the status pipe.
+ *
  * Tree walks (proc_signal with whole_tree, proc_kill_tree) read
  * /proc/<pid>/stat of every process into an array of struct pinfo (pid,
  * ppid, process group, session), owned by the walk and freed at its end.
- * The members of a tree are the processes in the child's group or
- * session, plus, transitively, the children of members. This reaches
- * processes that called setsid() or setpgid() while their parent lives;
- * an orphan re-parented outside the tree (to init or a subreaper) is out
- * of reach unless it stayed in the group or session. A full scan is used
- * rather than /proc/<pid>/task/<tid>/children, which many kernels do not
- * build (CONFIG_PROC_CHILDREN) and which the kernel documents as reliable
- * only for stopped processes. Signals go by pid: a pid could in theory be
- * reused between the scan and the kill (microseconds apart).
+ * The members of a tree are the keeper's descendants: the keeper is a
+ * child subreaper, so a process whose parent exits is re-parented to the
+ * nearest subreaper among its ancestors, never leaving the tree, whatever
+ * session or group it moved to. The keeper itself is never signalled. A
+ * full scan is used rather than /proc/<pid>/task/<tid>/children, which
+ * many kernels do not build (CONFIG_PROC_CHILDREN) and which the kernel
+ * documents as reliable only for stopped processes. Signals go by pid: a
+ * pid could in theory be reused between the scan and the kill
+ * (microseconds apart); the walk's root cannot, being our unreaped child.
  */
 #include "proc.h"
 
@@ -41,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -432,6 +437,7 @@ enum child_step {
     STEP_USER,
     STEP_CHDIR,
     STEP_EXEC,
+    STEP_KEEPER,
 };
 
 struct child_report {
@@ -602,6 +608,47 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
     child_fail(errfd, STEP_EXEC, eacces && (e == ENOENT || e == ENOTDIR) ? EACCES : e);
 }
 
+/* The keeper (see the top of the file): a subreaper in a session of its
+ * own, parent of the command, that reports the command's pid and then its
+ * waitpid status on statfd, and reaps whatever else comes back to it until
+ * it has no child left. Signals stay blocked (as at fork): it only waits,
+ * and only SIGKILL ends it early (as its parent's death does). */
+static _Noreturn void keeper_run(struct plan *pl, const int stdio[3], int pty, int errfd,
+                                 int statfd, pid_t parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+        _exit(PROC_CHILD_EXIT); /* the parent is already gone */
+    if (setsid() < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+        child_fail(errfd, STEP_KEEPER, errno);
+    (void)prctl(PR_SET_NAME, PROC_KEEPER_NAME, 0, 0, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL; /* children become zombies for us to reap */
+    if (sigemptyset(&sa.sa_mask) < 0 || sigaction(SIGCHLD, &sa, NULL) < 0)
+        child_fail(errfd, STEP_KEEPER, errno);
+    pid_t cmd = fork();
+    if (cmd == 0)
+        child_run(pl, stdio, pty, errfd);
+    if (cmd < 0)
+        child_fail(errfd, STEP_KEEPER, errno);
+    /* hold nothing of the command's (its PTY, its pipes) nor our parent's */
+    close_fds_except(statfd, -1, pl->maxfd);
+    for (int fd = 0; fd < 3; fd++)
+        (void)close(fd);
+    ssize_t n = write(statfd, &cmd, sizeof cmd); /* atomic: smaller than PIPE_BUF */
+    for (;;) {
+        int st = 0;
+        pid_t w = waitpid(-1, &st, 0);
+        if (w == cmd && n == (ssize_t)sizeof cmd) {
+            n = write(statfd, &st, sizeof st);
+            (void)close(statfd);
+            (void)kill(parent, SIGCHLD); /* a child's state changed: read it */
+        } else if (w < 0 && errno == ECHILD) {
+            _exit(0);
+        }
+    }
+}
+
 /* ---- the parent ------------------------------------------------------------ */
 
 static void close_fd(int *fd)
@@ -716,14 +763,39 @@ static int wait_exec(int fd, struct child_report *rep)
     }
 }
 
-/* SIGKILL and reap a child that will never run the program. */
-static void kill_and_reap(pid_t pid)
+/* The command's pid, which the keeper writes first; -1 when the keeper
+ * failed before it (end of file) or did not write it in time. */
+static pid_t read_cmd_pid(int fd)
 {
-    (void)kill(pid, SIGKILL); /* ESRCH: it has exited already */
+    int64_t deadline = now_ms() + PROC_EXEC_TIMEOUT_MS;
     for (;;) {
-        pid_t r = waitpid(pid, NULL, 0);
+        int64_t left = deadline - now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int n = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        pid_t pid = -1;
+        ssize_t r = read(fd, &pid, sizeof pid);
+        if (r < 0 && errno == EINTR)
+            continue;
+        return r == (ssize_t)sizeof pid && pid > 1 ? pid : -1;
+    }
+}
+
+/* End a command that will never run the program (cmd: -1 if unknown) and
+ * reap its keeper, which reaps the command first. */
+static void kill_and_reap(pid_t keeper, pid_t cmd)
+{
+    if (cmd > 1)
+        (void)kill(cmd, SIGKILL); /* the keeper's child, unreaped: its pid is ours */
+    else
+        (void)kill(keeper, SIGKILL); /* never forked, or stuck before telling */
+    for (;;) {
+        pid_t r = waitpid(keeper, NULL, 0);
         if (r >= 0 || errno != EINTR)
-            break; /* ECHILD: someone else reaped it */
+            break;
     }
 }
 
@@ -754,6 +826,9 @@ static int report_error(const struct plan *pl, const struct child_report *rep, c
     case STEP_STDIO:
         al_errf(err, errcap, "cannot set up stdin/stdout/stderr: %s", msg);
         break;
+    case STEP_KEEPER:
+        al_errf(err, errcap, "cannot start the process's keeper: %s", msg);
+        break;
     default:
         al_errf(err, errcap, "cannot set up the child's signals: %s", msg);
         break;
@@ -764,8 +839,8 @@ static int report_error(const struct plan *pl, const struct child_report *rep, c
 static void proc_init(struct proc *p, enum proc_mode mode)
 {
     memset(p, 0, sizeof *p);
-    p->pid = -1;
-    p->fd_in = p->fd_out = p->fd_err = -1;
+    p->pid = p->keeper = -1;
+    p->fd_in = p->fd_out = p->fd_err = p->fd_status = -1;
     p->mode = mode;
 }
 
@@ -788,6 +863,7 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
 
     /* parent ends: in, out, err; child ends: cin, cout, cerr; error pipe */
     int pin = -1, pout = -1, perr = -1, cio[3] = {-1, -1, -1}, ep[2] = {-1, -1};
+    int sp[2] = {-1, -1}; /* the keeper's reports */
     if (spec->mode == PROC_PTY) {
         rc = pty_open(spec->cols, spec->rows, &pin, &cio[0], err, errcap);
         if (rc != AL_OK)
@@ -815,12 +891,18 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         if (rc == AL_OK)
             rc = set_nonblock(perr);
     }
-    if (rc == AL_OK && pipe2(ep, O_CLOEXEC) < 0)
+    if (rc == AL_OK && (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0))
         rc = errno_to_al(errno);
     for (int i = 0; i < 3 && rc == AL_OK; i++)
         rc = above_stdio(&cio[i]);
     if (rc == AL_OK)
         rc = above_stdio(&ep[1]);
+    if (rc == AL_OK)
+        rc = above_stdio(&sp[1]);
+    if (rc == AL_OK)
+        rc = above_stdio(&sp[0]);
+    if (rc == AL_OK)
+        rc = set_nonblock(sp[0]);
     if (rc != AL_OK) {
         if (!err || !err[0])
             al_errf(err, errcap, "cannot create the process's descriptors: %s", strerror(errno));
@@ -834,9 +916,10 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         rc = AL_E_IO;
         goto out;
     }
+    pid_t self = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_run(&pl, cio, spec->mode == PROC_PTY, ep[1]);
+        keeper_run(&pl, cio, spec->mode == PROC_PTY, ep[1], sp[1], self);
     int fork_errno = errno;
     int mrc = pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
@@ -847,11 +930,19 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
     for (int i = 0; i < 3; i++)
         close_fd(&cio[i]);
     close_fd(&ep[1]);
+    close_fd(&sp[1]);
 
     struct child_report rep = {0, 0};
     int w = wait_exec(ep[0], &rep);
+    pid_t cmd = w == 1 && rep.step == STEP_KEEPER ? -1 : read_cmd_pid(sp[0]);
+    if (w == 0 && cmd < 0) {
+        al_errf(err, errcap, "cannot start the process's keeper: it did not report");
+        rc = AL_E_IO;
+        kill_and_reap(pid, cmd);
+        goto out;
+    }
     if (w != 0) {
-        kill_and_reap(pid);
+        kill_and_reap(pid, cmd);
         if (w == 1) {
             rc = report_error(&pl, &rep, err, errcap);
         } else {
@@ -864,12 +955,15 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         goto out;
     }
     if (mrc != 0) { /* the child runs, but our own signal mask is wrong */
-        kill_and_reap(pid);
+        kill_and_reap(pid, cmd);
         al_errf(err, errcap, "cannot restore the signal mask: %s", strerror(mrc));
         rc = AL_E_IO;
         goto out;
     }
-    out->pid = pid;
+    out->pid = cmd;
+    out->keeper = pid;
+    out->fd_status = sp[0];
+    sp[0] = -1;
     out->wrapped = pl.nwrap > 0;
     out->fd_in = pin;
     out->fd_out = pout;
@@ -885,6 +979,8 @@ out:
         close_fd(&cio[i]);
     close_fd(&ep[0]);
     close_fd(&ep[1]);
+    close_fd(&sp[0]);
+    close_fd(&sp[1]);
     plan_free(&pl);
     return rc;
 }
@@ -963,25 +1059,60 @@ void proc_decode(const struct proc *p, int status, int *exit_code, int *signo, i
         *core = dumped;
 }
 
+/* Note the keeper's end if it has exited (it is our child: until we reap
+ * it, its pid is ours and the tree walk may start from it). */
+static void keeper_poll(struct proc *p)
+{
+    if (p->keeper_gone || p->keeper <= 1)
+        return;
+    pid_t r;
+    do {
+        r = waitpid(p->keeper, NULL, WNOHANG);
+    } while (r < 0 && errno == EINTR);
+    if (r == p->keeper || (r < 0 && errno == ECHILD))
+        p->keeper_gone = 1;
+}
+
+/* Take the command's status if the keeper has sent it. AL_OK once it has
+ * (now or before), AL_E_AGAIN while the command runs, AL_E_NOENT when the
+ * keeper ended without sending it (something killed the keeper). */
+static int status_poll(struct proc *p)
+{
+    if (p->reaped)
+        return AL_OK;
+    if (p->fd_status < 0)
+        return AL_E_NOENT;
+    int st = 0;
+    ssize_t n;
+    do {
+        n = read(p->fd_status, &st, sizeof st);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return AL_E_AGAIN;
+    close_fd(&p->fd_status); /* one status per command */
+    if (n != (ssize_t)sizeof st)
+        return AL_E_NOENT;
+    p->reaped = 1;
+    p->status = st;
+    return AL_OK;
+}
+
 int proc_reap(struct proc *p, int *exit_code, int *signo, int *core)
 {
     if (!proc_ok(p))
         return AL_E_INVAL;
-    if (!p->reaped) {
-        int st = 0;
-        pid_t r;
-        do {
-            r = waitpid(p->pid, &st, WNOHANG);
-        } while (r < 0 && errno == EINTR);
-        if (r == 0)
-            return AL_E_AGAIN;
-        if (r < 0)
-            return errno_to_al(errno);
-        p->reaped = 1;
-        p->status = st;
-    }
+    int rc = status_poll(p);
+    if (rc != AL_OK)
+        return rc;
+    keeper_poll(p);
     proc_decode(p, p->status, exit_code, signo, core);
     return AL_OK;
+}
+
+void proc_child_reaped(struct proc *p, pid_t pid)
+{
+    if (p && pid > 1 && pid == p->keeper)
+        p->keeper_gone = 1;
 }
 
 void proc_close(struct proc *p)
@@ -993,6 +1124,7 @@ void proc_close(struct proc *p)
     close_fd(&p->fd_in);
     close_fd(&p->fd_out);
     close_fd(&p->fd_err);
+    close_fd(&p->fd_status);
 }
 
 /* ---- process trees ----------------------------------------------------------- */
@@ -1162,6 +1294,37 @@ static int ignored_by_default(int signo)
     return 0;
 }
 
+/* The tree of p into m[0..*n) (never the keeper itself), after taking
+ * the command's status if it came: AL_E_NOENT when the keeper is gone
+ * (the tree is empty and its pid may be another process's by now). */
+static int proc_tree(struct proc *p, struct pinfo *m, size_t *n)
+{
+    *n = 0;
+    (void)status_poll(p);
+    keeper_poll(p);
+    if (p->keeper_gone)
+        return AL_E_NOENT;
+    size_t all = 0;
+    int rc = tree_members(p->keeper, m, &all);
+    for (size_t i = 0; i < all; i++)
+        if (m[i].pid != p->keeper)
+            m[(*n)++] = m[i];
+    return rc;
+}
+
+/* May kill(-p->pid) reach the command's group? While the command is not
+ * reaped its pid is held; after, only while a member of the tree is still
+ * in the group (the group id stays taken as long as it has a member). */
+static int group_alive(const struct proc *p, const struct pinfo *m, size_t n)
+{
+    if (!p->reaped)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].pgrp == p->pid)
+            return 1;
+    return 0;
+}
+
 /* A wrapped process (the agent's jail): the wrapper (p->pid) and its
  * children (the namespace's init) never get the signal, as either would
  * end the whole sandbox; the group is that of the agent's command, the
@@ -1170,7 +1333,7 @@ static int signal_wrapped(struct proc *p, int signo, int whole_tree)
 {
     struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);
     size_t n = 0;
-    int rc = m ? tree_members(p->pid, m, &n) : AL_E_NOMEM;
+    int rc = m ? proc_tree(p, m, &n) : AL_E_NOMEM;
     int delivered = 0, last = ESRCH;
     for (size_t i = 0; i < n; i++) {
         if (m[i].pid == p->pid || m[i].ppid == p->pid)
@@ -1190,7 +1353,7 @@ static int signal_wrapped(struct proc *p, int signo, int whole_tree)
         note_kill(kill(-p->pid, signo), &delivered, &last);
     free(m);
     if (!delivered)
-        return errno_to_al(last);
+        return rc == AL_E_NOENT ? rc : errno_to_al(last);
     return rc;
 }
 
@@ -1200,19 +1363,21 @@ int proc_signal(struct proc *p, int signo, int whole_tree)
         return AL_E_INVAL;
     if (p->wrapped)
         return signal_wrapped(p, signo, whole_tree);
-    if (!whole_tree)
+    (void)status_poll(p);
+    if (!whole_tree && !p->reaped) /* the cheap case: no walk */
         return kill(-p->pid, signo) < 0 ? errno_to_al(errno) : AL_OK;
     struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);
     size_t n = 0;
-    int rc = m ? tree_members(p->pid, m, &n) : AL_E_NOMEM;
-    int delivered = 0, last = ESRCH;
-    note_kill(kill(-p->pid, signo), &delivered, &last);
-    for (size_t i = 0; i < n; i++)
-        if (m[i].pgrp != p->pid) /* the group was signalled as a whole */
+    int rc = m ? proc_tree(p, m, &n) : AL_E_NOMEM;
+    int delivered = 0, last = ESRCH, group = m && rc != AL_E_NOENT && group_alive(p, m, n);
+    if (group)
+        note_kill(kill(-p->pid, signo), &delivered, &last);
+    for (size_t i = 0; whole_tree && i < n; i++)
+        if (!group || m[i].pgrp != p->pid) /* the group was signalled as a whole */
             note_kill(kill(m[i].pid, signo), &delivered, &last);
     free(m);
     if (!delivered)
-        return errno_to_al(last);
+        return rc == AL_E_NOENT ? rc : errno_to_al(last);
     return rc; /* a failed or partial walk, though something was signalled */
 }
 
@@ -1231,17 +1396,24 @@ int proc_kill_tree(struct proc *p)
     struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);
     pid_t *stopped = malloc(PROC_MAX_TREE * sizeof *stopped);
     size_t nstopped = 0;
-    int rc = AL_OK;
+    int rc = AL_OK, group = 0;
     if (!m || !stopped) {
         rc = AL_E_NOMEM;
+        (void)status_poll(p);
+        group = !p->reaped; /* the group is killed in any case */
     } else {
         /* freeze: a stopped process cannot fork behind our back */
-        (void)kill(-p->pid, SIGSTOP); /* ESRCH: the group is gone */
-        for (int round = 0; round < PROC_TREE_ROUNDS; round++) {
-            size_t n = 0;
-            int trc = tree_members(p->pid, m, &n);
-            if (trc != AL_OK)
-                rc = trc;
+        size_t n = 0;
+        rc = proc_tree(p, m, &n);
+        group = rc != AL_E_NOENT && group_alive(p, m, n);
+        if (group)
+            (void)kill(-p->pid, SIGSTOP); /* ESRCH: the group is gone */
+        for (int round = 0; round < PROC_TREE_ROUNDS && rc != AL_E_NOENT; round++) {
+            if (round > 0) {
+                int trc = proc_tree(p, m, &n);
+                if (trc != AL_OK)
+                    rc = trc;
+            }
             size_t added = 0;
             for (size_t i = 0; i < n && nstopped < PROC_MAX_TREE; i++) {
                 if (in_list(stopped, nstopped, m[i].pid))
@@ -1254,8 +1426,11 @@ int proc_kill_tree(struct proc *p)
                 break;
         }
     }
+    /* the keeper is spared: it reaps the tree, reports the command's
+     * status and exits once it has no child left */
     int delivered = 0, last = ESRCH;
-    note_kill(kill(-p->pid, SIGKILL), &delivered, &last);
+    if (group)
+        note_kill(kill(-p->pid, SIGKILL), &delivered, &last);
     for (size_t i = 0; i < nstopped; i++)
         note_kill(kill(stopped[i], SIGKILL), &delivered, &last);
     free(m);

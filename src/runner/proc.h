@@ -3,15 +3,31 @@
  * it afterwards (resize, signals, stdin EOF, reaping). Sandbox side only.
  *
  * Data model: a struct proc is a plain value owned by the caller. It names
- * one child (pid, which is also its process-group and session id, since
- * the child calls setsid()) and the parent's ends of its stdio:
+ * the command (pid, which is also its process-group and session id, since
+ * it calls setsid()), its keeper (our child, the command's parent) and the
+ * parent's ends of its stdio:
  *   PTY mode:   fd_in == fd_out == the PTY master, fd_err == -1;
  *   pipe mode:  fd_in writes the child's stdin, fd_out / fd_err read its
  *               stdout / stderr.
+ * plus fd_status, on which the keeper reports the command's exit.
  * Every parent-side fd is O_NONBLOCK and O_CLOEXEC; nothing else stays
  * open after proc_spawn returns. proc_close closes the fds, never the
  * process: end the process first with proc_signal / proc_kill_tree.
  * There is no event loop here: the caller polls the fds.
+ *
+ * The process tree of a command (docs/protocol.md, section 5) is every
+ * process started from it, directly or not, whatever session or group it
+ * moved to and whether or not its parent still runs, until it exits; it
+ * outlives the command. The keeper holds it: a child subreaper (prctl
+ * PR_SET_CHILD_SUBREAPER) in a session of its own, so every orphan of the
+ * tree is re-parented to it and the tree is exactly the keeper's
+ * descendants, read from /proc. It reaps them, sends the command's waitpid
+ * status on fd_status (then a SIGCHLD to its parent), and exits when it
+ * has no child left, the tree being empty; it dies with its parent
+ * (PR_SET_PDEATHSIG). Its pid is ours until we reap it, so a walk from it
+ * never reaches an unrelated process through a reused pid. Signals never
+ * reach it (it blocks them all); the caller reaps it (waitpid(-1) is fine:
+ * then tell proc_child_reaped).
  *
  * What the child receives (the runner holds no secret; DESIGN.md, Trust):
  * stdio only (every fd >= 3 closed), default signal dispositions and an
@@ -24,8 +40,9 @@
  *   TERM (see struct proc_spec).
  *
  * Exec errors are reported synchronously: the child writes the failing
- * step and errno to a close-on-exec pipe, the parent reaps it and returns
- * the error, so a bad command is an error, not a zombie.
+ * step and errno to a close-on-exec pipe, the parent reaps the keeper
+ * (which reaped the child) and returns the error, so a bad command is an
+ * error, not a zombie.
  *
  * Writing to fd_in in pipe mode after the child closed its stdin raises
  * SIGPIPE in the caller: the runner ignores SIGPIPE and sees EPIPE.
@@ -38,15 +55,16 @@
 #include <sys/types.h>
 
 #define PROC_DEFAULT_TERM "xterm-256color"
-#define PROC_MAX_ENV_ALLOW 128     /* names (or prefixes) in env_allow */
-#define PROC_MAX_INHERIT 256       /* variables taken from the runner's env */
-#define PROC_MAX_PATH_DIRS 128     /* PATH entries searched for argv[0] */
-#define PROC_EXEC_TIMEOUT_MS 10000 /* the child must exec (or fail) within */
-#define PROC_MAX_TREE 4096         /* processes one tree signal reaches */
-#define PROC_MAX_SCAN 65536        /* /proc entries read per tree walk */
-#define PROC_TREE_ROUNDS 16        /* freeze-and-rescan rounds in a tree kill */
-#define PROC_MAX_WRAP 128          /* entries of a wrapper's argv prefix */
-#define PROC_WRAP_SIGNAL_BASE 128  /* a wrapper's exit code 128 + N: signal N ended it */
+#define PROC_MAX_ENV_ALLOW 128            /* names (or prefixes) in env_allow */
+#define PROC_MAX_INHERIT 256              /* variables taken from the runner's env */
+#define PROC_MAX_PATH_DIRS 128            /* PATH entries searched for argv[0] */
+#define PROC_EXEC_TIMEOUT_MS 10000        /* the child must exec (or fail) within */
+#define PROC_MAX_TREE 4096                /* processes one tree signal reaches */
+#define PROC_MAX_SCAN 65536               /* /proc entries read per tree walk */
+#define PROC_TREE_ROUNDS 16               /* freeze-and-rescan rounds in a tree kill */
+#define PROC_MAX_WRAP 128                 /* entries of a wrapper's argv prefix */
+#define PROC_WRAP_SIGNAL_BASE 128         /* a wrapper's exit code 128 + N: signal N ended it */
+#define PROC_KEEPER_NAME "airlock-keeper" /* the keeper's name (comm, 15 bytes at most) */
 
 enum proc_mode { PROC_PTY = 0, PROC_PIPES = 1 };
 
@@ -90,10 +108,13 @@ struct proc_spec {
 };
 
 struct proc {
-    pid_t pid;  /* also the process-group and session id */
-    int fd_in;  /* write end for stdin (PTY: the master); -1 once closed */
-    int fd_out; /* read end of stdout (PTY: the same master fd) */
-    int fd_err; /* read end of stderr (pipes); -1 in PTY mode */
+    pid_t pid;       /* the command; also its process-group and session id */
+    pid_t keeper;    /* our child, the command's parent, the tree's subreaper */
+    int fd_status;   /* the keeper's report of the command's exit; -1 once read */
+    int keeper_gone; /* the keeper was reaped: the tree is empty */
+    int fd_in;       /* write end for stdin (PTY: the master); -1 once closed */
+    int fd_out;      /* read end of stdout (PTY: the same master fd) */
+    int fd_err;      /* read end of stderr (pipes); -1 in PTY mode */
     enum proc_mode mode;
     int reaped;  /* proc_reap saw the exit: status below is final */
     int status;  /* the waitpid status once reaped */
@@ -114,20 +135,25 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
  * AL_E_STATE in pipe mode, AL_E_INVAL for sizes out of bounds. */
 int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
 
-/* Send signo (1..NSIG-1) to the process group; with whole_tree, also to
- * every descendant and every member of the child's session, found by
- * reading /proc, so processes that left the group (setsid, setpgid) are
- * reached while their ancestors live. AL_E_NOENT when nothing was left to
- * signal, AL_E_PERM when nothing could be signalled. With whole_tree, a
- * walk that failed (no /proc: AL_E_NOENT; AL_E_NOMEM) or stopped at
- * PROC_MAX_TREE / PROC_MAX_SCAN (AL_E_LIMIT) is reported after signalling
- * the group and whatever was found. */
+/* Send signo (1..NSIG-1) to the command's process group; with whole_tree,
+ * also to every process of the tree (the keeper's descendants, found by
+ * reading /proc), so processes that left the group (setsid, setpgid) or
+ * lost their parent are reached, also after the command has exited. The
+ * group is signalled while the command runs, and after it exited while a
+ * process of the tree is still in it. AL_E_NOENT when nothing was left
+ * to signal, AL_E_PERM when nothing could be signalled. A walk that
+ * failed (no /proc: AL_E_NOENT; AL_E_NOMEM) or stopped at PROC_MAX_TREE /
+ * PROC_MAX_SCAN (AL_E_LIMIT) is reported after signalling the group and
+ * whatever was found. */
 int proc_signal(struct proc *p, int signo, int whole_tree);
 
-/* SIGKILL to the group, the session and every descendant. The tree is
- * frozen first (SIGSTOP, rescanned until no new process appears, at most
- * PROC_TREE_ROUNDS times) so that nothing forks away during the walk.
- * Errors as proc_signal with whole_tree; the group is killed in any case. */
+/* SIGKILL to the group and every process of the tree, also after the
+ * command has exited. The tree is frozen first (SIGSTOP, rescanned until
+ * no new process appears, at most PROC_TREE_ROUNDS times) so that nothing
+ * forks away during the walk. The keeper is spared: it reports the
+ * command's status and exits once it has reaped the tree. Errors as
+ * proc_signal with whole_tree; a running command's group is killed in any
+ * case. */
 int proc_kill_tree(struct proc *p);
 
 /* End the child's stdin. Pipes: close fd_in (it becomes -1). PTY: write
@@ -138,18 +164,24 @@ int proc_kill_tree(struct proc *p);
  * the byte. AL_E_AGAIN when the PTY has no room right now. */
 int proc_close_stdin(struct proc *p);
 
-/* Non-blocking waitpid. 0 once the process has exited: *exit_code is its
- * exit status (0..255), or -1 when a signal killed it, then *signo is the
- * signal (else 0) and *core is 1 if it dumped core. AL_E_AGAIN while it
- * runs; AL_E_NOENT if someone else reaped it. Any out pointer may be NULL.
+/* The command's exit, as its keeper reported it on fd_status (poll it, or
+ * call this on SIGCHLD; never blocks). 0 once the command has exited:
+ * *exit_code is its exit status (0..255), or -1 when a signal killed it,
+ * then *signo is the signal (else 0) and *core is 1 if it dumped core.
+ * AL_E_AGAIN while it runs; AL_E_NOENT if the keeper ended without
+ * reporting (something SIGKILLed it). Reaps the keeper if it has exited.
+ * Any out pointer may be NULL.
  * Wrapped (the jail), an exit code 128 + N (N a signal) reads as signal N,
  * as shells report it.
  * Once reaped, further calls return the same status. */
 int proc_reap(struct proc *p, int *exit_code, int *signo, int *core);
 
-/* Decode a waitpid status of p's child as proc_reap does (for a caller
- * that reaps it itself). */
+/* Decode a waitpid status of p's command as proc_reap does. */
 void proc_decode(const struct proc *p, int status, int *exit_code, int *signo, int *core);
+
+/* The caller reaped pid itself (waitpid(-1)): if it was p's keeper, p's
+ * tree is empty and its pid no longer p's to signal. */
+void proc_child_reaped(struct proc *p, pid_t pid);
 
 /* Close the parent's fds (not the process). Safe to call twice. */
 void proc_close(struct proc *p);

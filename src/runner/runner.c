@@ -351,34 +351,51 @@ static void on_drain_timeout(uv_timer_t *h)
 
 /* ---- child processes ------------------------------------------------------ */
 
+/* The channel's process exited (its status is in t): read what is left
+ * of its output now, then give the PTY a moment. */
+static void term_exited(struct term *t)
+{
+    struct runner *r = t->r;
+    t->reaped = 1;
+    if (!t->out_eof || (t->proc.mode == PROC_PIPES && !t->err_eof)) {
+        term_read(t, FR_STDOUT);
+        if (t->proc.mode == PROC_PIPES && !t->closing)
+            term_read(t, FR_STDERR);
+        if (!t->closing && uv_timer_init(r->loop, &t->drain) == 0) {
+            t->drain.data = t;
+            (void)uv_timer_start(&t->drain, on_drain_timeout, PTY_DRAIN_MS, 0);
+        }
+    }
+    term_maybe_exit(t);
+}
+
 static void on_sigchld(uv_signal_t *h, int signum)
 {
     (void)signum;
     struct runner *r = h->data;
+    /* our children are the keepers (and what re-parents to us once one is
+     * gone); a keeper reports its command's exit on its status pipe and
+     * signals us */
     for (;;) {
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid <= 0)
             break;
-        for (unsigned i = 0; i < r->nterms; i++) {
-            struct term *t = r->terms[i];
-            if (t->proc.pid != pid || t->reaped)
-                continue;
-            t->reaped = 1;
-            proc_decode(&t->proc, st, &t->exit_code, &t->exit_sig, &t->exit_core);
-            if (!t->out_eof || (t->proc.mode == PROC_PIPES && !t->err_eof)) {
-                /* read what is left now; then give the PTY a moment */
-                term_read(t, FR_STDOUT);
-                if (t->proc.mode == PROC_PIPES && !t->closing)
-                    term_read(t, FR_STDERR);
-                if (!t->closing && uv_timer_init(r->loop, &t->drain) == 0) {
-                    t->drain.data = t;
-                    (void)uv_timer_start(&t->drain, on_drain_timeout, PTY_DRAIN_MS, 0);
-                }
-            }
-            term_maybe_exit(t);
-            break;
+        for (unsigned i = 0; i < r->nterms; i++)
+            proc_child_reaped(&r->terms[i]->proc, pid);
+    }
+    for (unsigned i = 0; i < r->nterms; i++) {
+        struct term *t = r->terms[i];
+        if (t->reaped)
+            continue;
+        int rc = proc_reap(&t->proc, &t->exit_code, &t->exit_sig, &t->exit_core);
+        if (rc == AL_E_NOENT) { /* its keeper was killed: so was the command */
+            t->exit_code = -1;
+            t->exit_sig = SIGKILL;
+            t->exit_core = 0;
         }
+        if (rc == AL_OK || rc == AL_E_NOENT)
+            term_exited(t);
     }
 }
 
@@ -748,13 +765,13 @@ static void on_event(void *ud, const struct ep_event *ev)
             on_resize(r, t, ev->cols, ev->rows);
         break;
     case EP_EV_SIGNAL:
-        if (t && !t->reaped)
+        /* also after the channel's process exited: its tree may live on */
+        if (t)
             (void)proc_signal(&t->proc, ev->signo, ev->scope == FR_SIG_TREE);
         break;
     case EP_EV_CLOSED:
         if (t) {
-            if (!t->reaped)
-                (void)proc_kill_tree(&t->proc);
+            (void)proc_kill_tree(&t->proc);
             runner_log(r, 1, "channel %u: closed", (unsigned)t->ch);
             term_destroy(t);
         }
@@ -815,8 +832,7 @@ static void on_grace(uv_timer_t *h)
                (unsigned long long)(r->cfg.grace_ms / 1000), r->nterms);
     while (r->nterms > 0) {
         struct term *t = r->terms[0];
-        if (!t->reaped)
-            (void)proc_kill_tree(&t->proc);
+        (void)proc_kill_tree(&t->proc);
         (void)ep_close(r->ep, t->ch);
         term_destroy(t);
     }
@@ -881,8 +897,7 @@ void runner_free(struct runner *r)
         return;
     while (r->nterms > 0) {
         struct term *t = r->terms[0];
-        if (!t->reaped)
-            (void)proc_kill_tree(&t->proc);
+        (void)proc_kill_tree(&t->proc);
         term_destroy(t);
     }
     uv_close((uv_handle_t *)&r->tick, free_when_closed);

@@ -296,22 +296,30 @@ static int setup(void **state)
     return 0;
 }
 
-/* No living child left, zombies reaped, no fd leaked. */
-static int teardown(void **state)
+/* Reap every child, waiting (bounded) for those still running: a keeper
+ * exits a moment after its command. 0, or -1 if one is still running. */
+static int reap_all(void)
 {
-    (void)state;
     int64_t deadline = now_ms() + WAIT_MS;
     for (;;) {
         pid_t r = waitpid(-1, NULL, WNOHANG);
         if (r > 0)
             continue;
         if (r < 0 && errno == ECHILD)
-            break;
-        if (now_ms() > deadline) {
-            print_error("a child is still running after the test\n");
+            return 0;
+        if (now_ms() > deadline)
             return -1;
-        }
         sleep_ms(5);
+    }
+}
+
+/* No living child left, zombies reaped, no fd leaked. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (reap_all() != 0) {
+        print_error("a child is still running after the test\n");
+        return -1;
     }
     int fds = count_fds();
     if (fds != fds_before) {
@@ -359,10 +367,15 @@ static void test_pty_tty_and_session(void **state)
     char st;
     pid_t ppid = 0, pgrp = 0, sid = 0, tpgid = 0;
     assert_int_equal(stat_of(p.pid, &st, &ppid, &pgrp, &sid, &tpgid), 0);
-    assert_int_equal(ppid, getpid());
+    assert_int_equal(ppid, p.keeper);
     assert_int_equal(pgrp, p.pid);
     assert_int_equal(sid, p.pid);
     assert_int_equal(tpgid, p.pid);
+    /* the keeper: our child, a session of its own, no terminal */
+    assert_int_equal(stat_of(p.keeper, &st, &ppid, &pgrp, &sid, &tpgid), 0);
+    assert_int_equal(ppid, getpid());
+    assert_int_equal(sid, p.keeper);
+    assert_int_equal(tpgid, -1);
     write_all(p.fd_in, "\n");
     int code = -2, sig = -2;
     wait_exit(&p, &code, &sig);
@@ -592,10 +605,15 @@ static void test_signal_state_reset(void **state)
 static const char *const escape_argv[] = {
     "sh", "-c", "setsid sh -c 'echo $$; exec sleep 300' & sleep 300", NULL};
 
-/* Spawn escape_argv; return the escaped grandchild's pid once it sleeps. */
-static pid_t spawn_escaper(struct proc *p, struct out *o)
+/* sh prints the pid of a grandchild that left the session, then exits at
+ * the end of its input, leaving the grandchild behind. */
+static const char *const leave_argv[] = {
+    "sh", "-c", "setsid sh -c 'echo $$; exec sleep 300' & read x; exit 0", NULL};
+
+/* Spawn argv; return the escaped grandchild's pid once it sleeps. */
+static pid_t spawn_escaper_argv(struct proc *p, struct out *o, const char *const *argv)
 {
-    struct proc_spec s = spec_of(PROC_PIPES, escape_argv);
+    struct proc_spec s = spec_of(PROC_PIPES, argv);
     spawn_ok(&s, p);
     read_until(p->fd_out, o, "\n");
     char *end;
@@ -624,6 +642,75 @@ static pid_t spawn_escaper(struct proc *p, struct out *o)
     assert_int_equal(pgrp, (pid_t)g);
     assert_int_not_equal(sid, p->pid);
     return (pid_t)g;
+}
+
+static pid_t spawn_escaper(struct proc *p, struct out *o)
+{
+    return spawn_escaper_argv(p, o, escape_argv);
+}
+
+/* Spawn leave_argv and end sh: the escaped grandchild is left behind,
+ * its parent gone, in a session of its own. */
+static pid_t spawn_left_behind(struct proc *p, struct out *o)
+{
+    pid_t g = spawn_escaper_argv(p, o, leave_argv);
+    assert_int_equal(proc_close_stdin(p), AL_OK);
+    int code = -2, sig = -2;
+    wait_exit(p, &code, &sig);
+    assert_int_equal(code, 0);
+    sleep_ms(50);
+    assert_true(alive(g));
+    return g;
+}
+
+/* The tree outlives the channel's process: a scope-1 signal and a tree
+ * kill still reach what it left behind, and report when nothing is left. */
+static void test_tree_after_root_exit(void **state)
+{
+    (void)state;
+    struct proc p;
+    struct out o = {.len = 0};
+    pid_t g = spawn_left_behind(&p, &o);
+    assert_int_equal(proc_signal(&p, SIGTERM, 1), AL_OK);
+    wait_gone(g);
+    int64_t deadline = now_ms() + WAIT_MS; /* the keeper goes once the tree is empty */
+    int rc;
+    while ((rc = proc_signal(&p, SIGTERM, 1)) == AL_OK && now_ms() < deadline)
+        sleep_ms(5);
+    assert_int_equal(rc, AL_E_NOENT);
+    assert_int_equal(proc_signal(&p, SIGTERM, 0), AL_E_NOENT);
+    assert_int_equal(proc_kill_tree(&p), AL_E_NOENT);
+    proc_close(&p);
+
+    struct out o2 = {.len = 0};
+    g = spawn_left_behind(&p, &o2);
+    assert_int_equal(proc_signal(&p, SIGTERM, 0), AL_E_NOENT); /* its group is gone */
+    assert_true(alive(g));
+    assert_int_equal(proc_kill_tree(&p), AL_OK);
+    wait_gone(g);
+    proc_close(&p);
+}
+
+/* A double fork while the root lives: the grandchild's parent is gone
+ * before any walk, yet the tree still holds it. */
+static void test_tree_reaches_daemon(void **state)
+{
+    (void)state;
+    static const char *const argv[] = {
+        "sh", "-c", "(setsid sh -c 'echo $$; exec sleep 300' &); exec sleep 300", NULL};
+    struct proc p;
+    struct out o = {.len = 0};
+    pid_t g = spawn_escaper_argv(&p, &o, argv);
+    char st;
+    pid_t ppid = 0, pgrp = 0, sid = 0, tpgid = 0;
+    assert_int_equal(stat_of(g, &st, &ppid, &pgrp, &sid, &tpgid), 0);
+    assert_int_not_equal(ppid, p.pid); /* its parent, the subshell, is gone */
+    assert_int_equal(proc_signal(&p, SIGTERM, 1), AL_OK);
+    int code = -2, sig = -2;
+    wait_exit(&p, &code, &sig);
+    assert_int_equal(sig, SIGTERM);
+    wait_gone(g);
+    proc_close(&p);
 }
 
 static void test_kill_tree_reaches_escaped(void **state)
@@ -949,6 +1036,7 @@ static void expect_spawn_error(const struct proc_spec *s, int want, const char *
 {
     struct proc p;
     char err[ERR_CAP] = "";
+    assert_int_equal(reap_all(), 0); /* the keepers of earlier spawns */
     int rc = proc_spawn(s, &p, err, sizeof err);
     if (rc != want)
         fail_msg("want %s, got %s (%s)", al_strerror(want), al_strerror(rc), err);
@@ -1347,6 +1435,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_signal_state_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_tree_reaches_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_tree_vs_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tree_after_root_exit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tree_reaches_daemon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_scrubbed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_term, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_fd_leak, setup, teardown),
