@@ -303,6 +303,43 @@ static int reachable(const struct lsbx *l, const char *dir, char *bad, size_t ca
     }
 }
 
+/* The runner where the sandbox user can run it: a hard link when the
+ * binary is on the same file system and everyone may run it (nothing is
+ * written), else a copy. Running runners keep the file they started
+ * from: rename never changes an open file. 0 or an errno. */
+static int place_runner(const char *bin, const char *dst)
+{
+    char tmp[LSBX_PATH_MAX + 8];
+    (void)snprintf(tmp, sizeof tmp, "%s.new", dst);
+    (void)unlink(tmp);
+    struct stat st;
+    if (stat(bin, &st) == 0 && (st.st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH) &&
+        link(bin, tmp) == 0)
+        return rename(tmp, dst) == 0 ? 0 : errno;
+    int in = open(bin, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return errno;
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0755);
+    int e = out < 0 ? errno : 0;
+    char buf[65536];
+    ssize_t n;
+    while (!e && (n = read(in, buf, sizeof buf)) != 0) {
+        ssize_t w = n > 0 ? write(out, buf, (size_t)n) : -1;
+        if (n < 0 || w != n)
+            e = n < 0 || w < 0 ? errno : EIO;
+    }
+    (void)close(in);
+    if (out >= 0 && close(out) != 0 && !e)
+        e = errno;
+    if (!e && fchmodat(AT_FDCWD, tmp, 0755, 0) != 0)
+        e = errno;
+    if (!e && rename(tmp, dst) != 0)
+        e = errno;
+    if (e)
+        (void)unlink(tmp);
+    return e;
+}
+
 /* As root: the directories leading to the sandboxes become searchable
  * (never listable, nor readable: every file of the data directory is
  * 0600 and its other directories 0700), and the runner is copied where
@@ -327,26 +364,12 @@ static int prepare_root(struct lsbx *l, const char *real, char *w, size_t cap)
                 l->user, real, bad);
         return -1;
     }
-    char tmp[LSBX_PATH_MAX + 8];
-    (void)snprintf(l->runner_copy, sizeof l->runner_copy, "%s/%s/airlock-runner", real,
+    (void)snprintf(l->runner_copy, sizeof l->runner_copy, "%.3900s/%s/airlock-runner", real,
                    LSBX_RUNNER_DIR);
-    (void)snprintf(tmp, sizeof tmp, "%s.new", l->runner_copy);
-    int in = open(l->runner_bin, O_RDONLY | O_CLOEXEC);
-    int out = in < 0 ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0755);
-    int ok = in >= 0 && out >= 0;
-    char buf[65536];
-    ssize_t n;
-    while (ok && (n = read(in, buf, sizeof buf)) != 0)
-        ok = n > 0 && write(out, buf, (size_t)n) == n;
-    if (in >= 0)
-        (void)close(in);
-    if (out >= 0 && (close(out) != 0 || fchmodat(AT_FDCWD, tmp, 0755, 0) != 0))
-        ok = 0;
-    /* running runners keep their old copy: rename never changes an open file */
-    if (!ok || rename(tmp, l->runner_copy) != 0) {
-        al_errf(w, cap, "cannot copy the runner %s to %s: %s", l->runner_bin, l->runner_copy,
-                strerror(errno));
-        (void)unlink(tmp);
+    int e = place_runner(l->runner_bin, l->runner_copy);
+    if (e != 0) {
+        al_errf(w, cap, "cannot place the runner %s at %s: %s", l->runner_bin, l->runner_copy,
+                strerror(e));
         l->runner_copy[0] = 0;
         return -1;
     }
