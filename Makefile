@@ -29,8 +29,8 @@ fuzz-build: deps
 	CC=clang-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DAIRLOCK_FUZZ=ON >/dev/null
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
-# Until the runner and control plane serve terminals, `make run` builds,
-# creates a local data dir with a signing key and shows what exists.
+# `make run`: builds, starts airlockd on SQLite in DATA with a local sandbox
+# and a terminal running $$SHELL (or AGENT=cmd), and attaches to it.
 run: build
 	@tools/run.sh $(BUILD) $(DATA)
 

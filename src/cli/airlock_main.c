@@ -844,7 +844,6 @@ int main(int argc, char **argv)
     struct app app;
     memset(&app, 0, sizeof app);
     signal(SIGPIPE, SIG_IGN);
-    srand((unsigned)(time(NULL) ^ getpid()));
     /* global options come before the command */
     int i = 1;
     for (; i < argc; i++) {

@@ -41,6 +41,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "backoff.h"
 #include "cli_err.h"
 #include "cli_escape.h"
 #include "cli_input.h"
@@ -121,7 +122,7 @@ struct att {
     uv_signal_t sig_winch, sig_term, sig_int, sig_hup;
     int signalled;
     /* reconnecting */
-    unsigned attempt;
+    struct backoff retry_delay; /* between reconnections */
     uint64_t down_since_us;
     int down_reported;
     /* the end */
@@ -684,7 +685,7 @@ static void on_event(void *ud, const struct ep_event *ev)
         if (a->down_reported && !a->o.quiet)
             status(a, "reconnected to %s", a->o.term_id);
         a->down_reported = 0;
-        a->attempt = 0;
+        backoff_reset(&a->retry_delay);
         break;
     case EP_EV_LOST:
         if (!a->done) {
@@ -801,14 +802,7 @@ static void schedule_retry(struct att *a)
                (unsigned long long)(a->o.retry_for_ms / MS_PER_S), a->o.term_id);
         return;
     }
-    uint64_t max = BACKOFF_MIN_MS;
-    for (unsigned i = 0; i < a->attempt && max < BACKOFF_MAX_MS; i++)
-        max *= 2;
-    if (max > BACKOFF_MAX_MS)
-        max = BACKOFF_MAX_MS;
-    uint64_t ms = max / 2 + (uint64_t)rand() % (max / 2 + 1);
-    a->attempt++;
-    (void)uv_timer_start(&a->retry, on_retry, ms, 0);
+    (void)uv_timer_start(&a->retry, on_retry, backoff_next(&a->retry_delay), 0);
 }
 
 static void ws_closed(void *ud, struct cli_ws *ws, int opened, unsigned st, const char *why)
@@ -1060,6 +1054,8 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
                int *exit_status, int *detached)
 {
     struct att *a = calloc(1, sizeof *a);
+    if (a)
+        backoff_init(&a->retry_delay, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
     if (!a)
         return AL_E_NOMEM;
     a->loop = loop;

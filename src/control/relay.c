@@ -43,6 +43,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "al_log.h"
+#include "backoff.h"
 #include "cast.h"
 #include "endpoint.h"
 #include "frame.h"
@@ -156,8 +157,8 @@ struct rl_sbx {
     uint64_t file_due_us; /* local: when the runner's token file is next rewritten */
     int64_t rtt_us;
     /* static: redial */
-    unsigned attempt;
-    uint64_t redial_us; /* 0: none scheduled */
+    struct backoff redial; /* static sandboxes: redials after a failure */
+    uint64_t redial_us;    /* 0: none scheduled */
     int dialing;
     /* local: the runner process */
     struct lsbx_proc *proc; /* borrowed from lsbx until its exit callback */
@@ -1235,6 +1236,7 @@ static int sbx_new(struct relay *r, const struct db_sandbox *row, struct rl_sbx 
     (void)snprintf(sb->id, sizeof sb->id, "%s", row->id);
     (void)snprintf(sb->url, sizeof sb->url, "%s", row->url);
     sb->kind = row->kind;
+    backoff_init(&sb->redial, RL_REDIAL_MIN_MS, RL_REDIAL_MAX_MS);
     sb->network = row->network;
     sb->rtt_us = -1;
     struct ep_config cfg;
@@ -1274,7 +1276,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
         wake(sb->r, sb->old_conn);
     }
     sb->conn = conn;
-    sb->attempt = 0;
+    backoff_reset(&sb->redial);
     sb->dialing = 0;
     ep_link_up(sb->ep, relay_now_us());
     wake(sb->r, conn);
@@ -1285,15 +1287,7 @@ static void schedule_redial(struct rl_sbx *sb)
 {
     if (sb->kind != DB_SANDBOX_STATIC || sb->removed)
         return;
-    uint64_t max = RL_REDIAL_MIN_MS;
-    for (unsigned i = 0; i < sb->attempt && max < RL_REDIAL_MAX_MS; i++)
-        max *= 2;
-    if (max > RL_REDIAL_MAX_MS)
-        max = RL_REDIAL_MAX_MS;
-    uint64_t ms =
-        max / 2 + (uint64_t)rand() % (max / 2 + 1); // NOLINT(cert-msc30-c,cert-msc50-cpp): jitter
-    sb->attempt++;
-    sb->redial_us = relay_now_us() + ms * 1000;
+    sb->redial_us = relay_now_us() + backoff_next(&sb->redial) * 1000;
 }
 
 void relay_runner_down(struct rl_sbx *sb, void *conn)

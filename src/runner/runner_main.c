@@ -37,6 +37,7 @@
 #include "al_limits.h"
 #include "al_log.h"
 #include "b64url.h"
+#include "backoff.h"
 #include "jail.h"
 #include "endpoint.h"
 #include "runner.h"
@@ -47,8 +48,7 @@
 
 #define MAX_ENV_ALLOW 64
 #define MAX_CGROUP_FDS 4
-/* lws 4.1's private value for a close frame (the public enum skips 4). */
-#define MAX_TOKEN_FILE 8192
+#define MAX_TOKEN_FILE 8192 /* bytes of a token file */
 #define HANDSHAKE_TIMEOUT_S 10
 #define MAX_HEADER_DATA 8192
 #define BACKOFF_MIN_MS 250
@@ -100,7 +100,7 @@ struct app {
     int key_fd;                           /* --link-key-fd: our key arrives there (-1: make one) */
     char link_key[AL_RUNNER_KEY_LEN + 1]; /* presented on every dial, never logged */
     int64_t token_exp;
-    unsigned attempt;
+    struct backoff redial_delay; /* after a failed or lost dial */
     uv_timer_t redial, max_age;
     uv_signal_t sigterm, sigint;
     int stopping;
@@ -391,7 +391,7 @@ static void dial(struct app *a)
     if (a->d_tls && getenv("AIRLOCK_INSECURE_TLS"))
         ci.ssl_connection |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
     ci.userdata = NULL;
-    log_line(a, 1, "dialing %s (attempt %u)", a->url, a->attempt + 1);
+    log_line(a, 1, "dialing %s (attempt %u)", a->url, a->redial_delay.attempt + 1);
     if (!lws_client_connect_via_info(&ci)) {
         log_line(a, 0, "cannot start a connection to %s", a->url);
         schedule_redial(a, 0);
@@ -408,15 +408,8 @@ static void schedule_redial(struct app *a, uint64_t ms)
 {
     if (a->stopping || !a->connect_url)
         return;
-    if (ms == 0) {
-        uint64_t max = BACKOFF_MIN_MS;
-        for (unsigned i = 0; i < a->attempt && max < BACKOFF_MAX_MS; i++)
-            max *= 2;
-        if (max > BACKOFF_MAX_MS)
-            max = BACKOFF_MAX_MS;
-        ms = max / 2 + (uint64_t)rand() % (max / 2 + 1);
-        a->attempt++;
-    }
+    if (ms == 0)
+        ms = backoff_next(&a->redial_delay);
     log_line(a, 2, "redial in %llu ms", (unsigned long long)ms);
     (void)uv_timer_start(&a->redial, on_redial, ms, 0);
 }
@@ -472,7 +465,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         if (c)
             memset(c, 0, sizeof *c);
-        a->attempt = 0;
+        backoff_reset(&a->redial_delay);
         log_line(a, 1, "connected to %s", a->url);
         link_established(a, wsi, a->token_exp);
         if (a->max_age_ms)
@@ -734,6 +727,7 @@ static int parse_args(struct app *a, int argc, char **argv)
 
 static int setup_dial(struct app *a)
 {
+    backoff_init(&a->redial_delay, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
     (void)snprintf(a->url, sizeof a->url, "%s", a->connect_url);
     (void)snprintf(a->parsed, sizeof a->parsed, "%s", a->connect_url);
     const char *prot, *addr, *path;
@@ -861,7 +855,6 @@ int main(int argc, char **argv)
     /* Orphans of agents come back to us to be reaped, not to init. */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     signal(SIGPIPE, SIG_IGN);
-    srand((unsigned)(time(NULL) ^ getpid()));
 
     char why[TOK_REASON_MAX];
     int rc = tok_keyset_from_file(a->jwks_path, &a->keys, why, sizeof why);
