@@ -1,8 +1,10 @@
 /*
- * libFuzzer target for cast: the asciicast reader (untrusted recordings),
- * the writer's UTF-8 sanitizer, its JSON escaper and its header builder.
+ * libFuzzer target for the asciicast modules: castread, the reader of
+ * untrusted recordings (shared code in al_common, which fuzz targets link),
+ * and cast, the writer's UTF-8 sanitizer, its JSON escaper and its header
+ * builder, each read back through castread.
  *
- * Fuzz targets link al_runner/al_common, not al_control, so the module is
+ * Fuzz targets link al_runner/al_common, not al_control, so the writer is
  * compiled into this file (its static helpers are then reachable too).
  * Nothing touches a file: the reader runs over memory, and writer lines
  * are formatted into memory.
@@ -23,6 +25,7 @@
  * Every allocation is freed before returning; nothing is kept between runs.
  */
 #include "../src/control/cast.c"
+#include "castread.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,33 +37,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void fuzz_read(const uint8_t *p, size_t n)
 {
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    int rc = cast_reader_open_mem(p, n, &r, err, sizeof err);
+    struct castread *r = NULL;
+    char err[CASTREAD_ERR_MAX];
+    int rc = castread_open_mem(p, n, &r, err, sizeof err);
     if (rc != AL_OK) {
         if (r || strncmp(err, "line 1: ", 8) != 0)
             abort();
         return;
     }
-    const struct cast_info *in = cast_reader_info(r);
+    const struct castread_info *in = castread_info(r);
     if (in->cols < 1 || in->cols > AL_MAX_COLS || in->rows < 1 || in->rows > AL_MAX_ROWS)
         abort();
-    struct cast_event ev;
+    struct castread_event ev;
     int64_t last = 0;
-    while ((rc = cast_next(r, &ev)) == 1) {
+    while ((rc = castread_next(r, &ev)) == 1) {
         if (ev.time_us < last || (ev.len > 0 && !ev.data) || ev.code[0] == '\0')
             abort();
-        if (ev.kind == CAST_EV_RESIZE &&
+        if (ev.kind == CASTREAD_EV_RESIZE &&
             (ev.cols < 1 || ev.cols > AL_MAX_COLS || ev.rows < 1 || ev.rows > AL_MAX_ROWS))
             abort();
         last = ev.time_us;
     }
     if (rc < 0) {
-        const char *m = cast_reader_error(r);
-        if (strncmp(m, "line ", 5) != 0 || cast_next(r, &ev) != rc)
+        const char *m = castread_error(r);
+        if (strncmp(m, "line ", 5) != 0 || castread_next(r, &ev) != rc)
             abort();
     }
-    cast_reader_close(r);
+    castread_close(r);
 }
 
 static size_t sanitize_whole(const uint8_t *p, size_t n, uint8_t *out)
@@ -133,7 +136,7 @@ static void fuzz_line(const uint8_t *p, size_t n)
     size_t hl = sizeof FUZZ_H3 - 1;
     uint8_t *text = malloc(CAST_TEXT_MAX);
     uint8_t *buf = malloc(hl + CAST_LINE_OUT_MAX);
-    struct cast_reader *r = NULL;
+    struct castread *r = NULL;
     if (!text || !buf)
         goto done;
     size_t m = sanitize_whole(s, len, text);
@@ -141,13 +144,13 @@ static void fuzz_line(const uint8_t *p, size_t n)
     size_t ln = fmt_event(buf + hl, us, p[0] % 2 ? 'o' : 'i', text, m);
     if (ln > CAST_LINE_OUT_MAX)
         abort();
-    struct cast_event ev;
-    if (cast_reader_open_mem(buf, hl + ln, &r, NULL, 0) != AL_OK || cast_next(r, &ev) != 1 ||
+    struct castread_event ev;
+    if (castread_open_mem(buf, hl + ln, &r, NULL, 0) != AL_OK || castread_next(r, &ev) != 1 ||
         ev.time_us != (int64_t)us || ev.len != m || (m > 0 && memcmp(ev.data, text, m) != 0) ||
-        cast_next(r, &ev) != 0)
+        castread_next(r, &ev) != 0)
         abort();
 done:
-    cast_reader_close(r);
+    castread_close(r);
     free(text);
     free(buf);
 }
@@ -157,7 +160,7 @@ static void fuzz_header(const uint8_t *p, size_t n)
 {
     char *copy = malloc(n + 1);
     uint8_t *out = malloc(CAST_WBUF_SIZE);
-    struct cast_reader *r = NULL;
+    struct castread *r = NULL;
     if (!copy || !out)
         goto done;
     memcpy(copy, p, n);
@@ -190,15 +193,15 @@ static void fuzz_header(const uint8_t *p, size_t n)
         abort();
     if (rc != AL_OK)
         goto done;
-    if (cast_reader_open_mem(out, len, &r, NULL, 0) != AL_OK)
+    if (castread_open_mem(out, len, &r, NULL, 0) != AL_OK)
         abort();
-    const struct cast_info *in = cast_reader_info(r);
+    const struct castread_info *in = castread_info(r);
     const char *got[3] = {in->term_type, in->command, in->title};
     for (int k = 0; k < 3; k++)
         if ((f[k] == NULL) != (got[k] == NULL) || (f[k] && strcmp(f[k], got[k]) != 0))
             abort();
 done:
-    cast_reader_close(r);
+    castread_close(r);
     free(copy);
     free(out);
 }

@@ -21,7 +21,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
-#include "cast.h"
+#include "castread.h"
 #include "cli_attach.h"
 #include "cli_config.h"
 #include "cli_err.h"
@@ -785,7 +785,7 @@ static int cmd_replay(struct app *a, int argc, char **argv)
                                  argv[i]);
             o.speed = d;
         } else if (!strcmp(argv[i], "--idle-limit") && i + 1 < argc) {
-            if (parse_seconds(argv[++i], CAST_MAX_INTERVAL_S, &d) != 0)
+            if (parse_seconds(argv[++i], CASTREAD_MAX_INTERVAL_S, &d) != 0)
                 return bad_usage("--idle-limit wants seconds above 0, not '%s'", argv[i]);
             o.idle_limit_us = (int64_t)(d * US_PER_S);
         } else if (argv[i][0] != '-' && !src) {
@@ -797,12 +797,12 @@ static int cmd_replay(struct app *a, int argc, char **argv)
     if (!src)
         return bad_usage("replay: give a recording file or a terminal id%s", "");
     char why[WHY_MAX];
-    struct cast_reader *r = NULL;
+    struct castread *r = NULL;
     struct cli_http_result res;
     memset(&res, 0, sizeof res);
     struct stat st;
     if (stat(src, &st) == 0 || strchr(src, '/') || !id_ok(src)) {
-        if (cast_reader_open(src, &r, why, sizeof why) != AL_OK) {
+        if (castread_open(src, &r, why, sizeof why) != AL_OK) {
             fprintf(stderr, "airlock: %s: %s\n", src, why);
             return errno == ENOENT || stat(src, &st) != 0 ? CLI_EXIT_NOTFOUND : CLI_EXIT_PROTO;
         }
@@ -815,7 +815,7 @@ static int cmd_replay(struct app *a, int argc, char **argv)
             free(res.body);
             return rc;
         }
-        if (cast_reader_open_mem(res.body ? res.body : "", res.len, &r, why, sizeof why) != AL_OK) {
+        if (castread_open_mem(res.body ? res.body : "", res.len, &r, why, sizeof why) != AL_OK) {
             fprintf(stderr, "airlock: the recording of %s is not readable: %s\n", src, why);
             free(res.body);
             return CLI_EXIT_PROTO;
@@ -823,7 +823,7 @@ static int cmd_replay(struct app *a, int argc, char **argv)
     }
     if (!a->loop_ok) {
         if (uv_loop_init(&a->loop) != 0) {
-            cast_reader_close(r);
+            castread_close(r);
             free(res.body);
             return CLI_EXIT_OTHER;
         }
@@ -832,7 +832,7 @@ static int cmd_replay(struct app *a, int argc, char **argv)
     int rc = cli_replay(&a->loop, r, &o, why, sizeof why);
     if (why[0])
         fprintf(stderr, "airlock: %s\n", why);
-    cast_reader_close(r);
+    castread_close(r);
     free(res.body);
     return rc;
 }

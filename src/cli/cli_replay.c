@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
-#include "cast.h"
+#include "castread.h"
 #include "cli_err.h"
 
 #define US_PER_MS 1000.0
@@ -26,7 +26,7 @@
 
 struct play {
     uv_loop_t *loop;
-    struct cast_reader *r;
+    struct castread *r;
     struct cli_replay_opts o;
     int64_t idle_limit_us;
     int64_t last_us, virt_us; /* recording time of the last event; limited clock */
@@ -68,14 +68,14 @@ static void on_timer(uv_timer_t *h);
 static void advance(struct play *p)
 {
     for (;;) {
-        struct cast_event ev;
-        int rc = cast_next(p->r, &ev);
+        struct castread_event ev;
+        int rc = castread_next(p->r, &ev);
         if (rc == 0) {
             stop(p, CLI_EXIT_OK);
             return;
         }
         if (rc < 0) {
-            al_errf(p->why, p->cap, "bad recording: %s", cast_reader_error(p->r));
+            al_errf(p->why, p->cap, "bad recording: %s", castread_error(p->r));
             stop(p, CLI_EXIT_PROTO);
             return;
         }
@@ -86,7 +86,7 @@ static void advance(struct play *p)
             d = p->idle_limit_us;
         p->last_us = ev.time_us;
         p->virt_us += d;
-        if (ev.kind != CAST_EV_OUTPUT || ev.len == 0)
+        if (ev.kind != CASTREAD_EV_OUTPUT || ev.len == 0)
             continue;
         uv_update_time(p->loop);
         double due_ms = (double)p->virt_us / US_PER_MS / p->o.speed;
@@ -139,7 +139,7 @@ static void on_start(uv_timer_t *h)
     advance(h->data);
 }
 
-int cli_replay(uv_loop_t *loop, struct cast_reader *r, const struct cli_replay_opts *o, char *why,
+int cli_replay(uv_loop_t *loop, struct castread *r, const struct cli_replay_opts *o, char *why,
                size_t cap)
 {
     struct play p;
@@ -154,7 +154,7 @@ int cli_replay(uv_loop_t *loop, struct cast_reader *r, const struct cli_replay_o
         why[0] = 0;
     if (!(p.o.speed > 0) || p.o.speed > CLI_REPLAY_MAX_SPEED)
         p.o.speed = 1;
-    const struct cast_info *info = cast_reader_info(r);
+    const struct castread_info *info = castread_info(r);
     p.idle_limit_us = o->idle_limit_us > 0 ? o->idle_limit_us : info->idle_time_limit_us;
     static const int signos[] = {SIGINT, SIGTERM, SIGHUP};
     for (size_t i = 0; i < sizeof signos / sizeof signos[0]; i++) {

@@ -1,6 +1,6 @@
 /*
- * cli_replay: play an asciicast recording (v2 or v3, read by
- * src/control/cast.c's reader) on stdout with its timing, scaled by a
+ * cli_replay: play an asciicast recording (v2 or v3, read by castread,
+ * src/common/castread.c) on stdout with its timing, scaled by a
  * speed factor and with long pauses cut to an idle limit; SIGINT, SIGTERM
  * or SIGHUP stop it cleanly (attributes reset, cursor shown).
  */
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-struct cast_reader;
+struct castread;
 
 #define CLI_REPLAY_MAX_SPEED 1000.0
 
@@ -23,7 +23,7 @@ struct cli_replay_opts {
 
 /* 0 when played to the end, 128 + signal when interrupted, or a CLI_EXIT_*
  * code with the reason in why. The reader stays the caller's. */
-int cli_replay(uv_loop_t *loop, struct cast_reader *r, const struct cli_replay_opts *o, char *why,
+int cli_replay(uv_loop_t *loop, struct castread *r, const struct cli_replay_opts *o, char *why,
                size_t cap);
 
 #endif

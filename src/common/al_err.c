@@ -1,5 +1,6 @@
 #include "al_err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -73,4 +74,19 @@ void al_errf(char *buf, size_t cap, const char *fmt, ...)
     if (vsnprintf(buf, cap, fmt, ap) < 0)
         buf[0] = '\0';
     va_end(ap);
+}
+
+static const struct {
+    int sys, code;
+} al_errno_table[] = {
+    {ENOENT, AL_E_NOENT}, {ENOTDIR, AL_E_NOENT}, {EACCES, AL_E_PERM},   {EPERM, AL_E_PERM},
+    {EROFS, AL_E_PERM},   {ELOOP, AL_E_PERM},    {EEXIST, AL_E_EXISTS}, {ENOMEM, AL_E_NOMEM},
+};
+
+int al_err_from_errno(int e)
+{
+    for (size_t i = 0; i < sizeof al_errno_table / sizeof al_errno_table[0]; i++)
+        if (al_errno_table[i].sys == e)
+            return al_errno_table[i].code;
+    return AL_E_IO;
 }

@@ -46,4 +46,10 @@ const char *al_strerror(int err);
 /* Write a human reason into a caller buffer (NULL or cap 0: nothing). */
 void al_errf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The code for the errno of a failed file call: missing (ENOENT, ENOTDIR)
+ * is AL_E_NOENT, refused (EACCES, EPERM, EROFS, ELOOP as O_NOFOLLOW meets a
+ * symlink) AL_E_PERM, EEXIST AL_E_EXISTS, ENOMEM AL_E_NOMEM, anything else
+ * AL_E_IO. */
+int al_err_from_errno(int e);
+
 #endif

@@ -1,30 +1,31 @@
 /*
- * cast: terminal recordings in asciicast v3 (writer) and v3/v2 (reader).
+ * cast: the asciicast v3 recording writer of the control plane (al_control).
  *
- * Control plane only (al_control). Format: newline-delimited JSON as
- * specified at https://docs.asciinema.org/manual/asciicast/v3/ (and
- * .../asciicast/v2/ for the reader): line 1 is a header object
+ * Durable and resumable: a recording survives a crash of airlockd and is
+ * continued exactly where it was durable (docs/recording.md). The strict
+ * reader of recordings is shared code, src/common/castread.h; this writer
+ * uses it to check a recording before resuming it.
+ *
+ * Format: newline-delimited JSON as specified at
+ * https://docs.asciinema.org/manual/asciicast/v3/: line 1 is a header object
  *   {"version":3,"term":{"cols":C,"rows":R,"type":T},"timestamp":S,
  *    "idle_time_limit":F,"command":"…","title":"…","env":{"K":"V"}}
  * and every further line one event [interval, code, data], where interval is
- * seconds since the previous event (v3; v2 has seconds since the start),
- * code one of "o" output, "i" input, "r" resize ("COLSxROWS"), "m" marker
- * (label), "x" exit (status as a decimal string), and data a JSON string.
+ * seconds since the previous event, code one of "o" output, "i" input,
+ * "r" resize ("COLSxROWS"), "m" marker (label), "x" exit (status as a
+ * decimal string), and data a JSON string.
  *
  * Data model:
  *   struct cast         opaque writer, owned by the caller (cast_close): one
  *                       recording file, a bounded write buffer
  *                       (CAST_WBUF_SIZE bytes), the time of the previous
  *                       event, and a UTF-8 carry for output and for input.
- *   struct cast_reader  opaque reader, owned by the caller
- *                       (cast_reader_close): a file or a caller's memory
- *                       buffer (not copied, must outlive the reader), one
- *                       line at a time (at most CAST_MAX_LINE bytes).
  *   struct cast_utf8    caller-owned state of the streaming UTF-8
  *                       sanitizer: up to 3 bytes of an incomplete sequence.
  * Units: times are microseconds (int64_t); sizes and counts are bytes.
  * The writer never reads a clock: callers pass now_us from one monotonic
- * clock, the same one as cast_header.start_us.
+ * clock, the same one as cast_header.start_us. An interval is capped at
+ * the reader's CASTREAD_MAX_INTERVAL_S.
  *
  * Errors: AL_OK or a negative AL_E_* code (al_err.h); open functions also
  * write a one-line reason to a caller buffer. A write or fsync error puts
@@ -38,17 +39,13 @@
 #include <stdint.h>
 
 enum {
-    CAST_VERSION = 3,                /* the version the writer produces */
-    CAST_MAX_LINE = 1 << 20,         /* bytes in one line read, newline excluded */
-    CAST_EVENT_MAX_BYTES = 4096,     /* raw bytes per written "o"/"i" event; longer
-                                        chunks become several events */
-    CAST_WBUF_SIZE = 64 * 1024,      /* writer buffer, flushed when full or at sync */
-    CAST_MAX_LABEL = 1024,           /* bytes in a marker label */
-    CAST_MAX_CODE = 8,               /* bytes in an event code read */
-    CAST_MAX_ENV = 256,              /* env entries in a header written */
-    CAST_MAX_HEADER_STR = 4096,      /* bytes in a header string written */
-    CAST_ERR_MAX = 256,              /* bytes in a reader's error message */
-    CAST_MAX_INTERVAL_S = 1000000000 /* an event time/interval above this is refused */
+    CAST_VERSION = 3,            /* the version the writer produces */
+    CAST_EVENT_MAX_BYTES = 4096, /* raw bytes per written "o"/"i" event; longer
+                                    chunks become several events */
+    CAST_WBUF_SIZE = 64 * 1024,  /* writer buffer, flushed when full or at sync */
+    CAST_MAX_LABEL = 1024,       /* bytes in a marker label */
+    CAST_MAX_ENV = 256,          /* env entries in a header written */
+    CAST_MAX_HEADER_STR = 4096,  /* bytes in a header string written */
 };
 
 /* ---------------------------------------------------------------------------
@@ -157,55 +154,5 @@ void cast_status(const struct cast *c, struct cast_status *st);
  * written (a resumed writer gets those bytes again). Returns the writer's
  * error, if any. */
 int cast_close(struct cast *c);
-
-/* ---------------------------------------------------------------------------
- * Reader (untrusted input).
- */
-struct cast_reader;
-
-enum cast_kind {
-    CAST_EV_OUTPUT, /* "o" */
-    CAST_EV_INPUT,  /* "i" */
-    CAST_EV_RESIZE, /* "r": cols, rows */
-    CAST_EV_MARKER, /* "m" */
-    CAST_EV_EXIT,   /* "x": status */
-    CAST_EV_OTHER   /* a code this reader does not know: pass it through or
-                       ignore it, as the spec requires */
-};
-
-struct cast_info {
-    int version;                /* 2 or 3 */
-    unsigned cols, rows;        /* initial size */
-    int64_t timestamp;          /* -1 if absent */
-    int64_t idle_time_limit_us; /* -1 if absent */
-    const char *term_type;      /* NULL if absent; owned by the reader */
-    const char *command, *title;
-};
-
-struct cast_event {
-    int64_t time_us; /* since the start of the recording */
-    enum cast_kind kind;
-    char code[CAST_MAX_CODE + 1];
-    const uint8_t *data; /* decoded JSON string (may hold NUL bytes), valid until
-                            the next cast_next or cast_reader_close */
-    size_t len;
-    unsigned cols, rows; /* CAST_EV_RESIZE */
-    int status;          /* CAST_EV_EXIT */
-};
-
-/* The header is parsed here: a bad header fails the open (line 1). */
-int cast_reader_open(const char *path, struct cast_reader **out, char *err, size_t cap);
-int cast_reader_open_mem(const void *buf, size_t len, struct cast_reader **out, char *err,
-                         size_t cap);
-const struct cast_info *cast_reader_info(const struct cast_reader *r);
-/* 1: *ev holds the next event; 0: end of the recording; < 0: error, and
- * every later call returns it again (cast_reader_error says which line).
- * Comment lines ("#…", v3) are skipped. */
-int cast_next(struct cast_reader *r, struct cast_event *ev);
-/* "line N: reason" of the last error, "" if none. */
-const char *cast_reader_error(const struct cast_reader *r);
-/* The number of the line last read (1 = header). */
-unsigned long cast_reader_line(const struct cast_reader *r);
-void cast_reader_close(struct cast_reader *r);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * Unit tests for cast: the asciicast v3 writer, the UTF-8 sanitizer and the
- * v3/v2 reader.
+ * Unit tests for cast: the asciicast v3 writer and its UTF-8 sanitizer.
+ * What the writer produces is read back with castread (whose own tests are
+ * test_castread.c).
  *
  * Data model: each test that touches files runs in a fresh mkdtemp
  * directory (struct fx), removed by the teardown, which also checks that
@@ -32,6 +33,7 @@
 
 #include "al_err.h"
 #include "cast.h"
+#include "castread.h"
 #include "testutil.h"
 
 #define FFFD "\xef\xbf\xbd"
@@ -42,18 +44,6 @@ struct fx {
     char path[128];
     int fds; /* open descriptors at setup */
 };
-
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return -1;
-    int n = 0;
-    while (readdir(d) != NULL)
-        n++;
-    closedir(d);
-    return n;
-}
 
 static void rm_tree(const char *dir)
 {
@@ -79,7 +69,7 @@ static int setup(void **state)
     (void)snprintf(f->dir, sizeof f->dir, "/tmp/al-test-cast-XXXXXX");
     assert_non_null(mkdtemp(f->dir));
     (void)snprintf(f->path, sizeof f->path, "%s/t.cast", f->dir);
-    f->fds = count_fds();
+    f->fds = tu_count_fds();
     *state = f;
     return 0;
 }
@@ -87,7 +77,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    int fds = count_fds();
+    int fds = tu_count_fds();
     rm_tree(f->dir);
     int leaked = fds != f->fds;
     free(f);
@@ -147,13 +137,13 @@ struct text {
     size_t len, events;
 };
 
-static struct text collect(struct cast_reader *r, enum cast_kind kind)
+static struct text collect(struct castread *r, enum castread_kind kind)
 {
     struct text t = {malloc(1), 0, 0};
     assert_non_null(t.p);
-    struct cast_event ev;
+    struct castread_event ev;
     int rc;
-    while ((rc = cast_next(r, &ev)) == 1) {
+    while ((rc = castread_next(r, &ev)) == 1) {
         if (ev.kind != kind)
             continue;
         t.p = realloc(t.p, t.len + ev.len + 1);
@@ -163,18 +153,18 @@ static struct text collect(struct cast_reader *r, enum cast_kind kind)
         t.events++;
     }
     if (rc != 0)
-        fail_msg("cast_next: %s", cast_reader_error(r));
+        fail_msg("castread_next: %s", castread_error(r));
     return t;
 }
 
-static struct text collect_file(const char *path, enum cast_kind kind)
+static struct text collect_file(const char *path, enum castread_kind kind)
 {
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    if (cast_reader_open(path, &r, err, sizeof err) != AL_OK)
-        fail_msg("cast_reader_open: %s", err);
+    struct castread *r = NULL;
+    char err[CASTREAD_ERR_MAX];
+    if (castread_open(path, &r, err, sizeof err) != AL_OK)
+        fail_msg("castread_open: %s", err);
     struct text t = collect(r, kind);
-    cast_reader_close(r);
+    castread_close(r);
     return t;
 }
 
@@ -190,7 +180,7 @@ static void sanitize_all(const uint8_t *in, size_t n, uint8_t *out, size_t *olen
 /* ---- round trip --------------------------------------------------------- */
 
 struct want {
-    enum cast_kind kind;
+    enum castread_kind kind;
     int64_t t; /* caller clock */
     const char *data;
     size_t len;
@@ -213,32 +203,32 @@ static void test_roundtrip_every_kind(void **state)
     h.env = env;
     h.n_env = 2;
     static const struct want w[] = {
-        {CAST_EV_OUTPUT, START_US + 248000, S("\x1b[1;31mHello\x1b[0m\r\n"), 0, 0, 0},
-        {CAST_EV_INPUT, START_US + 249000, S("ls\r"), 0, 0, 0},
-        {CAST_EV_OUTPUT, START_US + 1249001,
+        {CASTREAD_EV_OUTPUT, START_US + 248000, S("\x1b[1;31mHello\x1b[0m\r\n"), 0, 0, 0},
+        {CASTREAD_EV_INPUT, START_US + 249000, S("ls\r"), 0, 0, 0},
+        {CASTREAD_EV_OUTPUT, START_US + 1249001,
          S("a\0b\x7f\xc2\x85\xe2\x80\xa8\xe2\x80\xa9\"\\\t\b\f/\xf0\x9f\x98\x80\x01"), 0, 0, 0},
-        {CAST_EV_RESIZE, START_US + 1300000, S("100x50"), 100, 50, 0},
-        {CAST_EV_MARKER, START_US + 1300000, S("chapter 1"), 0, 0, 0},
-        {CAST_EV_MARKER, START_US + 2000000, S(""), 0, 0, 0},
-        {CAST_EV_OUTPUT, START_US + 9000000, S("Bye!"), 0, 0, 0},
-        {CAST_EV_EXIT, START_US + 9000001, S("-7"), 0, 0, -7},
+        {CASTREAD_EV_RESIZE, START_US + 1300000, S("100x50"), 100, 50, 0},
+        {CASTREAD_EV_MARKER, START_US + 1300000, S("chapter 1"), 0, 0, 0},
+        {CASTREAD_EV_MARKER, START_US + 2000000, S(""), 0, 0, 0},
+        {CASTREAD_EV_OUTPUT, START_US + 9000000, S("Bye!"), 0, 0, 0},
+        {CASTREAD_EV_EXIT, START_US + 9000001, S("-7"), 0, 0, -7},
     };
     struct cast *c = create(f, &h);
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
         switch (w[i].kind) {
-        case CAST_EV_OUTPUT:
+        case CASTREAD_EV_OUTPUT:
             assert_int_equal(cast_output(c, w[i].t, w[i].data, w[i].len), AL_OK);
             break;
-        case CAST_EV_INPUT:
+        case CASTREAD_EV_INPUT:
             assert_int_equal(cast_input(c, w[i].t, w[i].data, w[i].len), AL_OK);
             break;
-        case CAST_EV_RESIZE:
+        case CASTREAD_EV_RESIZE:
             assert_int_equal(cast_resize(c, w[i].t, w[i].cols, w[i].rows), AL_OK);
             break;
-        case CAST_EV_MARKER:
+        case CASTREAD_EV_MARKER:
             assert_int_equal(cast_marker(c, w[i].t, w[i].data), AL_OK);
             break;
-        case CAST_EV_EXIT:
+        case CASTREAD_EV_EXIT:
             assert_int_equal(cast_exit(c, w[i].t, w[i].status), AL_OK);
             break;
         default:
@@ -251,10 +241,10 @@ static void test_roundtrip_every_kind(void **state)
     assert_int_equal(stat(f->path, &sb), 0);
     assert_int_equal(sb.st_mode & 07777, 0600);
 
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    assert_int_equal(cast_reader_open(f->path, &r, err, sizeof err), AL_OK);
-    const struct cast_info *in = cast_reader_info(r);
+    struct castread *r = NULL;
+    char err[CASTREAD_ERR_MAX];
+    assert_int_equal(castread_open(f->path, &r, err, sizeof err), AL_OK);
+    const struct castread_info *in = castread_info(r);
     assert_int_equal(in->version, 3);
     assert_int_equal(in->cols, 80);
     assert_int_equal(in->rows, 24);
@@ -263,9 +253,9 @@ static void test_roundtrip_every_kind(void **state)
     assert_string_equal(in->term_type, "xterm-256color");
     assert_string_equal(in->command, h.command);
     assert_string_equal(in->title, h.title);
-    struct cast_event ev;
+    struct castread_event ev;
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
-        assert_int_equal(cast_next(r, &ev), 1);
+        assert_int_equal(castread_next(r, &ev), 1);
         assert_int_equal(ev.kind, w[i].kind);
         assert_int_equal(ev.time_us, w[i].t - START_US);
         assert_int_equal(ev.len, w[i].len);
@@ -275,10 +265,10 @@ static void test_roundtrip_every_kind(void **state)
         assert_int_equal(ev.status, w[i].status);
     }
     assert_string_equal(ev.code, "x");
-    assert_int_equal(cast_next(r, &ev), 0);
-    assert_int_equal(cast_next(r, &ev), 0);
-    assert_int_equal(cast_reader_line(r), 9);
-    cast_reader_close(r);
+    assert_int_equal(castread_next(r, &ev), 0);
+    assert_int_equal(castread_next(r, &ev), 0);
+    assert_int_equal(castread_line(r), 9);
+    castread_close(r);
 
     /* The header line is exactly what the spec's example looks like. */
     size_t n;
@@ -352,7 +342,7 @@ static void test_utf8_split_through_writer(void **state)
         assert_int_equal(cast_output(c, START_US + 1, text, i), AL_OK);
         assert_int_equal(cast_output(c, START_US + 2, text + i, n - i), AL_OK);
         assert_int_equal(cast_close(c), AL_OK);
-        struct text t = collect_file(f->path, CAST_EV_OUTPUT);
+        struct text t = collect_file(f->path, CASTREAD_EV_OUTPUT);
         assert_int_equal(t.len, n);
         assert_memory_equal(t.p, text, n);
         assert_true(t.events >= 1 && t.events <= 2);
@@ -422,12 +412,12 @@ static void test_invalid_bytes_through_writer(void **state)
     assert_int_equal(cast_exit(c, START_US, 0), AL_OK);
     assert_int_equal(cast_output(c, START_US, "late", 4), AL_E_STATE);
     assert_int_equal(cast_close(c), AL_OK);
-    struct text t = collect_file(f->path, CAST_EV_OUTPUT);
+    struct text t = collect_file(f->path, CASTREAD_EV_OUTPUT);
     const char want[] = "a" FFFD FFFD FFFD "zok" FFFD;
     assert_int_equal(t.len, sizeof want - 1);
     assert_memory_equal(t.p, want, t.len);
     free(t.p);
-    t = collect_file(f->path, CAST_EV_INPUT);
+    t = collect_file(f->path, CASTREAD_EV_INPUT);
     assert_int_equal(t.len, 9);
     assert_memory_equal(t.p, FFFD FFFD FFFD, 9);
     free(t.p);
@@ -501,7 +491,7 @@ static void test_every_line_is_strict_json(void **state)
     assert_non_null(want);
     size_t wlen;
     sanitize_all(all, total, want, &wlen);
-    struct text t = collect_file(f->path, CAST_EV_OUTPUT);
+    struct text t = collect_file(f->path, CASTREAD_EV_OUTPUT);
     assert_int_equal(t.len, wlen);
     assert_memory_equal(t.p, want, wlen);
     free(t.p);
@@ -558,20 +548,20 @@ static void test_intervals_exact(void **state)
     }
     free(b);
 
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    assert_int_equal(cast_reader_open(f->path, &r, err, sizeof err), AL_OK);
-    struct cast_event e;
+    struct castread *r = NULL;
+    char err[CASTREAD_ERR_MAX];
+    assert_int_equal(castread_open(f->path, &r, err, sizeof err), AL_OK);
+    struct castread_event e;
     for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
-        assert_int_equal(cast_next(r, &e), 1);
+        assert_int_equal(castread_next(r, &e), 1);
         assert_int_equal(e.time_us, ev[i].t);
     }
     for (int i = 0; i < 5000; i++) {
-        assert_int_equal(cast_next(r, &e), 1);
+        assert_int_equal(castread_next(r, &e), 1);
         assert_int_equal(e.time_us, times[i]);
     }
-    assert_int_equal(cast_next(r, &e), 0);
-    cast_reader_close(r);
+    assert_int_equal(castread_next(r, &e), 0);
+    castread_close(r);
 }
 
 /* ---- big chunks and the bounded buffer ------------------------------------ */
@@ -611,13 +601,13 @@ static void test_long_chunk_split_and_buffer_bounded(void **state)
     assert_int_equal(st.out_durable, 40 * (n - n % 3));
     assert_int_equal(cast_close(c), AL_OK);
 
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    assert_int_equal(cast_reader_open(f->path, &r, err, sizeof err), AL_OK);
-    struct cast_event ev;
+    struct castread *r = NULL;
+    char err[CASTREAD_ERR_MAX];
+    assert_int_equal(castread_open(f->path, &r, err, sizeof err), AL_OK);
+    struct castread_event ev;
     size_t got = 0, events = 0;
     int rc;
-    while ((rc = cast_next(r, &ev)) == 1) {
+    while ((rc = castread_next(r, &ev)) == 1) {
         assert_int_equal(ev.len % 3, 0); /* never half a character */
         assert_true(ev.len <= CAST_EVENT_MAX_BYTES + 3);
         assert_int_equal(ev.time_us, (int64_t)(events / 4)); /* same time per chunk */
@@ -627,7 +617,7 @@ static void test_long_chunk_split_and_buffer_bounded(void **state)
     assert_int_equal(rc, 0);
     assert_int_equal(events, 40 * 4);
     assert_int_equal(got, 40 * (n - n % 3));
-    cast_reader_close(r);
+    castread_close(r);
     free(buf);
 }
 
@@ -952,8 +942,8 @@ static void test_write_error_then_resume(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
     struct stat sb;
     assert_int_equal(stat(f->path, &sb), 0);
-    assert_int_equal(sb.st_size, d);                           /* the partial write was cut back */
-    struct text whole = collect_file(f->path, CAST_EV_OUTPUT); /* reads clean */
+    assert_int_equal(sb.st_size, d); /* the partial write was cut back */
+    struct text whole = collect_file(f->path, CASTREAD_EV_OUTPUT); /* reads clean */
     assert_int_equal(whole.len, 7);
     free(whole.p);
 
@@ -964,7 +954,7 @@ static void test_write_error_then_resume(void **state)
     assert_int_equal(cast_output(c, START_US + 3, "after", 5), AL_OK);
     assert_int_equal(cast_exit(c, START_US + 4, 0), AL_OK);
     assert_int_equal(cast_close(c), AL_OK);
-    struct text t = collect_file(f->path, CAST_EV_OUTPUT);
+    struct text t = collect_file(f->path, CASTREAD_EV_OUTPUT);
     assert_int_equal(t.len, 12);
     assert_memory_equal(t.p, "before\nafter", 12);
     free(t.p);
@@ -1037,237 +1027,6 @@ static void test_open_errors(void **state)
     assert_int_equal(cast_open_fd(-1, &h, &c, err, sizeof err), AL_E_INVAL);
 }
 
-/* ---- reader ----------------------------------------------------------------- */
-
-#define H3 "{\"version\":3,\"term\":{\"cols\":80,\"rows\":24}}\n"
-#define H2 "{\"version\":2,\"width\":80,\"height\":24}\n"
-
-static void test_reader_rejects_malformed(void **state)
-{
-    (void)state;
-    static const struct {
-        const char *text;
-        int rc;
-        unsigned long line;
-    } cases[] = {
-        {"", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":24}", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"version\":3,\"term\":{\"cols\":80,\"rows\":24}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":24,\"rows\":25}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":1,\"width\":80,\"height\":24}\n", AL_E_VERSION, 1},
-        {"{\"version\":4,\"term\":{\"cols\":80,\"rows\":24}}\n", AL_E_VERSION, 1},
-        {"{\"version\":\"3\",\"term\":{\"cols\":80,\"rows\":24}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":0,\"rows\":24}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":5000}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":24},\"title\":5}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":24},\"env\":{\"A\":1}}\n", AL_E_FORMAT, 1},
-        {"{\"version\":3,\"term\":{\"cols\":80,\"rows\":24},\"timestamp\":-5}\n", AL_E_FORMAT, 1},
-        {"[3]\n", AL_E_FORMAT, 1},
-        {"# comment\n" H3, AL_E_FORMAT, 1},
-        {H3 "[0.5,\"o\",\"a\"]\n[0.1,\"o\"\n", AL_E_FORMAT, 3},
-        {H3 "[0.5,\"o\",\"a\",1]\n", AL_E_FORMAT, 2},
-        {H3 "[0.5,\"o\"]\n", AL_E_FORMAT, 2},
-        {H3 "{\"a\":1,\"a\":2}\n", AL_E_FORMAT, 2},
-        {H3 "[-1,\"o\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[\"1\",\"o\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1e400,\"o\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[2000000000,\"o\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,5,\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"toolongcode\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o o\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"\\u0000\",\"a\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",5]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",null]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"80x\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"0x24\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"080x24\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"80x24 \"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"+80x24\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"r\",\"5000x24\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"x\",\"abc\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"x\",\"\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"x\",\"99999999999\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",\"a\"]\n\n", AL_E_FORMAT, 3},
-        {H3 "[1,\"o\",\"a\"] x\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",\"\xff\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",\"\xed\xa0\x80\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",\"\\ud800\"]\n", AL_E_FORMAT, 2},
-        {H3 "[1,\"o\",\"a\"]\n[2,\"o\",\"b\"]\n[3,\"o\",\"\"\n", AL_E_FORMAT, 4},
-        {H2 "[2.0,\"o\",\"a\"]\n[1.0,\"o\",\"b\"]\n", AL_E_FORMAT, 3},
-        {H2 "# comment\n", AL_E_FORMAT, 2},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct cast_reader *r = NULL;
-        char err[CAST_ERR_MAX] = "";
-        char want[32];
-        (void)snprintf(want, sizeof want, "line %lu: ", cases[i].line);
-        int rc = cast_reader_open_mem(cases[i].text, strlen(cases[i].text), &r, err, sizeof err);
-        if (rc == AL_OK) {
-            struct cast_event ev;
-            while ((rc = cast_next(r, &ev)) == 1)
-                ;
-            if (rc == 0)
-                fail_msg("case %zu accepted", i);
-            assert_int_equal(cast_next(r, &ev), rc); /* sticky */
-            assert_int_equal(cast_reader_line(r), cases[i].line);
-            (void)snprintf(err, sizeof err, "%s", cast_reader_error(r));
-            cast_reader_close(r);
-        } else {
-            assert_null(r);
-        }
-        if (rc != cases[i].rc || strncmp(err, want, strlen(want)) != 0)
-            fail_msg("case %zu: rc %d (%s), want %d at %s", i, rc, err, cases[i].rc, want);
-    }
-}
-
-/* A line of exactly CAST_MAX_LINE bytes is read; one more byte is not.
- * Through memory and through a file (whose buffer has to grow). */
-static void test_reader_line_limit(void **state)
-{
-    struct fx *f = *state;
-    static const char pre[] = "[1,\"o\",\"";
-    static const char post[] = "\"]";
-    for (int extra = 0; extra <= 1; extra++) {
-        size_t line = CAST_MAX_LINE + (size_t)extra;
-        size_t hl = strlen(H3);
-        size_t total = hl + line + 1;
-        char *b = malloc(total);
-        assert_non_null(b);
-        memcpy(b, H3, hl);
-        memcpy(b + hl, pre, sizeof pre - 1);
-        memset(b + hl + sizeof pre - 1, 'a', line - (sizeof pre - 1) - (sizeof post - 1));
-        memcpy(b + hl + line - (sizeof post - 1), post, sizeof post - 1);
-        b[total - 1] = '\n';
-        spit(f->path, b, total);
-        for (int src = 0; src < 2; src++) {
-            struct cast_reader *r = NULL;
-            char err[CAST_ERR_MAX];
-            int rc = src ? cast_reader_open(f->path, &r, err, sizeof err)
-                         : cast_reader_open_mem(b, total, &r, err, sizeof err);
-            assert_int_equal(rc, AL_OK);
-            struct cast_event ev;
-            rc = cast_next(r, &ev);
-            if (extra == 0) {
-                assert_int_equal(rc, 1);
-                assert_int_equal(ev.len, line - (sizeof pre - 1) - (sizeof post - 1));
-                assert_int_equal(cast_next(r, &ev), 0);
-            } else {
-                assert_int_equal(rc, AL_E_TOOBIG);
-                assert_string_equal(cast_reader_error(r), "line 2: line longer than 1048576 bytes");
-            }
-            cast_reader_close(r);
-        }
-        /* No newline anywhere in a huge header: refused without reading it all. */
-        if (extra) {
-            struct cast_reader *r = NULL;
-            memset(b, ' ', total);
-            assert_int_equal(cast_reader_open_mem(b, total, &r, NULL, 0), AL_E_TOOBIG);
-        }
-        free(b);
-    }
-}
-
-static void test_reader_accepts_spec_examples(void **state)
-{
-    struct fx *f = *state;
-    /* The example of docs.asciinema.org/manual/asciicast/v3, verbatim. */
-    static const char v3[] =
-        "{\"version\": 3, \"term\": {\"cols\": 80, \"rows\": 24, \"type\": \"xterm-256color\"}, "
-        "\"timestamp\": 1504467315, \"title\": \"Demo\", \"env\": {\"SHELL\": \"/bin/zsh\"}}\n"
-        "# event stream follows the header\n"
-        "[0.248, \"o\", \"\\u001b[1;31mHello \\u001b[32mWorld!\\u001b[0m\\n\"]\n"
-        "[1.001, \"o\", \"That was ok\\rThis is better.\"]\n"
-        "[3.500, \"m\", \"\"]\n"
-        "[0.143, \"o\", \"Now... \"]\n"
-        "# terminal window resized to 90 cols and 30 rows\n"
-        "[2.050, \"r\", \"90x30\"]\n"
-        "[1.541, \"o\", \"Bye!\"]\n"
-        "[0.887, \"x\", \"0\"]\n";
-    static const int64_t t3[] = {248000, 1249000, 4749000, 4892000, 6942000, 8483000, 9370000};
-    static const enum cast_kind k3[] = {CAST_EV_OUTPUT, CAST_EV_OUTPUT, CAST_EV_MARKER,
-                                        CAST_EV_OUTPUT, CAST_EV_RESIZE, CAST_EV_OUTPUT,
-                                        CAST_EV_EXIT};
-    /* The v2 example of docs.asciinema.org/manual/asciicast/v2 (absolute
-     * times), with an unknown code, CRLF and no final newline. */
-    static const char v2[] =
-        "{\"version\": 2, \"width\": 80, \"height\": 24, \"timestamp\": 1504467315, \"title\": "
-        "\"Demo\", \"env\": {\"TERM\": \"xterm-256color\", \"SHELL\": \"/bin/zsh\"}, "
-        "\"theme\": {\"fg\": \"#d0d0d0\"}}\n"
-        "[0.248848, \"o\", \"\\u001b[1;31mHello \\u001b[32mWorld!\\u001b[0m\\n\"]\r\n"
-        "[1.001376, \"o\", \"That was ok\\rThis is better.\"]\n"
-        "[1.500000, \"m\", \"\"]\n"
-        "[2.143733, \"o\", \"Now... \"]\n"
-        "[3.000000, \"zz\", \"future\"]\n"
-        "[4.050000, \"r\", \"80x24\"]\n"
-        "[6.541828, \"o\", \"Bye!\"]";
-    static const int64_t t2[] = {248848, 1001376, 1500000, 2143733, 3000000, 4050000, 6541828};
-    static const enum cast_kind k2[] = {CAST_EV_OUTPUT, CAST_EV_OUTPUT, CAST_EV_MARKER,
-                                        CAST_EV_OUTPUT, CAST_EV_OTHER,  CAST_EV_RESIZE,
-                                        CAST_EV_OUTPUT};
-    for (int v = 0; v < 2; v++) {
-        const char *text = v ? v2 : v3;
-        const int64_t *t = v ? t2 : t3;
-        const enum cast_kind *k = v ? k2 : k3;
-        spit(f->path, text, strlen(text));
-        for (int src = 0; src < 2; src++) {
-            struct cast_reader *r = NULL;
-            char err[CAST_ERR_MAX];
-            int rc = src ? cast_reader_open(f->path, &r, err, sizeof err)
-                         : cast_reader_open_mem(text, strlen(text), &r, err, sizeof err);
-            if (rc != AL_OK)
-                fail_msg("%s", err);
-            const struct cast_info *in = cast_reader_info(r);
-            assert_int_equal(in->version, v ? 2 : 3);
-            assert_int_equal(in->cols, 80);
-            assert_int_equal(in->timestamp, 1504467315);
-            assert_string_equal(in->title, "Demo");
-            assert_int_equal(in->idle_time_limit_us, -1);
-            struct cast_event ev;
-            for (int i = 0; i < 7; i++) {
-                assert_int_equal(cast_next(r, &ev), 1);
-                assert_int_equal(ev.time_us, t[i]);
-                assert_int_equal(ev.kind, k[i]);
-            }
-            if (v) {
-                assert_string_equal(ev.code, "o");
-                assert_memory_equal(ev.data, "Bye!", 4);
-            } else {
-                assert_int_equal(ev.status, 0);
-            }
-            assert_int_equal(cast_next(r, &ev), 0);
-            cast_reader_close(r);
-        }
-    }
-}
-
-/* A pipe will do as a file (`airlock replay /dev/stdin`). */
-static void test_reader_from_pipe(void **state)
-{
-    (void)state;
-    static const char text[] = H3 "[0.5,\"o\",\"a\"]\n[0.25,\"x\",\"3\"]\n";
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    assert_int_equal(write(pfd[1], text, sizeof text - 1), (ssize_t)(sizeof text - 1));
-    assert_int_equal(close(pfd[1]), 0);
-    char path[64];
-    (void)snprintf(path, sizeof path, "/proc/self/fd/%d", pfd[0]);
-    struct cast_reader *r = NULL;
-    char err[CAST_ERR_MAX];
-    if (cast_reader_open(path, &r, err, sizeof err) != AL_OK)
-        fail_msg("%s", err);
-    struct cast_event ev;
-    assert_int_equal(cast_next(r, &ev), 1);
-    assert_int_equal(ev.time_us, 500000);
-    assert_int_equal(cast_next(r, &ev), 1);
-    assert_int_equal(ev.time_us, 750000);
-    assert_int_equal(ev.status, 3);
-    assert_int_equal(cast_next(r, &ev), 0);
-    cast_reader_close(r);
-    assert_int_equal(close(pfd[0]), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1285,10 +1044,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_disk_on_buffer_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_then_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
-        cmocka_unit_test(test_reader_rejects_malformed),
-        cmocka_unit_test_setup_teardown(test_reader_line_limit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reader_accepts_spec_examples, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reader_from_pipe, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

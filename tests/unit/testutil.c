@@ -1,5 +1,6 @@
 #include "testutil.h"
 #include <ctype.h>
+#include <dirent.h>
 
 static int hexval(int c)
 {
@@ -42,4 +43,16 @@ uint64_t tu_rand(uint64_t *state)
     x ^= x >> 27;
     *state = x;
     return x * 0x2545F4914F6CDD1DULL;
+}
+
+int tu_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (const struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
 }
