@@ -26,6 +26,12 @@
  * before its last chunk; so the receiver's next is X when it arrives. A
  * snapshot queued while another is half sent waits in snap_next.
  *
+ * Input: which frame types the peer's role may send, which of them need a
+ * channel linked on this link (with the words of the error when it is not),
+ * and the answer to a frame for an unknown channel (NO_CHANNEL from a host,
+ * dropped when it may race a CLOSE, else a protocol error) come from
+ * frame.c's table of types (fr_type_info); the handlers check the rest.
+ *
  * Relay sessions (host): a channel may be a viewer, whose stdin gets no
  * credit; the application moves stdin offsets with ep_set_role() because it
  * merges several writers into one stream. The controller follows ROLE.
@@ -317,6 +323,15 @@ static int fail_proto(struct ep *ep, const char *what, const struct fr_frame *f)
                 fr_type_name(f->type), (unsigned)f->channel);
 }
 
+/* DATA, EOF or GAP on a stream we do not receive, ACK on one we do not send. */
+static int fail_stream(struct ep *ep, const struct fr_frame *f)
+{
+    char what[48];
+    (void)snprintf(what, sizeof what, "%s on a stream we do not %s", fr_type_name(f->type),
+                   f->type == FR_ACK ? "send" : "receive");
+    return fail_proto(ep, what, f);
+}
+
 static void rx_grant(struct ep *ep, struct rxs *r)
 {
     r->ack_sent = r->consumed;
@@ -589,8 +604,8 @@ static int on_data(struct ep *ep, struct chan *c, const struct fr_frame *f)
     unsigned s = f->flags;
     struct rxs *r = &c->rx[s];
     uint64_t off = f->u.data.offset, n = f->u.data.bytes.len;
-    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
-        return fail_proto(ep, "DATA on a stream we do not receive", f);
+    if (is_tx(ep, s) || !stream_used(c, s))
+        return fail_stream(ep, f);
     if (c->in_stale && s == FR_STDIN && (r->eof || off > r->next || off + n > r->limit_sent))
         return AL_OK; /* sent before our ROLE reached the controller */
     if (r->eof)
@@ -617,8 +632,8 @@ static int on_ack(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     unsigned s = f->flags;
     struct txs *t = &c->tx[s];
-    if (!is_tx(ep, s) || !c->linked)
-        return fail_proto(ep, "ACK on a stream we do not send", f);
+    if (!is_tx(ep, s))
+        return fail_stream(ep, f);
     if (!stream_used(c, s)) {
         /* a PTY's stderr: never carries a byte, so credit on it is
          * harmless and ignored; acknowledging a byte of it is not */
@@ -646,8 +661,8 @@ static int on_eof(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     unsigned s = f->flags;
     struct rxs *r = &c->rx[s];
-    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
-        return fail_proto(ep, "EOF on a stream we do not receive", f);
+    if (is_tx(ep, s) || !stream_used(c, s))
+        return fail_stream(ep, f);
     if (s == FR_STDIN && c->in_stale && (c->viewer || f->u.eof.offset != r->next))
         return AL_OK; /* sent before our ROLE reached the controller */
     if (s == FR_STDIN && c->viewer) {
@@ -668,8 +683,8 @@ static int on_gap(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     unsigned s = f->flags;
     struct rxs *r = &c->rx[s];
-    if (is_tx(ep, s) || !stream_used(c, s) || !c->linked)
-        return fail_proto(ep, "GAP on a stream we do not receive", f);
+    if (is_tx(ep, s) || !stream_used(c, s))
+        return fail_stream(ep, f);
     if (f->u.gap.from != r->next || r->eof)
         return fail_proto(ep, "GAP does not start at the next byte", f);
     r->next = f->u.gap.to;
@@ -685,8 +700,6 @@ static int on_gap(struct ep *ep, struct chan *c, const struct fr_frame *f)
 
 static int on_exit_frame(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
-    if (!c->linked)
-        return fail_proto(ep, "EXIT before OPENED/ATTACHED", f);
     if (f->u.exit.out_end != c->rx[FR_STDOUT].next || f->u.exit.err_end != c->rx[FR_STDERR].next)
         return fail_proto(ep, "EXIT before all output", f);
     if (c->exited)
@@ -707,8 +720,6 @@ static int on_exit_frame(struct ep *ep, struct chan *c, const struct fr_frame *f
 static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
     const struct fr_bytes *b = &f->u.snapshot.bytes;
-    if (!c->linked)
-        return fail_proto(ep, "SNAPSHOT before OPENED/ATTACHED", f);
     struct snap *sn = &c->snap;
     if (!sn->active) {
         sn->active = 1;
@@ -749,8 +760,6 @@ static int on_snapshot(struct ep *ep, struct chan *c, const struct fr_frame *f)
  * goes on. Unsent input was typed under the old role: it is dropped. */
 static int on_role(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
-    if (!c->linked)
-        return fail_proto(ep, "ROLE before ATTACHED", f);
     struct txs *t = &c->tx[FR_STDIN];
     uint64_t next = f->u.role.in_next;
     size_t before = ep_writable(ep, c->id, FR_STDIN);
@@ -817,36 +826,32 @@ static int on_error(struct ep *ep, const struct fr_frame *f)
     return AL_OK;
 }
 
-/* Which frame types each role may receive. */
-static int allowed(const struct ep *ep, unsigned type)
+/* Whether the peer's role may send a frame type (frame.c's table). */
+static int allowed(const struct ep *ep, const struct fr_typeinfo *t)
 {
-    switch (type) {
-    case FR_HELLO:
-    case FR_PING:
-    case FR_PONG:
-    case FR_ERROR:
-    case FR_DATA:
-    case FR_ACK:
-    case FR_EOF:
-    case FR_GAP:
-    case FR_CLOSE:
-        return 1;
-    case FR_TOKEN:
-    case FR_LIST:
-    case FR_OPEN:
-    case FR_RESIZE:
-    case FR_SIGNAL:
-    case FR_ATTACH:
-    case FR_SNAPSHOT_REQ:
-    case FR_TAKEOVER:
-        return is_host(ep);
-    default: /* LIST_REPLY, OPENED, EXIT, ATTACHED, SNAPSHOT, ROLE, VIEWERS */
-        return !is_host(ep);
-    }
+    return (t->senders & FR_BY(is_host(ep) ? FR_ROLE_CONTROLLER : FR_ROLE_HOST)) != 0;
 }
 
-static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f)
+/* A frame that needs a linked channel came for one not linked on this
+ * link: say what should have come first (for a stream frame, that it is
+ * about a stream we do not have). */
+static int fail_unlinked(struct ep *ep, const struct fr_typeinfo *t, const struct fr_frame *f)
 {
+    if (t->props & FR_T_STREAM)
+        return fail_stream(ep, f);
+    char what[48];
+    int relay = (t->props & FR_T_RELAY) != 0;
+    (void)snprintf(what, sizeof what, "%s before %s", t->name,
+                   is_host(ep) ? (relay ? "ATTACH" : "OPEN/ATTACH")
+                               : (relay ? "ATTACHED" : "OPENED/ATTACHED"));
+    return fail_proto(ep, what, f);
+}
+
+static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo *t,
+                         const struct fr_frame *f)
+{
+    if ((t->props & FR_T_LINKED) && !c->linked)
+        return fail_unlinked(ep, t, f);
     switch (f->type) {
     case FR_OPENED:
         if (c->state != CH_OPENING || c->linked)
@@ -882,8 +887,6 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
     case FR_SNAPSHOT:
         return on_snapshot(ep, c, f);
     case FR_RESIZE:
-        if (!c->linked)
-            return fail_proto(ep, "RESIZE before OPEN/ATTACH", f);
         c->cols = f->u.resize.cols;
         c->rows = f->u.resize.rows;
         {
@@ -892,43 +895,31 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_frame *f
             emit(ep, &ev);
         }
         return AL_OK;
-    case FR_SIGNAL:
-        if (!c->linked)
-            return fail_proto(ep, "SIGNAL before OPEN/ATTACH", f);
-        {
-            struct ep_event ev = {.type = EP_EV_SIGNAL,
-                                  .channel = c->id,
-                                  .signo = f->u.signal.signo,
-                                  .scope = f->u.signal.scope};
-            emit(ep, &ev);
-        }
+    case FR_SIGNAL: {
+        struct ep_event ev = {.type = EP_EV_SIGNAL,
+                              .channel = c->id,
+                              .signo = f->u.signal.signo,
+                              .scope = f->u.signal.scope};
+        emit(ep, &ev);
         return AL_OK;
-    case FR_SNAPSHOT_REQ:
-        if (!c->linked)
-            return fail_proto(ep, "SNAPSHOT_REQ before OPEN/ATTACH", f);
-        {
-            struct ep_event ev = {.type = EP_EV_SNAPSHOT_REQ, .channel = c->id};
-            emit(ep, &ev);
-        }
+    }
+    case FR_SNAPSHOT_REQ: {
+        struct ep_event ev = {.type = EP_EV_SNAPSHOT_REQ, .channel = c->id};
+        emit(ep, &ev);
         return AL_OK;
-    case FR_TAKEOVER:
-        if (!c->linked)
-            return fail_proto(ep, "TAKEOVER before ATTACH", f);
-        {
-            struct ep_event ev = {.type = EP_EV_TAKEOVER, .channel = c->id};
-            emit(ep, &ev);
-        }
+    }
+    case FR_TAKEOVER: {
+        struct ep_event ev = {.type = EP_EV_TAKEOVER, .channel = c->id};
+        emit(ep, &ev);
         return AL_OK;
+    }
     case FR_ROLE:
         return on_role(ep, c, f);
-    case FR_VIEWERS:
-        if (!c->linked)
-            return fail_proto(ep, "VIEWERS before ATTACHED", f);
-        {
-            struct ep_event ev = {.type = EP_EV_VIEWERS, .channel = c->id, .list = f};
-            emit(ep, &ev);
-        }
+    case FR_VIEWERS: {
+        struct ep_event ev = {.type = EP_EV_VIEWERS, .channel = c->id, .list = f};
+        emit(ep, &ev);
         return AL_OK;
+    }
     case FR_CLOSE: {
         struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
         if (is_host(ep)) {
@@ -979,7 +970,7 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
         rc = fail(ep, rc, FR_ERR_PROTOCOL, "malformed %s frame", fr_type_name(len ? msg[0] : 0));
     } else if (!ep->peer_hello && f->type != FR_HELLO) {
         rc = fail_proto(ep, "frame before HELLO", f);
-    } else if (!allowed(ep, f->type)) {
+    } else if (!allowed(ep, fr_type_info(f->type))) {
         rc = fail_proto(
             ep, is_host(ep) ? "frame only a host may send" : "frame only a controller may send", f);
     } else {
@@ -1018,6 +1009,7 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
             rc = on_open(ep, f);
             break;
         default: {
+            const struct fr_typeinfo *t = fr_type_info(f->type);
             struct chan *c = find(ep, f->channel);
             if (!c && is_host(ep) && f->type == FR_ATTACH) {
                 c = offer_attach(ep, f);
@@ -1025,20 +1017,18 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
                     break; /* the application dropped the link */
             }
             if (!c) {
-                if (is_host(ep) &&
-                    (f->type == FR_ATTACH || f->type == FR_RESIZE || f->type == FR_SIGNAL ||
-                     f->type == FR_SNAPSHOT_REQ || f->type == FR_CLOSE || f->type == FR_TAKEOVER))
+                if (is_host(ep) && (t->props & FR_T_NO_CHANNEL))
                     queue_error(ep, f->channel, FR_ERR_NO_CHANNEL, "no such channel");
-                else if (f->type != FR_CLOSE && f->type != FR_ACK && f->type != FR_DATA &&
-                         f->type != FR_EOF)
+                else if (!(t->props & FR_T_LATE))
                     rc = fail_proto(ep, "frame for an unknown channel", f);
-                /* ACK/DATA/EOF racing a close are dropped; a host answers
-                 * a CLOSE it cannot match (its confirmation was lost) with
-                 * NO_CHANNEL, which the controller takes as the answer */
+                /* ACK/DATA/EOF racing a close are dropped (and a controller
+                 * drops CLOSE); a host answers a CLOSE it cannot match (its
+                 * confirmation was lost) with NO_CHANNEL, which the
+                 * controller takes as the answer */
             } else if (c->state == CH_CLOSING && f->type != FR_CLOSE) {
                 /* in flight before our CLOSE: ignore */
             } else {
-                rc = dispatch_chan(ep, c, f);
+                rc = dispatch_chan(ep, c, t, f);
             }
             break;
         }

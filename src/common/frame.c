@@ -4,9 +4,15 @@
  *
  * Data model: a cursor (struct rd / struct wr) walks a byte buffer; every
  * read and write is bounds-checked and a failed one latches the cursor's
- * error, so a payload is either wholly valid or rejected. Each frame type
- * has one encode and one decode routine, written side by side so they
- * cannot drift apart.
+ * error, so a payload is either wholly valid or rejected.
+ *
+ * One table (types[], indexed by type) holds what the protocol says about
+ * each frame type: its name, its scope (connection or channel), whether its
+ * flags carry a stream, who may send it, what it needs of its channel, and
+ * the one function that says whether its fields are valid. Decoding and
+ * encoding both check the header and the fields with it; the endpoint reads
+ * the rest through fr_type_info(). Each type's payload layout has one decode
+ * and one encode case, written side by side so they cannot drift apart.
  */
 #include "frame.h"
 
@@ -167,11 +173,26 @@ static void wr_check(struct wr *w, int ok)
         w->err = AL_E_INVAL;
 }
 
-/* ---- shared validity rules ---------------------------------------------- */
+/* ---- the rules of each type ---------------------------------------------- */
+
+/*
+ * One function per type says whether a frame's fields are valid; the decoder
+ * applies it to what it read, the encoder to what it is asked to write, so a
+ * rule is written once. The entries of a list (LIST_REPLY, OPEN's env,
+ * VIEWERS) have a rule of their own, applied to each as it is read or
+ * written. Layout bounds belong to the cursors: a string's length, and, for
+ * the reader before it reads the entries, how many an array holds (which the
+ * type's function says again for the writer).
+ */
 
 static int relay_role_ok(uint8_t role)
 {
     return role == FR_WRITER || role == FR_VIEWER;
+}
+
+static int chstate_ok(uint8_t state)
+{
+    return state == FR_CH_RUNNING || state == FR_CH_EXITED;
 }
 
 static int size_ok(uint16_t cols, uint16_t rows)
@@ -199,55 +220,206 @@ int fr_signal_ok(unsigned signo)
     }
 }
 
-static int type_is_conn(unsigned t)
+static int hello_ok(const struct fr_frame *f)
 {
-    return t >= FR_HELLO && t <= FR_LIST_REPLY;
+    return f->u.hello.version_min >= 1 && f->u.hello.version_min <= f->u.hello.version_max &&
+           (f->u.hello.role == FR_ROLE_HOST || f->u.hello.role == FR_ROLE_CONTROLLER) &&
+           f->u.hello.max_frame >= 1024;
 }
 
-static int type_is_chan(unsigned t)
+static int token_ok(const struct fr_frame *f)
 {
-    return t >= FR_OPEN && t <= FR_VIEWERS;
+    return f->u.token.len >= 1 && f->u.token.len <= AL_MAX_TOKEN;
 }
 
-static int type_has_stream(unsigned t)
+static int error_ok(const struct fr_frame *f)
 {
-    return t == FR_DATA || t == FR_ACK || t == FR_EOF || t == FR_GAP;
+    return f->u.error.code != 0;
+}
+
+static int list_reply_ok(const struct fr_frame *f)
+{
+    return f->u.list.count <= AL_MAX_CHANNELS;
+}
+
+static int list_entry_ok(const struct fr_list_entry *e)
+{
+    return e->channel != 0 && chstate_ok(e->state) && e->mode <= FR_MODE_PIPES;
+}
+
+static int open_ok(const struct fr_frame *f)
+{
+    const struct fr_open *o = &f->u.open;
+    return o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
+           o->argc <= AL_MAX_ARGV && o->argv[0].len > 0 && o->envc <= AL_MAX_ENV;
+}
+
+/* An env entry: NAME=value with a non-empty NAME. */
+static int env_ok(struct fr_str s)
+{
+    const char *eq = s.p ? memchr(s.p, '=', s.len) : NULL;
+    return eq && eq != s.p;
+}
+
+static int data_ok(const struct fr_frame *f)
+{
+    return f->u.data.bytes.len >= 1 && f->u.data.bytes.len <= AL_MAX_DATA &&
+           f->u.data.offset <= UINT64_MAX - f->u.data.bytes.len;
+}
+
+static int ack_ok(const struct fr_frame *f)
+{
+    return f->u.ack.limit >= f->u.ack.ack;
+}
+
+static int resize_ok(const struct fr_frame *f)
+{
+    return size_ok(f->u.resize.cols, f->u.resize.rows);
+}
+
+static int signal_ok(const struct fr_frame *f)
+{
+    return fr_signal_ok(f->u.signal.signo) && f->u.signal.scope <= FR_SIG_TREE;
+}
+
+static int exit_ok(const struct fr_frame *f)
+{
+    return f->u.exit.core <= (f->u.exit.signo ? 1 : 0) && f->u.exit.signo < 128 &&
+           (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
+                                 : f->u.exit.code == -1);
+}
+
+static int attach_ok(const struct fr_frame *f)
+{
+    return f->u.attach.out_limit >= f->u.attach.out_next &&
+           f->u.attach.err_limit >= f->u.attach.err_next &&
+           ((f->u.attach.cols == 0 && f->u.attach.rows == 0) ||
+            size_ok(f->u.attach.cols, f->u.attach.rows));
+}
+
+static int attached_ok(const struct fr_frame *f)
+{
+    return chstate_ok(f->u.attached.state) && f->u.attached.in_limit >= f->u.attached.in_next;
+}
+
+static int gap_ok(const struct fr_frame *f)
+{
+    return f->u.gap.to > f->u.gap.from;
+}
+
+static int snapshot_ok(const struct fr_frame *f)
+{
+    return size_ok(f->u.snapshot.cols, f->u.snapshot.rows);
+}
+
+static int role_ok(const struct fr_frame *f)
+{
+    return relay_role_ok(f->u.role.role) && f->u.role.in_limit >= f->u.role.in_next;
+}
+
+static int viewers_ok(const struct fr_frame *f)
+{
+    return f->u.viewers.count <= AL_MAX_VIEWERS;
+}
+
+static int viewer_ok(const struct fr_viewer *v)
+{
+    return v->name.len >= 1 && relay_role_ok(v->role);
+}
+
+/* ---- the table of types --------------------------------------------------- */
+
+struct ftype {
+    struct fr_typeinfo info;
+    int (*ok)(const struct fr_frame *f); /* the payload's rules; NULL: any value */
+};
+
+#define CONN FR_SCOPE_CONN
+#define CHAN FR_SCOPE_CHAN
+#define HOST FR_BY_HOST
+#define CTL FR_BY_CONTROLLER
+#define BOTH FR_BY_BOTH
+
+/* Indexed by type; a type with no name is not one of airlock.v1's. */
+static const struct ftype types[] = {
+    /* connection frames (§4.1) */
+    [FR_HELLO] = {{"HELLO", CONN, BOTH, 0}, hello_ok},
+    [FR_PING] = {{"PING", CONN, BOTH, 0}, NULL},
+    [FR_PONG] = {{"PONG", CONN, BOTH, 0}, NULL},
+    [FR_TOKEN] = {{"TOKEN", CONN, CTL, 0}, token_ok},
+    [FR_ERROR] = {{"ERROR", FR_SCOPE_ANY, BOTH, 0}, error_ok},
+    [FR_LIST] = {{"LIST", CONN, CTL, 0}, NULL},
+    [FR_LIST_REPLY] = {{"LIST_REPLY", CONN, HOST, 0}, list_reply_ok},
+    /* channel frames (§4.2); OPEN, OPENED, ATTACH and ATTACHED link a channel */
+    [FR_OPEN] = {{"OPEN", CHAN, CTL, 0}, open_ok},
+    [FR_OPENED] = {{"OPENED", CHAN, HOST, 0}, NULL},
+    [FR_DATA] = {{"DATA", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, data_ok},
+    [FR_ACK] = {{"ACK", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, ack_ok},
+    [FR_RESIZE] = {{"RESIZE", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, resize_ok},
+    [FR_SIGNAL] = {{"SIGNAL", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, signal_ok},
+    [FR_EOF] = {{"EOF", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, NULL},
+    [FR_EXIT] = {{"EXIT", CHAN, HOST, FR_T_LINKED}, exit_ok},
+    [FR_CLOSE] = {{"CLOSE", CHAN, BOTH, FR_T_NO_CHANNEL | FR_T_LATE}, NULL},
+    [FR_ATTACH] = {{"ATTACH", CHAN, CTL, FR_T_NO_CHANNEL}, attach_ok},
+    [FR_ATTACHED] = {{"ATTACHED", CHAN, HOST, 0}, attached_ok},
+    [FR_GAP] = {{"GAP", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED}, gap_ok},
+    [FR_SNAPSHOT_REQ] = {{"SNAPSHOT_REQ", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, NULL},
+    [FR_SNAPSHOT] = {{"SNAPSHOT", CHAN, HOST, FR_T_MORE | FR_T_LINKED}, snapshot_ok},
+    /* relay sessions (§9) */
+    [FR_ROLE] = {{"ROLE", CHAN, HOST, FR_T_RELAY | FR_T_LINKED}, role_ok},
+    [FR_TAKEOVER] = {{"TAKEOVER", CHAN, CTL, FR_T_RELAY | FR_T_LINKED | FR_T_NO_CHANNEL}, NULL},
+    [FR_VIEWERS] = {{"VIEWERS", CHAN, HOST, FR_T_RELAY | FR_T_LINKED}, viewers_ok},
+};
+
+#undef CONN
+#undef CHAN
+#undef HOST
+#undef CTL
+#undef BOTH
+
+static const struct ftype *ftype_of(unsigned type)
+{
+    if (type < sizeof types / sizeof types[0] && types[type].info.name)
+        return &types[type];
+    return NULL;
+}
+
+const struct fr_typeinfo *fr_type_info(unsigned type)
+{
+    const struct ftype *t = ftype_of(type);
+    return t ? &t->info : NULL;
 }
 
 const char *fr_type_name(unsigned type)
 {
-    static const char *const names[] = {
-        [FR_HELLO] = "HELLO",
-        [FR_PING] = "PING",
-        [FR_PONG] = "PONG",
-        [FR_TOKEN] = "TOKEN",
-        [FR_ERROR] = "ERROR",
-        [FR_LIST] = "LIST",
-        [FR_LIST_REPLY] = "LIST_REPLY",
-        [FR_OPEN] = "OPEN",
-        [FR_OPENED] = "OPENED",
-        [FR_DATA] = "DATA",
-        [FR_ACK] = "ACK",
-        [FR_RESIZE] = "RESIZE",
-        [FR_SIGNAL] = "SIGNAL",
-        [FR_EOF] = "EOF",
-        [FR_EXIT] = "EXIT",
-        [FR_CLOSE] = "CLOSE",
-        [FR_ATTACH] = "ATTACH",
-        [FR_ATTACHED] = "ATTACHED",
-        [FR_GAP] = "GAP",
-        [FR_SNAPSHOT_REQ] = "SNAPSHOT_REQ",
-        [FR_SNAPSHOT] = "SNAPSHOT",
-        [FR_ROLE] = "ROLE",
-        [FR_TAKEOVER] = "TAKEOVER",
-        [FR_VIEWERS] = "VIEWERS",
-    };
-    if (type < sizeof names / sizeof names[0] && names[type])
-        return names[type];
-    return "?";
+    const struct ftype *t = ftype_of(type);
+    return t ? t->info.name : "?";
+}
+
+/* Header rules shared by both directions. */
+static int header_ok(const struct fr_typeinfo *t, unsigned flags, uint32_t channel)
+{
+    if (t->scope == FR_SCOPE_CONN && channel != 0)
+        return 0;
+    if (t->scope == FR_SCOPE_CHAN && channel == 0)
+        return 0;
+    if (t->props & FR_T_STREAM)
+        return flags < FR_NSTREAMS;
+    if (t->props & FR_T_MORE)
+        return (flags & ~FR_SNAPSHOT_MORE) == 0;
+    return flags == 0;
 }
 
 /* ---- payloads ----------------------------------------------------------- */
+
+/* A u16 count of entries, read before them: more than the array has room
+ * for is an error at once. */
+static uint16_t rd_count(struct rd *r, unsigned room)
+{
+    uint16_t n = rd_u16(r);
+    rd_check(r, n <= room);
+    return n;
+}
 
 static void dec_payload(struct rd *r, struct fr_frame *f)
 {
@@ -258,10 +430,6 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.hello.role = rd_u8(r);
         f->u.hello.max_frame = rd_u32(r);
         f->u.hello.name = rd_str(r, AL_MAX_NAME);
-        rd_check(r,
-                 f->u.hello.version_min >= 1 && f->u.hello.version_min <= f->u.hello.version_max &&
-                     (f->u.hello.role == FR_ROLE_HOST || f->u.hello.role == FR_ROLE_CONTROLLER) &&
-                     f->u.hello.max_frame >= 1024);
         break;
     case FR_PING:
     case FR_PONG:
@@ -269,12 +437,10 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         break;
     case FR_TOKEN:
         f->u.token = rd_rest(r);
-        rd_check(r, f->u.token.len >= 1 && f->u.token.len <= AL_MAX_TOKEN);
         break;
     case FR_ERROR:
         f->u.error.code = rd_u16(r);
         f->u.error.msg = rd_str(r, AL_MAX_ERRMSG);
-        rd_check(r, f->u.error.code != 0);
         break;
     case FR_LIST:
     case FR_CLOSE:
@@ -282,8 +448,7 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
     case FR_TAKEOVER:
         break;
     case FR_LIST_REPLY:
-        f->u.list.count = rd_u16(r);
-        rd_check(r, f->u.list.count <= AL_MAX_CHANNELS);
+        f->u.list.count = rd_count(r, AL_MAX_CHANNELS);
         for (unsigned i = 0; !r->err && i < f->u.list.count; i++) {
             struct fr_list_entry *e = &f->u.list.e[i];
             e->channel = rd_u32(r);
@@ -294,9 +459,7 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
             e->out_end = rd_u64(r);
             e->err_end = rd_u64(r);
             e->in_next = rd_u64(r);
-            rd_check(r, e->channel != 0 &&
-                            (e->state == FR_CH_RUNNING || e->state == FR_CH_EXITED) &&
-                            e->mode <= FR_MODE_PIPES);
+            rd_check(r, list_entry_ok(e));
         }
         break;
     case FR_OPEN: {
@@ -306,19 +469,13 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         o->rows = rd_u16(r);
         o->term = rd_str(r, AL_MAX_TERM);
         o->cwd = rd_str(r, AL_MAX_STR);
-        o->argc = rd_u16(r);
-        rd_check(r, o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
-                        o->argc <= AL_MAX_ARGV);
+        o->argc = rd_count(r, AL_MAX_ARGV);
         for (unsigned i = 0; !r->err && i < o->argc; i++)
             o->argv[i] = rd_str(r, AL_MAX_STR);
-        rd_check(r, r->err || o->argv[0].len > 0);
-        o->envc = rd_u16(r);
-        rd_check(r, o->envc <= AL_MAX_ENV);
+        o->envc = rd_count(r, AL_MAX_ENV);
         for (unsigned i = 0; !r->err && i < o->envc; i++) {
             o->env[i] = rd_str(r, AL_MAX_STR);
-            /* NAME=value with a non-empty NAME */
-            const char *eq = r->err ? NULL : memchr(o->env[i].p, '=', o->env[i].len);
-            rd_check(r, r->err || (eq && eq != o->env[i].p));
+            rd_check(r, r->err || env_ok(o->env[i]));
         }
         break;
     }
@@ -328,23 +485,18 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
     case FR_DATA:
         f->u.data.offset = rd_u64(r);
         f->u.data.bytes = rd_rest(r);
-        rd_check(r, f->u.data.bytes.len >= 1 && f->u.data.bytes.len <= AL_MAX_DATA &&
-                        f->u.data.offset <= UINT64_MAX - f->u.data.bytes.len);
         break;
     case FR_ACK:
         f->u.ack.ack = rd_u64(r);
         f->u.ack.limit = rd_u64(r);
-        rd_check(r, f->u.ack.limit >= f->u.ack.ack);
         break;
     case FR_RESIZE:
         f->u.resize.cols = rd_u16(r);
         f->u.resize.rows = rd_u16(r);
-        rd_check(r, size_ok(f->u.resize.cols, f->u.resize.rows));
         break;
     case FR_SIGNAL:
         f->u.signal.signo = rd_u8(r);
         f->u.signal.scope = rd_u8(r);
-        rd_check(r, fr_signal_ok(f->u.signal.signo) && f->u.signal.scope <= FR_SIG_TREE);
         break;
     case FR_EOF:
         f->u.eof.offset = rd_u64(r);
@@ -355,9 +507,6 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.exit.core = rd_u8(r);
         f->u.exit.out_end = rd_u64(r);
         f->u.exit.err_end = rd_u64(r);
-        rd_check(r, f->u.exit.core <= (f->u.exit.signo ? 1 : 0) && f->u.exit.signo < 128 &&
-                        (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
-                                              : f->u.exit.code == -1));
         break;
     case FR_ATTACH:
         f->u.attach.out_next = rd_u64(r);
@@ -366,44 +515,34 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
         f->u.attach.err_limit = rd_u64(r);
         f->u.attach.cols = rd_u16(r);
         f->u.attach.rows = rd_u16(r);
-        rd_check(r, f->u.attach.out_limit >= f->u.attach.out_next &&
-                        f->u.attach.err_limit >= f->u.attach.err_next &&
-                        ((f->u.attach.cols == 0 && f->u.attach.rows == 0) ||
-                         size_ok(f->u.attach.cols, f->u.attach.rows)));
         break;
     case FR_ATTACHED:
         f->u.attached.state = rd_u8(r);
         f->u.attached.in_next = rd_u64(r);
         f->u.attached.in_limit = rd_u64(r);
-        rd_check(r, (f->u.attached.state == FR_CH_RUNNING || f->u.attached.state == FR_CH_EXITED) &&
-                        f->u.attached.in_limit >= f->u.attached.in_next);
         break;
     case FR_GAP:
         f->u.gap.from = rd_u64(r);
         f->u.gap.to = rd_u64(r);
-        rd_check(r, f->u.gap.to > f->u.gap.from);
         break;
     case FR_SNAPSHOT:
         f->u.snapshot.offset = rd_u64(r);
         f->u.snapshot.cols = rd_u16(r);
         f->u.snapshot.rows = rd_u16(r);
         f->u.snapshot.bytes = rd_rest(r);
-        rd_check(r, size_ok(f->u.snapshot.cols, f->u.snapshot.rows));
         break;
     case FR_ROLE:
         f->u.role.role = rd_u8(r);
         f->u.role.in_next = rd_u64(r);
         f->u.role.in_limit = rd_u64(r);
-        rd_check(r, relay_role_ok(f->u.role.role) && f->u.role.in_limit >= f->u.role.in_next);
         break;
     case FR_VIEWERS:
-        f->u.viewers.count = rd_u16(r);
-        rd_check(r, f->u.viewers.count <= AL_MAX_VIEWERS);
+        f->u.viewers.count = rd_count(r, AL_MAX_VIEWERS);
         for (unsigned i = 0; !r->err && i < f->u.viewers.count; i++) {
             struct fr_viewer *v = &f->u.viewers.e[i];
             v->name = rd_str(r, AL_MAX_VIEWER_NAME);
             v->role = rd_u8(r);
-            rd_check(r, v->name.len >= 1 && relay_role_ok(v->role));
+            rd_check(r, viewer_ok(v));
         }
         break;
     default:
@@ -416,10 +555,6 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
 {
     switch (f->type) {
     case FR_HELLO:
-        wr_check(w,
-                 f->u.hello.version_min >= 1 && f->u.hello.version_min <= f->u.hello.version_max &&
-                     (f->u.hello.role == FR_ROLE_HOST || f->u.hello.role == FR_ROLE_CONTROLLER) &&
-                     f->u.hello.max_frame >= 1024);
         wr_u16(w, f->u.hello.version_min);
         wr_u16(w, f->u.hello.version_max);
         wr_u8(w, f->u.hello.role);
@@ -431,11 +566,9 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u64(w, f->u.ping.ts_us);
         break;
     case FR_TOKEN:
-        wr_check(w, f->u.token.len >= 1 && f->u.token.len <= AL_MAX_TOKEN);
         wr_bytes(w, f->u.token.p, f->u.token.len);
         break;
     case FR_ERROR:
-        wr_check(w, f->u.error.code != 0);
         wr_u16(w, f->u.error.code);
         wr_str(w, f->u.error.msg, AL_MAX_ERRMSG);
         break;
@@ -445,13 +578,10 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
     case FR_TAKEOVER:
         break;
     case FR_LIST_REPLY:
-        wr_check(w, f->u.list.count <= AL_MAX_CHANNELS);
         wr_u16(w, f->u.list.count);
         for (unsigned i = 0; !w->err && i < f->u.list.count; i++) {
             const struct fr_list_entry *e = &f->u.list.e[i];
-            wr_check(w, e->channel != 0 &&
-                            (e->state == FR_CH_RUNNING || e->state == FR_CH_EXITED) &&
-                            e->mode <= FR_MODE_PIPES);
+            wr_check(w, list_entry_ok(e));
             wr_u32(w, e->channel);
             wr_u8(w, e->state);
             wr_u8(w, e->mode);
@@ -464,8 +594,6 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         break;
     case FR_OPEN: {
         const struct fr_open *o = &f->u.open;
-        wr_check(w, o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
-                        o->argc <= AL_MAX_ARGV && o->argv[0].len > 0 && o->envc <= AL_MAX_ENV);
         wr_u8(w, o->mode);
         wr_u16(w, o->cols);
         wr_u16(w, o->rows);
@@ -476,8 +604,7 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
             wr_str(w, o->argv[i], AL_MAX_STR);
         wr_u16(w, o->envc);
         for (unsigned i = 0; !w->err && i < o->envc; i++) {
-            const char *eq = o->env[i].p ? memchr(o->env[i].p, '=', o->env[i].len) : NULL;
-            wr_check(w, eq && eq != o->env[i].p);
+            wr_check(w, env_ok(o->env[i]));
             wr_str(w, o->env[i], AL_MAX_STR);
         }
         break;
@@ -486,23 +613,18 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u32(w, f->u.opened.pid);
         break;
     case FR_DATA:
-        wr_check(w, f->u.data.bytes.len >= 1 && f->u.data.bytes.len <= AL_MAX_DATA &&
-                        f->u.data.offset <= UINT64_MAX - f->u.data.bytes.len);
         wr_u64(w, f->u.data.offset);
         wr_bytes(w, f->u.data.bytes.p, f->u.data.bytes.len);
         break;
     case FR_ACK:
-        wr_check(w, f->u.ack.limit >= f->u.ack.ack);
         wr_u64(w, f->u.ack.ack);
         wr_u64(w, f->u.ack.limit);
         break;
     case FR_RESIZE:
-        wr_check(w, size_ok(f->u.resize.cols, f->u.resize.rows));
         wr_u16(w, f->u.resize.cols);
         wr_u16(w, f->u.resize.rows);
         break;
     case FR_SIGNAL:
-        wr_check(w, fr_signal_ok(f->u.signal.signo) && f->u.signal.scope <= FR_SIG_TREE);
         wr_u8(w, f->u.signal.signo);
         wr_u8(w, f->u.signal.scope);
         break;
@@ -510,9 +632,6 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u64(w, f->u.eof.offset);
         break;
     case FR_EXIT:
-        wr_check(w, f->u.exit.core <= (f->u.exit.signo ? 1 : 0) && f->u.exit.signo < 128 &&
-                        (f->u.exit.signo == 0 ? f->u.exit.code >= 0 && f->u.exit.code <= 255
-                                              : f->u.exit.code == -1));
         wr_u32(w, (uint32_t)f->u.exit.code);
         wr_u8(w, f->u.exit.signo);
         wr_u8(w, f->u.exit.core);
@@ -520,10 +639,6 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u64(w, f->u.exit.err_end);
         break;
     case FR_ATTACH:
-        wr_check(w, f->u.attach.out_limit >= f->u.attach.out_next &&
-                        f->u.attach.err_limit >= f->u.attach.err_next &&
-                        ((f->u.attach.cols == 0 && f->u.attach.rows == 0) ||
-                         size_ok(f->u.attach.cols, f->u.attach.rows)));
         wr_u64(w, f->u.attach.out_next);
         wr_u64(w, f->u.attach.out_limit);
         wr_u64(w, f->u.attach.err_next);
@@ -532,36 +647,30 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         wr_u16(w, f->u.attach.rows);
         break;
     case FR_ATTACHED:
-        wr_check(w, (f->u.attached.state == FR_CH_RUNNING || f->u.attached.state == FR_CH_EXITED) &&
-                        f->u.attached.in_limit >= f->u.attached.in_next);
         wr_u8(w, f->u.attached.state);
         wr_u64(w, f->u.attached.in_next);
         wr_u64(w, f->u.attached.in_limit);
         break;
     case FR_GAP:
-        wr_check(w, f->u.gap.to > f->u.gap.from);
         wr_u64(w, f->u.gap.from);
         wr_u64(w, f->u.gap.to);
         break;
     case FR_SNAPSHOT:
-        wr_check(w, size_ok(f->u.snapshot.cols, f->u.snapshot.rows));
         wr_u64(w, f->u.snapshot.offset);
         wr_u16(w, f->u.snapshot.cols);
         wr_u16(w, f->u.snapshot.rows);
         wr_bytes(w, f->u.snapshot.bytes.p, f->u.snapshot.bytes.len);
         break;
     case FR_ROLE:
-        wr_check(w, relay_role_ok(f->u.role.role) && f->u.role.in_limit >= f->u.role.in_next);
         wr_u8(w, f->u.role.role);
         wr_u64(w, f->u.role.in_next);
         wr_u64(w, f->u.role.in_limit);
         break;
     case FR_VIEWERS:
-        wr_check(w, f->u.viewers.count <= AL_MAX_VIEWERS);
         wr_u16(w, f->u.viewers.count);
         for (unsigned i = 0; !w->err && i < f->u.viewers.count; i++) {
             const struct fr_viewer *v = &f->u.viewers.e[i];
-            wr_check(w, v->name.len >= 1 && relay_role_ok(v->role));
+            wr_check(w, viewer_ok(v));
             wr_str(w, v->name, AL_MAX_VIEWER_NAME);
             wr_u8(w, v->role);
         }
@@ -570,25 +679,6 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
         w->err = AL_E_INVAL;
         break;
     }
-}
-
-/* Header rules shared by both directions. */
-static int header_ok(unsigned type, unsigned flags, uint32_t channel)
-{
-    if (type_is_conn(type)) {
-        if (channel != 0 && type != FR_ERROR)
-            return 0;
-    } else if (type_is_chan(type)) {
-        if (channel == 0)
-            return 0;
-    } else {
-        return 0;
-    }
-    if (type_has_stream(type))
-        return flags < FR_NSTREAMS;
-    if (type == FR_SNAPSHOT)
-        return (flags & ~FR_SNAPSHOT_MORE) == 0;
-    return flags == 0;
 }
 
 /* ---- public ------------------------------------------------------------- */
@@ -618,11 +708,14 @@ int fr_decode(const uint8_t *buf, size_t len, struct fr_frame *f)
     f->flags = rd_u8(&r);
     f->channel = rd_u32(&r);
     (void)rd_u32(&r);
-    if (!type_is_conn(f->type) && !type_is_chan(f->type))
+    const struct ftype *t = ftype_of(f->type);
+    if (!t)
         return AL_E_TYPE;
-    if (!header_ok(f->type, f->flags, f->channel))
+    if (!header_ok(&t->info, f->flags, f->channel))
         return AL_E_PROTO;
     dec_payload(&r, f);
+    if (!r.err && t->ok)
+        rd_check(&r, t->ok(f));
     if (r.err)
         return r.err;
     if (r.pos != r.len)
@@ -632,13 +725,16 @@ int fr_decode(const uint8_t *buf, size_t len, struct fr_frame *f)
 
 long fr_encode(const struct fr_frame *f, uint8_t *out, size_t cap)
 {
-    if (!header_ok(f->type, f->flags, f->channel))
+    const struct ftype *t = ftype_of(f->type);
+    if (!t || !header_ok(&t->info, f->flags, f->channel))
         return AL_E_INVAL;
     struct wr w = {out, cap, 0, 0};
     wr_u8(&w, f->type);
     wr_u8(&w, f->flags);
     wr_u32(&w, f->channel);
     wr_u32(&w, 0); /* length, patched below */
+    if (t->ok)
+        wr_check(&w, t->ok(f));
     enc_payload(&w, f);
     if (w.err)
         return w.err;

@@ -60,6 +60,38 @@ enum fr_stream {
 #define FR_NSTREAMS 3
 
 enum fr_role { FR_ROLE_HOST = 1, FR_ROLE_CONTROLLER = 2 };
+
+/*
+ * What airlock.v1 says about each frame type (docs/protocol.md §2, §4, §5,
+ * §9), from one table in frame.c: the codec checks headers with it, the
+ * endpoint who may send a type and what it needs of its channel.
+ */
+enum fr_scope {
+    FR_SCOPE_CONN = 1, /* channel 0 */
+    FR_SCOPE_CHAN,     /* channel != 0 */
+    FR_SCOPE_ANY,      /* ERROR: 0 about the connection, else about that channel */
+};
+/* Which roles may send a type (fr_typeinfo.senders). */
+#define FR_BY(role) (1u << (role))
+#define FR_BY_HOST FR_BY(FR_ROLE_HOST)
+#define FR_BY_CONTROLLER FR_BY(FR_ROLE_CONTROLLER)
+#define FR_BY_BOTH (FR_BY_HOST | FR_BY_CONTROLLER)
+/* Properties of a type (fr_typeinfo.props). */
+enum {
+    FR_T_STREAM = 1 << 0,     /* flags name a stream (enum fr_stream) */
+    FR_T_MORE = 1 << 1,       /* flags may hold FR_SNAPSHOT_MORE */
+    FR_T_RELAY = 1 << 2,      /* a relay-session frame (§9) */
+    FR_T_LINKED = 1 << 3,     /* only about a channel opened or attached on this link */
+    FR_T_NO_CHANNEL = 1 << 4, /* a host answers it for a channel it lacks with NO_CHANNEL */
+    FR_T_LATE = 1 << 5,       /* may still come once its channel is gone: dropped */
+};
+struct fr_typeinfo {
+    const char *name; /* "DATA" */
+    uint8_t scope;    /* enum fr_scope */
+    uint8_t senders;  /* FR_BY_* */
+    uint16_t props;   /* FR_T_* */
+};
+
 enum fr_mode { FR_MODE_PTY = 0, FR_MODE_PIPES = 1 };
 enum fr_sigscope { FR_SIG_GROUP = 0, FR_SIG_TREE = 1 };
 enum fr_chstate { FR_CH_RUNNING = 1, FR_CH_EXITED = 2 };
@@ -213,6 +245,9 @@ long fr_encode(const struct fr_frame *f, uint8_t *out, size_t cap);
 
 /* Whether a signal number is one a peer may ask for. */
 int fr_signal_ok(unsigned signo);
+
+/* The table entry of a frame type, or NULL for a type airlock.v1 lacks. */
+const struct fr_typeinfo *fr_type_info(unsigned type);
 
 /* Name of a frame type ("DATA"), or "?" */
 const char *fr_type_name(unsigned type);

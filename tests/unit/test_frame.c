@@ -678,6 +678,61 @@ static void test_limits(void **state)
     free(buf);
 }
 
+/*
+ * frame.c's table of types agrees with the spec's tables (docs/protocol.md
+ * §4.1, §4.2): every row's type, name and direction, and the scope of the
+ * table it stands in; a type no row names is unknown.
+ */
+static void test_type_table(void **state)
+{
+    (void)state;
+    const char *src = getenv("AL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/protocol.md", src ? src : ".");
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[1024];
+    unsigned scope = 0, rows = 0;
+    int seen[256] = {0};
+    while (fgets(line, sizeof line, fp)) {
+        if (!strncmp(line, "### 4.1 ", 8))
+            scope = FR_SCOPE_CONN;
+        else if (!strncmp(line, "### 4.2 ", 8))
+            scope = FR_SCOPE_CHAN;
+        else if (!strncmp(line, "## 5.", 5))
+            scope = 0;
+        unsigned type;
+        char name[32], dir[64];
+        if (!scope || sscanf(line, "| 0x%x | %31[A-Z_] | %63[^|]|", &type, name, dir) != 3)
+            continue;
+        rows++;
+        const struct fr_typeinfo *t = fr_type_info(type);
+        assert_non_null(t);
+        seen[type] = 1;
+        assert_string_equal(t->name, name);
+        assert_string_equal(fr_type_name(type), name);
+        assert_int_equal(t->scope, type == FR_ERROR ? FR_SCOPE_ANY : scope);
+        unsigned by = !strncmp(dir, "both", 4) || !strncmp(dir, "stream's", 8) ? FR_BY_BOTH
+                      : !strncmp(dir, "controller", 10)                        ? FR_BY_CONTROLLER
+                                                                               : FR_BY_HOST;
+        assert_int_equal(t->senders, by);
+        assert_int_equal((t->props & FR_T_STREAM) != 0, !strncmp(dir, "stream's", 8));
+        assert_int_equal((t->props & FR_T_RELAY) != 0, strstr(line, "§9") != NULL);
+    }
+    fclose(fp);
+    assert_int_equal(rows, 24);
+    for (unsigned type = 0; type < 256; type++)
+        if (!seen[type]) {
+            assert_null(fr_type_info(type));
+            assert_string_equal(fr_type_name(type), "?");
+        }
+    /* what a missing channel gets: NO_CHANNEL from a host, or dropped (§5, §6) */
+    assert_true(fr_type_info(FR_CLOSE)->props & FR_T_NO_CHANNEL);
+    assert_true(fr_type_info(FR_CLOSE)->props & FR_T_LATE);
+    assert_false(fr_type_info(FR_GAP)->props & (FR_T_NO_CHANNEL | FR_T_LATE));
+    assert_true(fr_type_info(FR_SNAPSHOT)->props & FR_T_MORE);
+}
+
 /* Every truncation of every vector is rejected, never accepted or crashing. */
 static void test_every_truncation(void **state)
 {
@@ -706,6 +761,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_relay_frames),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_type_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
