@@ -76,7 +76,7 @@
 #define API_LOG_INTERVAL_MS 10000   /* refusal log lines: one per interval, with a count */
 #define API_MS_PER_DAY 86400000LL
 
-enum method { M_GET, M_POST, M_DELETE, M_OTHER };
+enum method { M_GET, M_POST, M_DELETE, M_OTHER, M_ANY, M_UPGRADE };
 enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct api {
@@ -507,20 +507,47 @@ static int who(struct api *a, struct lws *wsi, const char *uri, int upgrade, str
 
 /* ---- routes ------------------------------------------------------------------ */
 
-/* "/v1/terminals/ID/rest": copies ID, returns rest ("" or "/kill"), NULL if no match. */
-static const char *path_id(const char *uri, const char *prefix, char *id, size_t cap)
-{
-    size_t pl = strlen(prefix);
-    if (strncmp(uri, prefix, pl) != 0)
-        return NULL;
-    const char *s = uri + pl, *e = strchr(s, '/');
-    size_t n = e ? (size_t)(e - s) : strlen(s);
-    if (n == 0 || n >= cap)
-        return NULL;
-    memcpy(id, s, n);
-    id[n] = 0;
-    return db_name_valid(id) ? s + n : NULL;
-}
+/*
+ * The routes are one table, routes[] below: a method, a path pattern, the
+ * minimum role with the 403's text below it, and the handler; docs/api.md
+ * says what each answers. A pattern is literal but for "{id}" (one path
+ * segment that is a valid name, db_name_valid), "{file}" (one non-empty
+ * segment: its handler checks it) and a final "*" (whatever follows, ""
+ * included). route_http() and route_upgrade() alone compare paths.
+ */
+
+/* A route's role besides enum db_role's: no user's credential is asked
+ * (nobody needs one, or the handler checks its own: the sign-in's key in
+ * its body, a runner's token). */
+#define ROUTE_OPEN (-1)
+/* The route's {id} is a terminal, loaded before the role is checked: a
+ * missing one is 404 whoever asks. */
+#define ROUTE_TERMINAL 1u
+
+/* Paths behind a credential: nothing is said about them before it. */
+#define API_PREFIX "/v1/"
+#define API_METRICS "/metrics"
+
+/* What a handler is given: the request, who asks, what its path held. */
+struct call {
+    struct http_req *q; /* NULL on an upgrade */
+    const char *uri;
+    struct db_user u; /* zero on an open route */
+    struct who_via via;
+    char id[DB_NAME_MAX + 1];         /* the path's {id} */
+    char file[API_MAX_FILE_NAME + 1]; /* the path's {file} */
+    struct db_terminal *term;         /* ROUTE_TERMINAL: the row of {id} */
+    struct conn *conn;                /* an upgrade: the connection it makes */
+};
+
+struct route {
+    enum method method; /* M_ANY: any method but an upgrade */
+    const char *path;
+    int role;         /* the minimum enum db_role, or ROUTE_OPEN */
+    unsigned flags;   /* ROUTE_TERMINAL */
+    const char *deny; /* the 403's text below role */
+    int (*fn)(struct api *a, struct lws *wsi, struct call *c);
+};
 
 static void audit(struct api *a, const char *actor, const char *action, const char *target,
                   const char *detail)
@@ -529,34 +556,50 @@ static void audit(struct api *a, const char *actor, const char *action, const ch
         logf_(a, 0, "audit: %s", db_errmsg(a->db));
 }
 
-static int route_list(struct api *a, struct lws *wsi, const char *uri, const struct db_user *u)
+static const char *body_of(const struct call *c)
+{
+    return c->q->body ? c->q->body : "";
+}
+
+/* A list's answer: the rows rc's query put in l, or a database error. */
+static int reply_list(struct api *a, struct lws *wsi, const struct call *c, struct list_ctx *l,
+                      int rc)
+{
+    if (rc < 0) {
+        json_decref(l->arr);
+        logf_(a, 0, "%s: %s", c->uri, db_errmsg(a->db));
+        return reply_error(wsi, 500, "database error");
+    }
+    return reply_json(wsi, 200, l->arr);
+}
+
+static int route_sandbox_list(struct api *a, struct lws *wsi, struct call *c)
 {
     struct list_ctx l = {a, json_array(), 0};
     if (!l.arr)
         return reply_error(wsi, 500, "out of memory");
-    int rc;
-    if (!strcmp(uri, "/v1/sandboxes")) {
-        rc = db_sandbox_list(a->db, add_sandbox, &l);
-    } else if (!strcmp(uri, "/v1/terminals")) {
-        rc = db_terminal_list(a->db, NULL, add_terminal, &l);
-    } else {
-        if (u->role != DB_ROLE_ADMIN) {
-            json_decref(l.arr);
-            return reply_error(wsi, 403, "the audit log is for admins");
-        }
-        /* the refusals counted so far are rows before the log is read */
-        (void)aagg_flush(a->agg, audit_row, a);
-        struct db_audit_filter f;
-        memset(&f, 0, sizeof f);
-        f.limit = API_LIST_MAX;
-        rc = db_audit_query(a->db, &f, add_audit, &l);
-    }
-    if (rc < 0) {
-        json_decref(l.arr);
-        logf_(a, 0, "%s: %s", uri, db_errmsg(a->db));
-        return reply_error(wsi, 500, "database error");
-    }
-    return reply_json(wsi, 200, l.arr);
+    return reply_list(a, wsi, c, &l, db_sandbox_list(a->db, add_sandbox, &l));
+}
+
+static int route_terminal_list(struct api *a, struct lws *wsi, struct call *c)
+{
+    struct list_ctx l = {a, json_array(), 0};
+    if (!l.arr)
+        return reply_error(wsi, 500, "out of memory");
+    return reply_list(a, wsi, c, &l, db_terminal_list(a->db, NULL, add_terminal, &l));
+}
+
+static int route_audit(struct api *a, struct lws *wsi, struct call *c)
+{
+    struct list_ctx l = {a, json_array(), 0};
+    if (!l.arr)
+        return reply_error(wsi, 500, "out of memory");
+    /* the refusals counted so far are rows before the log is read */
+    (void)aagg_flush(a->agg, audit_row, a);
+    struct db_audit_filter f;
+    memset(&f, 0, sizeof f);
+    f.limit = API_LIST_MAX;
+    return reply_list(a, wsi, c, &l, db_audit_query(a->db, &f, add_audit, &l));
 }
 
 static void metrics_link_up(void *ud, const char *sandbox, int up, int64_t rtt_us)
@@ -573,8 +616,9 @@ static void metrics_link_rtt(void *ud, const char *sandbox, int up, int64_t rtt_
                       (double)rtt_us / 1e6);
 }
 
-static int route_metrics(struct api *a, struct lws *wsi)
+static int route_metrics(struct api *a, struct lws *wsi, struct call *c)
 {
+    (void)c;
     struct rl_metrics m;
     relay_metrics(a->relay, &m);
     char *body = NULL;
@@ -610,12 +654,19 @@ static int route_metrics(struct api *a, struct lws *wsi)
     return rc;
 }
 
-static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_user *u,
-                             const struct http_req *q)
+static int route_healthz(struct api *a, struct lws *wsi, struct call *c)
 {
+    (void)a;
+    (void)c;
+    return reply(wsi, 200, "text/plain", "ok\n", 3);
+}
+
+static int route_sandbox_add(struct api *a, struct lws *wsi, struct call *c)
+{
+    const struct db_user *u = &c->u;
     struct apireq_sandbox s;
     char why[256];
-    int rc = apireq_sandbox(q->body ? q->body : "", q->len, &s, why, sizeof why);
+    int rc = apireq_sandbox(body_of(c), c->q->len, &s, why, sizeof why);
     if (rc != AL_OK)
         return reply_error(wsi, 400, why);
     const char *unusable = s.kind == DB_SANDBOX_LOCAL ? lsbx_unusable(a->lsbx) : NULL;
@@ -657,12 +708,13 @@ static int route_sandbox_add(struct api *a, struct lws *wsi, const struct db_use
     return reply_json(wsi, 201, sandbox_json(a, &row));
 }
 
-static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u, const char *id,
-                        const struct http_req *q)
+static int route_enroll(struct api *a, struct lws *wsi, struct call *c)
 {
+    const struct db_user *u = &c->u;
+    const char *id = c->id;
     unsigned ttl;
     char why[APIREQ_ERR_MAX];
-    if (apireq_enroll(q->body ? q->body : "", q->len, &ttl, why, sizeof why) != AL_OK)
+    if (apireq_enroll(body_of(c), c->q->len, &ttl, why, sizeof why) != AL_OK)
         return reply_error(wsi, 400, why);
     struct db_sandbox row;
     if (db_sandbox_get(a->db, id, &row) != AL_OK)
@@ -708,13 +760,13 @@ static int route_enroll(struct api *a, struct lws *wsi, const struct db_user *u,
     return rc;
 }
 
-static int route_terminal_create(struct api *a, struct lws *wsi, const struct db_user *u,
-                                 const struct http_req *q)
+static int route_terminal_create(struct api *a, struct lws *wsi, struct call *c)
 {
+    const struct db_user *u = &c->u;
     struct apireq_terminal t;
     memset(&t, 0, sizeof t);
     char why[256];
-    int rc = apireq_terminal(q->body ? q->body : "", q->len, &t, why, sizeof why);
+    int rc = apireq_terminal(body_of(c), c->q->len, &t, why, sizeof why);
     if (rc != AL_OK) {
         apireq_terminal_free(&t);
         return reply_error(wsi, 400, why);
@@ -735,85 +787,91 @@ static int route_terminal_create(struct api *a, struct lws *wsi, const struct db
     return reply_json(wsi, 201, o);
 }
 
-static int route_terminal(struct api *a, struct lws *wsi, const struct db_user *u,
-                          const struct http_req *q, const char *id, const char *rest)
+static int route_sandbox_remove(struct api *a, struct lws *wsi, struct call *c)
 {
-    struct db_terminal *row = malloc(sizeof *row);
-    if (!row)
-        return reply_error(wsi, 500, "out of memory");
-    int rc = db_terminal_get(a->db, id, row);
-    if (rc != AL_OK) {
-        free(row);
-        return reply_error(wsi, 404, "no such terminal");
-    }
-    /* recordings: admins and the terminal's creator (docs/recording.md) */
-    int may_read_rec =
-        u->role == DB_ROLE_ADMIN || (row->creator[0] && !strcmp(row->creator, u->name));
-    free(row);
+    int rc = db_sandbox_remove(a->db, c->id);
+    if (rc != AL_OK)
+        return reply_error(wsi, status_of(rc), db_errmsg(a->db));
+    relay_sandbox_removed(a->relay, c->id);
+    audit(a, c->u.name, "sandbox_remove", c->id, NULL);
+    return reply_json(wsi, 200, json_pack("{s:s}", "id", c->id));
+}
+
+static int route_terminal_get(struct api *a, struct lws *wsi, struct call *c)
+{
+    return reply_json(wsi, 200, terminal_json(a, c->term));
+}
+
+/* Recordings: admins and the terminal's creator (docs/recording.md). */
+static int route_recording(struct api *a, struct lws *wsi, struct call *c)
+{
+    if (c->u.role != DB_ROLE_ADMIN &&
+        !(c->term->creator[0] && !strcmp(c->term->creator, c->u.name)))
+        return reply_error(wsi, 403,
+                           "a recording is readable by admins and the terminal's creator only");
+    char path[PATH_MAX + DB_NAME_MAX + 32];
+    (void)snprintf(path, sizeof path, "%s/recordings/%s.cast", a->data_dir, c->id);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return reply_error(wsi, 404, "no recording");
+    wsl_deadline(a->wsl, wsi, 0); /* streamed: re-armed at HTTP_FILE_COMPLETION */
+    int n = lws_serve_http_file(wsi, path, "application/x-asciicast", NULL, 0);
+    return n < 0 ? -1 : 0;
+}
+
+static int route_kill(struct api *a, struct lws *wsi, struct call *c)
+{
+    unsigned signo;
     char why[256];
-    if (q->method == M_GET && !*rest) {
-        row = malloc(sizeof *row);
-        if (!row || db_terminal_get(a->db, id, row) != AL_OK) {
-            free(row);
-            return reply_error(wsi, 500, "database error");
-        }
-        json_t *o = terminal_json(a, row);
-        free(row);
-        return reply_json(wsi, 200, o);
-    }
-    if (q->method == M_GET && !strcmp(rest, "/recording")) {
-        if (!may_read_rec)
-            return reply_error(wsi, 403,
-                               "a recording is readable by admins and the terminal's creator only");
-        char path[PATH_MAX + DB_NAME_MAX + 32];
-        (void)snprintf(path, sizeof path, "%s/recordings/%s.cast", a->data_dir, id);
-        struct stat st;
-        if (stat(path, &st) != 0)
-            return reply_error(wsi, 404, "no recording");
-        wsl_deadline(a->wsl, wsi, 0); /* streamed: re-armed at HTTP_FILE_COMPLETION */
-        int n = lws_serve_http_file(wsi, path, "application/x-asciicast", NULL, 0);
-        return n < 0 ? -1 : 0;
-    }
-    if (u->role < DB_ROLE_OPERATOR)
-        return reply_error(wsi, 403, "viewers may only observe");
-    if (q->method == M_POST && !strcmp(rest, "/kill")) {
-        unsigned signo;
-        rc = apireq_signal(q->body ? q->body : "", q->len, &signo, why, sizeof why);
+    int rc = apireq_signal(body_of(c), c->q->len, &signo, why, sizeof why);
+    if (rc != AL_OK)
+        return reply_error(wsi, 400, why);
+    rc = relay_terminal_signal(a->relay, c->id, signo);
+    if (rc != AL_OK)
+        return reply_error(wsi, 409, "the terminal is not running");
+    char detail[64];
+    (void)snprintf(detail, sizeof detail, "{\"signal\":%u}", signo);
+    audit(a, c->u.name, "kill", c->id, detail);
+    return reply_json(wsi, 202, json_pack("{s:s, s:i}", "id", c->id, "signal", (int)signo));
+}
+
+static int route_terminal_close(struct api *a, struct lws *wsi, struct call *c)
+{
+    int rc = relay_terminal_close(a->relay, c->id);
+    if (rc == AL_E_NOENT) { /* not live: only the row is left */
+        rc = db_terminal_remove(a->db, c->id);
         if (rc != AL_OK)
-            return reply_error(wsi, 400, why);
-        rc = relay_terminal_signal(a->relay, id, signo);
-        if (rc != AL_OK)
-            return reply_error(wsi, 409, "the terminal is not running");
-        char detail[64];
-        (void)snprintf(detail, sizeof detail, "{\"signal\":%u}", signo);
-        audit(a, u->name, "kill", id, detail);
-        return reply_json(wsi, 202, json_pack("{s:s, s:i}", "id", id, "signal", (int)signo));
+            return reply_error(wsi, status_of(rc), db_errmsg(a->db));
+    } else if (rc != AL_OK) {
+        return reply_error(wsi, status_of(rc), al_strerror(rc));
     }
-    if (q->method == M_DELETE && !*rest) {
-        rc = relay_terminal_close(a->relay, id);
-        if (rc == AL_E_NOENT) { /* not live: only the row is left */
-            rc = db_terminal_remove(a->db, id);
-            if (rc != AL_OK)
-                return reply_error(wsi, status_of(rc), db_errmsg(a->db));
-        } else if (rc != AL_OK) {
-            return reply_error(wsi, status_of(rc), al_strerror(rc));
-        }
-        audit(a, u->name, "terminal_close", id, NULL);
-        return reply_json(wsi, 202, json_pack("{s:s}", "id", id));
-    }
+    audit(a, c->u.name, "terminal_close", c->id, NULL);
+    return reply_json(wsi, 202, json_pack("{s:s}", "id", c->id));
+}
+
+/* GET /v1/session: who it is; a session's end, never renewed by asking
+ * (the page signs in again after it). */
+static int route_session(struct api *a, struct lws *wsi, struct call *c)
+{
+    (void)a;
+    json_t *o = json_pack("{s:s, s:s}", "name", c->u.name, "role", db_role_name(c->u.role));
+    if (o && c->via.cookie)
+        (void)json_object_set_new(o, "expires_at",
+                                  json_integer((json_int_t)(c->via.expires_at / API_MS_PER_S)));
+    return reply_json(wsi, 200, o);
+}
+
+/* A path under a resource that no method of it takes. */
+static int route_not_allowed(struct api *a, struct lws *wsi, struct call *c)
+{
+    (void)a;
+    (void)c;
     return reply_error(wsi, 405, "method not allowed here");
 }
 
-/* The web page's files: GET /, /app/NAME, /vendor/NAME from web_dir. */
-static int serve_static(struct api *a, struct lws *wsi, const char *uri)
+/* A file of the web page: web_dir/SUB/NAME, NAME checked here. */
+static int serve_file(struct api *a, struct lws *wsi, const char *sub, const char *name)
 {
-    const char *sub = "", *name = "index.html";
-    if (!strncmp(uri, "/app/", 5)) {
-        name = uri + 5;
-    } else if (!strncmp(uri, "/vendor/", 8)) {
-        sub = "vendor/";
-        name = uri + 8;
-    }
     size_t n = strlen(name);
     if (n == 0 || n > API_MAX_FILE_NAME || name[0] == '.' ||
         strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
@@ -843,6 +901,23 @@ static int serve_static(struct api *a, struct lws *wsi, const char *uri)
     return lws_serve_http_file(wsi, path, mime, NULL, 0) < 0 ? -1 : 0;
 }
 
+/* GET /, /app/NAME, /vendor/NAME: the web page's files from web_dir. */
+static int route_index(struct api *a, struct lws *wsi, struct call *c)
+{
+    (void)c;
+    return serve_file(a, wsi, "", "index.html");
+}
+
+static int route_app(struct api *a, struct lws *wsi, struct call *c)
+{
+    return serve_file(a, wsi, "", c->file);
+}
+
+static int route_vendor(struct api *a, struct lws *wsi, struct call *c)
+{
+    return serve_file(a, wsi, "vendor/", c->file);
+}
+
 /* A header present but longer than we read: refused rather than ignored. */
 static int hdr_too_long(struct lws *wsi, enum lws_token_indexes t, const char *custom)
 {
@@ -858,8 +933,9 @@ static int hdr_too_long(struct lws *wsi, enum lws_token_indexes t, const char *c
  * says the request comes from another origin (login CSRF: websess.h). The
  * answer's body holds the CSRF token, which is never in a cookie.
  */
-static int session_login(struct api *a, struct lws *wsi, const struct http_req *q)
+static int route_login(struct api *a, struct lws *wsi, struct call *c)
 {
+    const struct http_req *q = c->q;
     char ct[API_MAX_HEADER], origin[API_MAX_HEADER], site[API_MAX_HEADER], host[API_MAX_HEADER];
     char why[128], peer[64], detail[256];
     peer_of(wsi, peer, sizeof peer);
@@ -918,9 +994,10 @@ static int session_login(struct api *a, struct lws *wsi, const struct http_req *
 
 /* DELETE /v1/session: the session is deleted, so its cookie is worthless
  * even if replayed; the browser is told to drop it. */
-static int session_logout(struct api *a, struct lws *wsi, const struct db_user *u,
-                          const struct who_via *via)
+static int route_logout(struct api *a, struct lws *wsi, struct call *c)
 {
+    const struct db_user *u = &c->u;
+    const struct who_via *via = &c->via;
     char clear[WEBSESS_SET_COOKIE_MAX];
     if (websess_set_cookie(a->tls, NULL, 0, clear, sizeof clear) != AL_OK)
         return reply_error(wsi, 500, "cannot clear the cookie");
@@ -933,82 +1010,6 @@ static int session_logout(struct api *a, struct lws *wsi, const struct db_user *
     }
     audit(a, u->name, "logout", "/v1/session", NULL);
     return reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 1), clear);
-}
-
-static int route(struct api *a, struct lws *wsi, struct http_req *q)
-{
-    const char *uri = q->uri;
-    if (!strcmp(uri, "/healthz"))
-        return reply(wsi, 200, "text/plain", "ok\n", 3);
-    if (q->method == M_GET &&
-        (!strcmp(uri, "/") || !strncmp(uri, "/app/", 5) || !strncmp(uri, "/vendor/", 8)))
-        return serve_static(a, wsi, uri);
-    if (strncmp(uri, "/v1/", 4) != 0 && strcmp(uri, "/metrics") != 0)
-        return reply_error(wsi, 404, "not found");
-    if (q->too_big)
-        return reply_error(wsi, 413, "request body over 64 KiB");
-    if (!strcmp(uri, "/v1/session") && q->method == M_POST)
-        return session_login(a, wsi, q);
-    struct db_user u;
-    const char *why;
-    struct who_via via;
-    if (who(a, wsi, uri, 0, &u, &why, &via) != 0)
-        return reply_error(wsi, 401,
-                           "a valid API key (Authorization: Bearer <key>), or a session with its "
-                           "CSRF token (X-Airlock-CSRF), is required");
-    int has_origin;
-    if (via.cookie && q->method != M_GET && !origin_ok(a, wsi, &has_origin))
-        return reply_error(wsi, 403, "a change through a session needs our own Origin");
-    if (!strcmp(uri, "/v1/session") && q->method == M_DELETE)
-        return session_logout(a, wsi, &u, &via);
-    if (!strcmp(uri, "/v1/session") && q->method == M_GET) {
-        json_t *o = json_pack("{s:s, s:s}", "name", u.name, "role", db_role_name(u.role));
-        if (o && via.cookie) /* never renewed: the page signs in again after this */
-            (void)json_object_set_new(o, "expires_at",
-                                      json_integer((json_int_t)(via.expires_at / API_MS_PER_S)));
-        return reply_json(wsi, 200, o);
-    }
-    logf_(a, 2, "%s %s for %s",
-          q->method == M_GET    ? "GET"
-          : q->method == M_POST ? "POST"
-                                : "DELETE",
-          uri, u.name);
-    char id[DB_NAME_MAX + 1];
-    const char *rest;
-    if (!strcmp(uri, "/metrics") && q->method == M_GET)
-        return route_metrics(a, wsi);
-    if ((!strcmp(uri, "/v1/sandboxes") || !strcmp(uri, "/v1/terminals") ||
-         !strcmp(uri, "/v1/audit")) &&
-        q->method == M_GET)
-        return route_list(a, wsi, uri, &u);
-    if (!strcmp(uri, "/v1/sandboxes") && q->method == M_POST) {
-        if (u.role != DB_ROLE_ADMIN)
-            return reply_error(wsi, 403, "sandboxes are managed by admins");
-        return route_sandbox_add(a, wsi, &u, q);
-    }
-    if ((rest = path_id(uri, "/v1/sandboxes/", id, sizeof id))) {
-        if (u.role != DB_ROLE_ADMIN)
-            return reply_error(wsi, 403, "sandboxes are managed by admins");
-        if (q->method == M_POST && !strcmp(rest, "/enroll"))
-            return route_enroll(a, wsi, &u, id, q);
-        if (q->method == M_DELETE && !*rest) {
-            int rc = db_sandbox_remove(a->db, id);
-            if (rc != AL_OK)
-                return reply_error(wsi, status_of(rc), db_errmsg(a->db));
-            relay_sandbox_removed(a->relay, id);
-            audit(a, u.name, "sandbox_remove", id, NULL);
-            return reply_json(wsi, 200, json_pack("{s:s}", "id", id));
-        }
-        return reply_error(wsi, 405, "method not allowed here");
-    }
-    if (!strcmp(uri, "/v1/terminals") && q->method == M_POST) {
-        if (u.role < DB_ROLE_OPERATOR)
-            return reply_error(wsi, 403, "viewers may only observe");
-        return route_terminal_create(a, wsi, &u, q);
-    }
-    if ((rest = path_id(uri, "/v1/terminals/", id, sizeof id)))
-        return route_terminal(a, wsi, &u, q, id, rest);
-    return reply_error(wsi, 404, "not found");
 }
 
 /* ---- WebSocket connections ------------------------------------------------------ */
@@ -1155,15 +1156,209 @@ static bool offer_ok(struct lws *wsi)
     return p && subproto_acceptable(p);
 }
 
-/* Decide a WebSocket upgrade: 0 (accepted, a->pending set) or -1 (answered). */
-static int confirm_upgrade(struct api *a, struct lws *wsi)
+/* GET /v1/runners/connect?identifier=ID: a runner, by its runner:connect
+ * token and its pinned key. */
+static int upgrade_runner(struct api *a, struct lws *wsi, struct call *c)
 {
-    char uri[API_MAX_URI] = "", peer[64], why[256];
+    char argb[300], peer[64], why[256];
+    peer_of(wsi, peer, sizeof peer);
+    const char *ident = urlarg(wsi, "identifier", argb, sizeof argb);
+    struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
+    char auth[AL_MAX_TOKEN + 16];
+    const char *tok = header_bearer(wsi, auth, sizeof auth);
+    int rc = !sb ? AL_E_NOENT : relay_runner_token_ok(a->relay, ident, tok, why, sizeof why);
+    if (rc != AL_OK) {
+        refused(a, peer, "runner_refused", !sb ? "unknown sandbox" : why, ident ? ident : "");
+        (void)reply_error(wsi, 403, "a valid runner:connect token is required");
+        return -1;
+    }
+    /* a valid token is not enough: the runner's own key must be the
+     * pinned one (a copied token alone takes nothing over) */
+    char key[AL_RUNNER_KEY_LEN + 8] = "";
+    int kn = lws_hdr_custom_copy(wsi, key, sizeof key, AL_RUNNER_KEY_HEADER ":",
+                                 (int)strlen(AL_RUNNER_KEY_HEADER ":"));
+    rc = relay_runner_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
+    OPENSSL_cleanse(key, sizeof key);
+    if (rc != AL_OK) {
+        char detail[300];
+        (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%.200s\"}", peer, why);
+        audit(a, "anonymous", "runner_impostor", ident, detail);
+        logf_(a, 0, "sandbox %s: runner link from %s refused: %s", ident, peer, why);
+        (void)reply_error(wsi, 403, "this runner's key is not the sandbox's");
+        return -1;
+    }
+    c->conn->kind = CONN_RUNNER;
+    c->conn->sb = sb;
+    return 0;
+}
+
+/* GET /v1/terminals/ID/attach[?mode=read]: a client of a live terminal. */
+static int upgrade_attach(struct api *a, struct lws *wsi, struct call *c)
+{
+    char argb[300], why[256];
+    const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
+    struct rl_attach at = {c->id, c->u.name, c->u.role, mode && !strcmp(mode, "read"), wsi};
+    int rc = relay_attach(a->relay, &at, &c->conn->cl, why, sizeof why);
+    if (rc != AL_OK) {
+        logf_(a, 1, "attach of %s by %s refused: %s", c->id, c->u.name, why);
+        (void)reply_error(wsi, status_of(rc), rc == AL_E_NOENT ? "no such live terminal" : why);
+        return -1;
+    }
+    c->conn->kind = CONN_CLIENT;
+    return 0;
+}
+
+/* ---- the route table ------------------------------------------------------------ */
+
+#define ADMINS_SANDBOXES "sandboxes are managed by admins"
+#define VIEWERS_OBSERVE "viewers may only observe"
+
+/*
+ * Every route, tried in order: the first whose method and pattern match is
+ * the request's. The rows ending in "*" take what the rows before them
+ * under the same resource do not: 405 for who may change it, 403 for the
+ * others, as a route of it would.
+ */
+static const struct route routes[] = {
+    {M_ANY, "/healthz", ROUTE_OPEN, 0, NULL, route_healthz},
+    {M_GET, "/", ROUTE_OPEN, 0, NULL, route_index},
+    {M_GET, "/app/{file}", ROUTE_OPEN, 0, NULL, route_app},
+    {M_GET, "/vendor/{file}", ROUTE_OPEN, 0, NULL, route_vendor},
+    {M_GET, "/metrics", DB_ROLE_VIEWER, 0, NULL, route_metrics},
+    {M_POST, "/v1/session", ROUTE_OPEN, 0, NULL, route_login},
+    {M_GET, "/v1/session", DB_ROLE_VIEWER, 0, NULL, route_session},
+    {M_DELETE, "/v1/session", DB_ROLE_VIEWER, 0, NULL, route_logout},
+    {M_GET, "/v1/sandboxes", DB_ROLE_VIEWER, 0, NULL, route_sandbox_list},
+    {M_POST, "/v1/sandboxes", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, route_sandbox_add},
+    {M_DELETE, "/v1/sandboxes/{id}", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, route_sandbox_remove},
+    {M_POST, "/v1/sandboxes/{id}/enroll", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, route_enroll},
+    {M_ANY, "/v1/sandboxes/{id}*", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, route_not_allowed},
+    {M_GET, "/v1/terminals", DB_ROLE_VIEWER, 0, NULL, route_terminal_list},
+    {M_POST, "/v1/terminals", DB_ROLE_OPERATOR, 0, VIEWERS_OBSERVE, route_terminal_create},
+    {M_GET, "/v1/terminals/{id}", DB_ROLE_VIEWER, ROUTE_TERMINAL, NULL, route_terminal_get},
+    {M_POST, "/v1/terminals/{id}/kill", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
+     route_kill},
+    {M_DELETE, "/v1/terminals/{id}", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
+     route_terminal_close},
+    {M_GET, "/v1/terminals/{id}/recording", DB_ROLE_VIEWER, ROUTE_TERMINAL, NULL, route_recording},
+    {M_ANY, "/v1/terminals/{id}*", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
+     route_not_allowed},
+    {M_UPGRADE, "/v1/terminals/{id}/attach", DB_ROLE_VIEWER, 0, NULL, upgrade_attach},
+    {M_GET, "/v1/audit", DB_ROLE_ADMIN, 0, "the audit log is for admins", route_audit},
+    {M_UPGRADE, "/v1/runners/connect", ROUTE_OPEN, 0, NULL, upgrade_runner},
+};
+
+/* Whether uri matches pat (the {id} or {file} it holds into c). */
+static int path_match(const char *pat, const char *uri, struct call *c)
+{
+    while (*pat && *pat != '*') {
+        if (*pat != '{') {
+            if (*pat++ != *uri++)
+                return 0;
+            continue;
+        }
+        const int is_id = !strncmp(pat, "{id}", 4);
+        const char *close = strchr(pat, '}');
+        char *arg = is_id ? c->id : c->file;
+        size_t n = strcspn(uri, "/"), cap = is_id ? sizeof c->id : sizeof c->file;
+        if (!close || n == 0 || n >= cap)
+            return 0;
+        memcpy(arg, uri, n);
+        arg[n] = 0;
+        if (is_id && !db_name_valid(arg))
+            return 0;
+        uri += n;
+        pat = close + 1;
+    }
+    return *pat == '*' || !*uri;
+}
+
+/* The first route taking this method and path, c's id or file filled; NULL: none. */
+static const struct route *route_find(enum method m, const char *uri, struct call *c)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        if ((r->method == m || (r->method == M_ANY && m != M_UPGRADE)) &&
+            path_match(r->path, uri, c))
+            return r;
+    }
+    return NULL;
+}
+
+static int api_path(const char *uri)
+{
+    return !strncmp(uri, API_PREFIX, strlen(API_PREFIX)) || !strcmp(uri, API_METRICS);
+}
+
+static const char *method_name(enum method m)
+{
+    return m == M_GET ? "GET" : m == M_POST ? "POST" : "DELETE";
+}
+
+/*
+ * Answer an HTTP request: the open routes at once; any other path is 404
+ * unless it is the API's, which first wants a credential (401), our own
+ * Origin for a change through a session (403), then a route (404), its
+ * terminal (404) and its role (403).
+ */
+static int route_http(struct api *a, struct lws *wsi, struct http_req *q)
+{
+    struct call c;
+    memset(&c, 0, sizeof c);
+    c.q = q;
+    c.uri = q->uri;
+    const struct route *r = route_find(q->method, q->uri, &c);
+    const int api = api_path(q->uri);
+    if (q->too_big && api)
+        return reply_error(wsi, 413, "request body over 64 KiB");
+    if (r && r->role == ROUTE_OPEN)
+        return r->fn(a, wsi, &c);
+    if (!api)
+        return reply_error(wsi, 404, "not found");
+    const char *why;
+    if (who(a, wsi, q->uri, 0, &c.u, &why, &c.via) != 0)
+        return reply_error(wsi, 401,
+                           "a valid API key (Authorization: Bearer <key>), or a session with its "
+                           "CSRF token (X-Airlock-CSRF), is required");
+    int has_origin;
+    if (c.via.cookie && q->method != M_GET && !origin_ok(a, wsi, &has_origin))
+        return reply_error(wsi, 403, "a change through a session needs our own Origin");
+    logf_(a, 2, "%s %s for %s", method_name(q->method), q->uri, c.u.name);
+    if (!r)
+        return reply_error(wsi, 404, "not found");
+    if (r->flags & ROUTE_TERMINAL) {
+        c.term = malloc(sizeof *c.term);
+        if (!c.term)
+            return reply_error(wsi, 500, "out of memory");
+        if (db_terminal_get(a->db, c.id, c.term) != AL_OK) {
+            free(c.term);
+            return reply_error(wsi, 404, "no such terminal");
+        }
+    }
+    int rc = (int)c.u.role < r->role ? reply_error(wsi, 403, r->deny) : r->fn(a, wsi, &c);
+    free(c.term);
+    return rc;
+}
+
+/*
+ * Decide a WebSocket upgrade: 0 (accepted, its conn set) or -1 (answered).
+ * A foreign Origin is refused before anything else but on the open routes
+ * (runners authenticate with a header browsers cannot set), then an offer
+ * without airlock.v1; then a route (404) and, but on the open routes, a
+ * user's credential (401).
+ */
+static int route_upgrade(struct api *a, struct lws *wsi)
+{
+    struct call c;
+    memset(&c, 0, sizeof c);
+    char uri[API_MAX_URI] = "", peer[64];
     if (lws_hdr_copy(wsi, uri, sizeof uri, WSI_TOKEN_GET_URI) < 0)
         uri[0] = 0;
+    c.uri = uri;
     peer_of(wsi, peer, sizeof peer);
-    int has_origin; /* runners authenticate with a header browsers cannot set: clients only */
-    if (strcmp(uri, "/v1/runners/connect") != 0 && !origin_ok(a, wsi, &has_origin) && has_origin) {
+    const struct route *r = route_find(M_UPGRADE, uri, &c);
+    int has_origin;
+    if (!(r && r->role == ROUTE_OPEN) && !origin_ok(a, wsi, &has_origin) && has_origin) {
         refused(a, peer, "origin_refused", "foreign Origin", uri);
         (void)reply_error(wsi, 403, "cross-site WebSocket refused (foreign Origin)");
         return -1;
@@ -1175,70 +1370,29 @@ static int confirm_upgrade(struct api *a, struct lws *wsi)
                           "(Sec-WebSocket-Protocol: " AL_SUBPROTOCOL ")");
         return -1;
     }
-    struct conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return -1;
-    char id[DB_NAME_MAX + 1], argb[300];
-    const char *rest;
-    if (!strcmp(uri, "/v1/runners/connect")) {
-        const char *ident = urlarg(wsi, "identifier", argb, sizeof argb);
-        struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
-        char auth[AL_MAX_TOKEN + 16];
-        const char *tok = header_bearer(wsi, auth, sizeof auth);
-        int rc = !sb ? AL_E_NOENT : relay_runner_token_ok(a->relay, ident, tok, why, sizeof why);
-        if (rc != AL_OK) {
-            refused(a, peer, "runner_refused", !sb ? "unknown sandbox" : why, ident ? ident : "");
-            free(c);
-            (void)reply_error(wsi, 403, "a valid runner:connect token is required");
-            return -1;
-        }
-        /* a valid token is not enough: the runner's own key must be the
-         * pinned one (a copied token alone takes nothing over) */
-        char key[AL_RUNNER_KEY_LEN + 8] = "";
-        int kn = lws_hdr_custom_copy(wsi, key, sizeof key, AL_RUNNER_KEY_HEADER ":",
-                                     (int)strlen(AL_RUNNER_KEY_HEADER ":"));
-        rc = relay_runner_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
-        OPENSSL_cleanse(key, sizeof key);
-        if (rc != AL_OK) {
-            char detail[300];
-            (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%.200s\"}", peer,
-                           why);
-            audit(a, "anonymous", "runner_impostor", ident, detail);
-            logf_(a, 0, "sandbox %s: runner link from %s refused: %s", ident, peer, why);
-            free(c);
-            (void)reply_error(wsi, 403, "this runner's key is not the sandbox's");
-            return -1;
-        }
-        c->kind = CONN_RUNNER;
-        c->sb = sb;
-    } else if ((rest = path_id(uri, "/v1/terminals/", id, sizeof id)) && !strcmp(rest, "/attach")) {
-        struct db_user u;
-        const char *w;
-        struct who_via via;
-        if (who(a, wsi, uri, 1, &u, &w, &via) != 0) {
-            free(c);
-            (void)reply_error(
-                wsi, 401,
-                "a valid API key, or a session with its CSRF token "
-                "(Sec-WebSocket-Protocol: airlock.v1, airlock-csrf.TOKEN), is required");
-            return -1;
-        }
-        const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
-        struct rl_attach at = {id, u.name, u.role, mode && !strcmp(mode, "read"), wsi};
-        int rc = relay_attach(a->relay, &at, &c->cl, why, sizeof why);
-        if (rc != AL_OK) {
-            free(c);
-            logf_(a, 1, "attach of %s by %s refused: %s", id, u.name, why);
-            (void)reply_error(wsi, status_of(rc), rc == AL_E_NOENT ? "no such live terminal" : why);
-            return -1;
-        }
-        c->kind = CONN_CLIENT;
-    } else {
-        free(c);
+    if (!r) {
         (void)reply_error(wsi, 404, "not found");
         return -1;
     }
-    lws_set_opaque_user_data(wsi, c);
+    const char *why;
+    if (r->role != ROUTE_OPEN && who(a, wsi, uri, 1, &c.u, &why, &c.via) != 0) {
+        (void)reply_error(wsi, 401,
+                          "a valid API key, or a session with its CSRF token "
+                          "(Sec-WebSocket-Protocol: airlock.v1, airlock-csrf.TOKEN), is required");
+        return -1;
+    }
+    if ((int)c.u.role < r->role) {
+        (void)reply_error(wsi, 403, r->deny);
+        return -1;
+    }
+    c.conn = calloc(1, sizeof *c.conn);
+    if (!c.conn)
+        return -1;
+    if (r->fn(a, wsi, &c) != 0) {
+        free(c.conn);
+        return -1;
+    }
+    lws_set_opaque_user_data(wsi, c.conn);
     return 0;
 }
 
@@ -1283,20 +1437,22 @@ static int dial(void *ud, struct rl_sbx *sb, const char *url, const char *token)
 /*
  * Before a byte of a POST body is read: 0 (read it), or the status that
  * answers it (its bytes are then dropped as they come, never buffered).
- * Only POST /v1/session takes a body without a key (the key is the body).
+ * Only an open route takes a body without a credential (the sign-in: the
+ * key is the body).
  */
 static unsigned body_verdict(struct api *a, struct lws *wsi, const struct http_req *q, long len)
 {
-    if (strncmp(q->uri, "/v1/", 4) != 0)
+    if (strncmp(q->uri, API_PREFIX, strlen(API_PREFIX)) != 0)
         return 404;
     if (len < 0 || (unsigned long)len > API_MAX_REQ)
         return 413;
-    if (!strcmp(q->uri, "/v1/session"))
+    struct call c;
+    memset(&c, 0, sizeof c);
+    const struct route *r = route_find(q->method, q->uri, &c);
+    if (r && r->role == ROUTE_OPEN)
         return 0;
-    struct db_user u;
     const char *why;
-    struct who_via via;
-    return who(a, wsi, q->uri, 0, &u, &why, &via) == 0 ? 0 : 401;
+    return who(a, wsi, q->uri, 0, &c.u, &why, &c.via) == 0 ? 0 : 401;
 }
 
 static int answer_refused(struct lws *wsi, unsigned status)
@@ -1332,7 +1488,7 @@ static int http_request(struct api *a, struct lws *wsi, struct http_req *q)
             return 0; /* answered once the body is in (or dropped) */
         }
     }
-    return route(a, wsi, q);
+    return route_http(a, wsi, q);
 }
 
 static int http_body(struct http_req *q, const void *in, size_t len)
@@ -1372,7 +1528,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         /* answering may end the transaction and reset q: own the body first */
         struct http_req req = *q;
         q->body = NULL;
-        int rc = req.refused ? answer_refused(wsi, req.refused) : route(a, wsi, &req);
+        int rc = req.refused ? answer_refused(wsi, req.refused) : route_http(a, wsi, &req);
         free(req.body);
         return rc;
     }
@@ -1391,7 +1547,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             (void)reply_error(wsi, 400, "only WebSocket upgrades");
             return -1;
         }
-        return confirm_upgrade(a, wsi);
+        return route_upgrade(a, wsi);
     case LWS_CALLBACK_ESTABLISHED: {
         struct conn *c = conn_of(wsi);
         if (!c)

@@ -5,33 +5,16 @@
  * the dialer for static sandboxes. The live state is relay.c's; this file
  * is the libwebsockets glue and the routes.
  *
- * Routes (Authorization: Bearer <API key>, or the web page's session: its
- * cookie AND its CSRF token, websess.h; 401 without either, 403 when the
- * role does not allow it). A request authenticated by cookie that changes
- * something (POST, DELETE) must also carry an Origin equal to our own
- * address, and any WebSocket upgrade with a foreign Origin is refused (403):
- *   GET    /, /app/FILE, /vendor/FILE    no auth: the web page (web_dir)
- *   POST   /v1/session                   {"key": API key} -> session cookie,
- *                                        {"name","role","csrf","expires_at",
- *                                        "idle_timeout"}; application/json
- *                                        only, never from another origin
- *   GET    /v1/session                   who it is (never renews the session)
- *   DELETE /v1/session                   sign out: the session is deleted
- *   GET    /healthz                      no auth
- *   GET    /metrics                      any role (Prometheus text)
- *   GET    /v1/sandboxes                 any role
- *   POST   /v1/sandboxes                 admin    {"id","kind","url","record_input","network"}
- *   DELETE /v1/sandboxes/ID              admin
- *   POST   /v1/sandboxes/ID/enroll       admin    reverse: token + command line
- *   GET    /v1/terminals                 any role
- *   POST   /v1/terminals                 operator (apireq.h)
- *   GET    /v1/terminals/ID              any role: state, exit, bytes, viewers
- *   POST   /v1/terminals/ID/kill         operator {"signal":"TERM"}
- *   DELETE /v1/terminals/ID              operator: close it (ends its processes)
- *   GET    /v1/terminals/ID/recording    any role: the asciicast file
- *   GET    /v1/audit                     admin
- *   WS     /v1/terminals/ID/attach[?mode=read]   any role (viewers read only)
- *   WS     /v1/runners/connect?identifier=ID     runner:connect token
+ * The routes are one table, routes[] in api.c: a method, a path pattern,
+ * the minimum role and a handler, matched by one dispatch function;
+ * docs/api.md is their reference (each route, who may call it, its body,
+ * its answers), and a test checks that both tables have the same rows.
+ * A request is authenticated by an API key (Authorization: Bearer) or by
+ * the web page's session: its cookie AND its CSRF token (websess.h); 401
+ * without either, 403 when the role does not allow it. A request
+ * authenticated by cookie that changes something (POST, DELETE) must also
+ * carry an Origin equal to our own address, and any WebSocket upgrade with
+ * a foreign Origin is refused (403) but a runner's.
  */
 #ifndef AL_API_H
 #define AL_API_H

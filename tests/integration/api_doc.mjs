@@ -5,9 +5,11 @@
 //   answer's status, the headers shown and the body (JSON: the same members,
 //   the same strings and booleans, numbers of the same kind) must be the
 //   documented ones;
-// - every route api.c matches (the paths in its strcmp/strncmp/path_id
-//   calls) is in api.md's route table, and every row of that table has an
-//   example;
+// - api.md's route table and the route table of the code (routes[] in
+//   src/control/api.c) have the same rows, method and path (a row of the
+//   code ending in "*", what a resource's routes leave, lies under a row of
+//   api.md), every other path the code writes is in api.md's table, and
+//   every row of that table has an example;
 // - the options tables of api.md list exactly the options each program's
 //   --help shows (airlockd keygen, token, user, serve; airlock-runner; airlock).
 // Every mismatch is reported before the test fails. AL_API_DOC_SHOW=1
@@ -19,7 +21,7 @@ import { run, check, tmpdir, rawHttp, sleep, BIN, SRC } from '../interop/harness
 import { startAirlockd, addUser, addLocalSandbox } from '../interop/airlockd.mjs';
 
 const DOC = path.join(SRC, 'docs', 'api.md');
-const API_C = path.join(SRC, 'src', 'control', 'api.c');
+const ROUTES_C = path.join(SRC, 'src', 'control', 'api.c'); // holds routes[]
 const GET_RETRY_MS = 10000; // a GET that does not match yet is retried this long
 const fails = [];
 function want(cond, msg) {
@@ -225,6 +227,19 @@ function routeTable(md) {
   return rows;
 }
 
+// The code's route table: the rows "{M_METHOD, "PATH", ..." of routes[],
+// and the other string literals of the file that are paths of the API.
+function codeRoutes(src) {
+  const start = src.search(/\broutes\[\] = \{/);
+  if (start < 0) return { rows: [], others: [] };
+  const end = src.indexOf('};', start);
+  const block = src.slice(start, end);
+  const rows = [...block.matchAll(/\{(M_[A-Z]+),\s*"([^"]*)"/g)].map((m) => ({ method: m[1], path: m[2] }));
+  const rest = src.slice(0, start) + src.slice(end);
+  const others = [...rest.matchAll(/"(\/(?:v1\/|metrics|healthz|app\/|vendor\/)[^"]*)"/g)].map((m) => m[1]);
+  return { rows, others: [...new Set(others)] };
+}
+
 function rowRegex(p) {
   const parts = p.split(/(\{[a-z]+\})/);
   return new RegExp(`^${parts.map((x) => (/^\{[a-z]+\}$/.test(x) ? '[^/?]+' : x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))).join('')}(\\?.*)?$`);
@@ -279,14 +294,27 @@ await run('api_doc', async () => {
       (unknown.length ? `; not in --help: ${unknown.join(' ')}` : ''));
   }
 
-  // routes: api.c's paths in the table
-  const src = fs.readFileSync(API_C, 'utf8');
-  const literals = new Set([...src.matchAll(/(?:strn?cmp|path_id)\((?:uri|rest|q->uri), "(\/[^"]*)"/g)].map((m) => m[1]));
+  // routes: the code's table is api.md's, and no path of the code is elsewhere
+  const src = fs.readFileSync(ROUTES_C, 'utf8');
   const table = routeTable(md);
   check(table.length > 0, `api.md has a route table (${table.length} rows)`);
-  for (const lit of literals) {
+  const code = codeRoutes(src);
+  check(code.rows.length > 0, `${path.basename(ROUTES_C)} has a route table (${code.rows.length} rows)`);
+  const docMethod = { M_ANY: 'any', M_GET: 'GET', M_POST: 'POST', M_DELETE: 'DELETE', M_UPGRADE: 'GET' };
+  for (const c of code.rows) {
+    const m = docMethod[c.method];
+    const ok = c.path.endsWith('*')
+      ? table.some((r) => r.path.startsWith(c.path.slice(0, -1)))
+      : table.some((r) => r.method === m && r.path === c.path);
+    want(ok, `the code's route ${c.method} ${c.path} is in api.md's route table`);
+  }
+  for (const r of table) {
+    want(code.rows.some((c) => docMethod[c.method] === r.method && c.path === r.path),
+      `api.md's route ${r.method} ${r.path} is in the code's route table`);
+  }
+  for (const lit of code.others) {
     const ok = table.some((r) => (lit.endsWith('/') ? r.path.startsWith(lit) : r.path === lit || r.path.endsWith(`}${lit}`)));
-    want(ok, `api.c's "${lit}" is in api.md's route table`);
+    want(ok, `the code's path "${lit}" is in api.md's route table`);
   }
 
   // the examples, against a real airlockd
