@@ -28,15 +28,13 @@ struct cg_knob {
     const char *v1_file; /* its limit in a v1 hierarchy */
     const char *v2_file; /* in the unified one */
     const char *v1_none, *v2_none;
-    const char *v1_usage, *v2_usage; /* what is used now (NULL: not read) */
     enum cg_what what;
 };
 
 static const struct cg_knob knobs[] = {
-    {"memory", "memory.limit_in_bytes", "memory.max", "-1", "max", "memory.usage_in_bytes",
-     "memory.current", CG_MEMORY},
-    {"pids", "pids.max", "pids.max", "max", "max", "pids.current", "pids.current", CG_PIDS},
-    {"cpu", "cpu.cfs_quota_us", "cpu.max", "-1", "max", NULL, NULL, CG_CPU},
+    {"memory", "memory.limit_in_bytes", "memory.max", "-1", "max", CG_MEMORY},
+    {"pids", "pids.max", "pids.max", "max", "max", CG_PIDS},
+    {"cpu", "cpu.cfs_quota_us", "cpu.max", "-1", "max", CG_CPU},
 };
 #define CG_NKNOBS (sizeof knobs / sizeof knobs[0])
 
@@ -67,23 +65,6 @@ static int write_file(const char *dir, const char *file, const char *text)
     int e = errno;
     (void)close(fd);
     return w == (ssize_t)n ? 0 : -(w < 0 ? e : EIO);
-}
-
-static int read_u64(const char *dir, const char *file, uint64_t *out)
-{
-    char p[CG_PATH_MAX], buf[64];
-    if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, file) >= sizeof p)
-        return -1;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    (void)close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    *out = strtoull(buf, NULL, 10);
-    return 0;
 }
 
 static int mkdir_ok(const char *p)
@@ -243,26 +224,4 @@ void cg_remove(const char *name)
         (void)snprintf(dir, sizeof dir, "%s/%s/%s/%s", CG_ROOT, knobs[i].ctrl, CG_PARENT, name);
         (void)rmdir(dir);
     }
-}
-
-int cg_usage(const char *name, uint64_t *memory_bytes, uint64_t *pids)
-{
-    if (!name_ok(name))
-        return AL_E_INVAL;
-    int v2 = unified(), got = 0;
-    for (size_t i = 0; i < CG_NKNOBS; i++) {
-        const struct cg_knob *k = &knobs[i];
-        const char *file = v2 ? k->v2_usage : k->v1_usage;
-        uint64_t *out = k->what == CG_MEMORY ? memory_bytes : k->what == CG_PIDS ? pids : NULL;
-        if (!file || !out)
-            continue;
-        char dir[CG_PATH_MAX];
-        if (v2)
-            (void)snprintf(dir, sizeof dir, "%s/%s/%s", CG_ROOT, CG_PARENT, name);
-        else
-            (void)snprintf(dir, sizeof dir, "%s/%s/%s/%s", CG_ROOT, k->ctrl, CG_PARENT, name);
-        if (read_u64(dir, file, out) == 0)
-            got++;
-    }
-    return got ? AL_OK : AL_E_NOENT;
 }

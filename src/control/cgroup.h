@@ -41,8 +41,4 @@ int cg_open(const char *name, const struct cg_limits *l, int fds[CG_MAX_FDS], si
 /* Remove the groups of name (only empty groups go; errors ignored). */
 void cg_remove(const char *name);
 
-/* The memory and process counts of name's groups (for tests and metrics);
- * 0 or AL_E_NOENT. */
-int cg_usage(const char *name, uint64_t *memory_bytes, uint64_t *pids);
-
 #endif

@@ -58,7 +58,4 @@ int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *ou
              size_t cap);
 void jail_cmd_done(struct jail_cmd *c);
 
-/* The syscall names the filter refuses, for docs and tests (NULL-ended). */
-const char *const *jail_denied_names(void);
-
 #endif
