@@ -22,21 +22,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "al_close.h"
 #include "frame.h"
 
 struct ep;
 
-/* WebSocket close codes an endpoint asks for (4000-4999: private use). */
-enum ep_close_code {
-    EP_CLOSE_NORMAL = 1000,
-    EP_CLOSE_PROTOCOL = 4000,
-    EP_CLOSE_VERSION = 4001,
-    EP_CLOSE_TOKEN_EXPIRED = 4002,
-    EP_CLOSE_IDLE = 4003,
-    EP_CLOSE_LIMIT = 4004,
-    EP_CLOSE_REPLACED = 4005,
-    EP_CLOSE_INTERNAL = 1011, /* RFC 6455: the sender failed */
-};
+/* The close codes (ep_closing) are al_close.h's AL_CLOSE_*. The EP_CLOSE_*
+ * names are aliases kept while callers move to AL_CLOSE_*. */
+#define EP_CLOSE_NORMAL AL_CLOSE_NORMAL
+#define EP_CLOSE_PROTOCOL AL_CLOSE_PROTOCOL
+#define EP_CLOSE_VERSION AL_CLOSE_VERSION
+#define EP_CLOSE_TOKEN_EXPIRED AL_CLOSE_TOKEN_EXPIRED
+#define EP_CLOSE_IDLE AL_CLOSE_IDLE
+#define EP_CLOSE_LIMIT AL_CLOSE_LIMIT
+#define EP_CLOSE_REPLACED AL_CLOSE_REPLACED
+#define EP_CLOSE_INTERNAL AL_CLOSE_INTERNAL
 
 /* The close that follows a fatal ERROR code (docs/protocol.md §10), or 0
  * when the code is not fatal. */

@@ -1104,7 +1104,7 @@ static int ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
             lws_callback_on_writable(wsi);
             return 0;
         }
-        wsg_close_later(&c->ws, wsi, code ? code : 1000, reason ? reason : "closing");
+        wsg_close_later(&c->ws, wsi, code ? code : AL_CLOSE_NORMAL, reason ? reason : "closing");
     }
     return 0;
 }

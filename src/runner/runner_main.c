@@ -271,9 +271,9 @@ static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const vo
 static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
 {
     if (c && c->replaced)
-        wsg_close_later(&c->ws, wsi, 4005, "replaced by a newer connection");
+        wsg_close_later(&c->ws, wsi, AL_CLOSE_REPLACED, "replaced by a newer connection");
     if (c && c->max_aged)
-        wsg_close_later(&c->ws, wsi, 1000, "max age");
+        wsg_close_later(&c->ws, wsi, AL_CLOSE_NORMAL, "max age");
     if (c && c->ws.close_code)
         return wsg_close_now(&c->ws, wsi);
     if (a->current != wsi)

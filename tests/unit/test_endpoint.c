@@ -744,14 +744,14 @@ static void test_version_and_roles(void **state)
     probe_hello(&p, FR_ROLE_CONTROLLER, 2, 3);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_VERSION);
     assert_true(ep_closing(p.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_VERSION);
+    assert_int_equal(code, AL_CLOSE_VERSION);
     probe_free(&p);
 
     probe_init(&p, FR_ROLE_HOST);
     probe_hello(&p, FR_ROLE_HOST, 1, 1);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
     assert_true(ep_closing(p.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_PROTOCOL);
+    assert_int_equal(code, AL_CLOSE_PROTOCOL);
     probe_free(&p);
 
     /* a newer peer that also speaks 1 is fine */
@@ -935,7 +935,7 @@ static void test_ping_idle_token(void **state)
     ep_tick(p.ep, 1000300 + 5000000);
     int code;
     assert_true(ep_closing(p.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_IDLE);
+    assert_int_equal(code, AL_CLOSE_IDLE);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_TIMEOUT);
     probe_free(&p);
     /* no ping before the handshake */
@@ -953,7 +953,7 @@ static void test_ping_idle_token(void **state)
     assert_false(ep_closing(s->host.ep, NULL, NULL));
     ep_tick(s->host.ep, s->now + 100000);
     assert_true(ep_closing(s->host.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_TOKEN_EXPIRED);
+    assert_int_equal(code, AL_CLOSE_TOKEN_EXPIRED);
     /* the controller is told why */
     sim_pump(s);
     assert_int_equal(s->ctl.last_error, FR_ERR_TOKEN_EXPIRED);
@@ -1903,13 +1903,13 @@ static void test_fatal_close_codes(void **state)
     assert_false(ep_closing(p.ep, NULL, NULL));
     assert_int_equal(ep_fail(p.ep, FR_ERR_TOO_BIG, "message larger than the frame limit"), 0);
     assert_true(ep_closing(p.ep, &code, &why));
-    assert_int_equal(code, EP_CLOSE_LIMIT);
+    assert_int_equal(code, AL_CLOSE_LIMIT);
     assert_string_equal(why, "message larger than the frame limit");
     assert_int_equal(probe_drain(&p, 0), FR_ERR_TOO_BIG);
     /* a second refusal does not change the close */
     assert_int_equal(ep_fail(p.ep, FR_ERR_PROTOCOL, "text messages are not allowed"), 0);
     assert_true(ep_closing(p.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_LIMIT);
+    assert_int_equal(code, AL_CLOSE_LIMIT);
     probe_free(&p);
 
     /* before the peer's HELLO too: HELLO, then the ERROR */
@@ -1922,13 +1922,53 @@ static void test_fatal_close_codes(void **state)
     assert_int_equal(f.type, FR_HELLO);
     assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
     assert_true(ep_closing(p.ep, &code, NULL));
-    assert_int_equal(code, EP_CLOSE_PROTOCOL);
+    assert_int_equal(code, AL_CLOSE_PROTOCOL);
     probe_free(&p);
     /* no link: nothing to say it on */
     probe_init(&p, FR_ROLE_HOST);
     ep_link_down(p.ep);
     assert_int_equal(ep_fail(p.ep, FR_ERR_PROTOCOL, "x"), AL_E_CLOSED);
     probe_free(&p);
+}
+
+/* al_close.h's list of close codes is protocol.md §10's table: the same
+ * rows, in the same order, with the same words. */
+static void test_close_code_table(void **state)
+{
+    (void)state;
+    static const struct {
+        int code;
+        const char *meaning;
+    } list[] = {
+#define ROW(name, code, meaning) {AL_CLOSE_##name, meaning},
+        AL_CLOSE_MAP(ROW)
+#undef ROW
+    };
+    const char *src = getenv("AL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/protocol.md", src ? src : ".");
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[1024];
+    int in10 = 0;
+    size_t rows = 0;
+    while (fgets(line, sizeof line, fp)) {
+        if (!strncmp(line, "## ", 3))
+            in10 = !strncmp(line, "## 10.", 6);
+        int code;
+        char meaning[512];
+        if (!in10 || sscanf(line, "| %d | %511[^|]|", &code, meaning) != 2 || code < 1000)
+            continue;
+        size_t n = strlen(meaning);
+        while (n && meaning[n - 1] == ' ')
+            meaning[--n] = 0;
+        assert_true(rows < sizeof list / sizeof list[0]);
+        assert_int_equal(code, list[rows].code);
+        assert_string_equal(meaning, list[rows].meaning);
+        rows++;
+    }
+    fclose(fp);
+    assert_int_equal(rows, sizeof list / sizeof list[0]);
 }
 
 int main(void)
@@ -1954,6 +1994,7 @@ int main(void)
         cmocka_unit_test(test_attached_beyond_stdin),
         cmocka_unit_test(test_pty_stderr_ack),
         cmocka_unit_test(test_fatal_close_codes),
+        cmocka_unit_test(test_close_code_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
