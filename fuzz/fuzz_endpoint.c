@@ -8,8 +8,11 @@
  * exit, snapshot, resize, signal, token, list, adopt, ping) and the relay
  * session calls (host adopt on ATTACH, resync, role, viewers, take-over);
  * link down/up; clock.
- * Oracle: no crash, no leak, no hang, and every frame the endpoint emits
- * decodes (an endpoint never sends what a peer must reject).
+ * Oracle: no crash, no leak, no hang, every frame the endpoint emits
+ * decodes (an endpoint never sends what a peer must reject), and no
+ * channel state change is refused (a move missing from the endpoint's
+ * tables: it asserts in a debug build and logs an error, level 0, in the
+ * others, which aborts here).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,6 +38,14 @@ static void on_event(void *ud, const struct ep_event *ev)
     else if (ev->type == EP_EV_ATTACH && ev->channel % 2) /* a relay adopts what it knows */
         (void)ep_host_adopt(ep, ev->channel, (uint8_t)(ev->channel % 4 == 3), ev->offset, ev->to,
                             ev->channel);
+}
+
+static void on_log(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    (void)msg;
+    if (level == 0)
+        abort(); /* a channel state change the endpoint's tables lack */
 }
 
 static void drain(struct ep *ep, uint8_t *out, uint64_t now)
@@ -63,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.idle_timeout_us = 100000;
     struct ep *ep = NULL;
     c.on_event = on_event;
+    c.on_log = on_log;
     c.ud = &ep;
     if (ep_new(&c, &ep) != 0)
         return 0;

@@ -38,9 +38,77 @@
  *
  * Ownership: the endpoint owns its channels; a channel owns its rings, its
  * saved OPEN frame, its snapshot buffers and its VIEWERS list.
+ *
+ * Channel states
+ * --------------
+ * A channel is in one state (enum chstate) and its process in one exit
+ * state (enum exstate). Both change only through chan_set_state() and
+ * chan_set_exit(), which check the move against a table per role
+ * (chstate_moves, exstate_moves) and log it through the config's on_log
+ * (level 2). A move the table lacks is a bug here, never a peer's doing
+ * (input that does not fit the state is refused before any move): it
+ * asserts in a debug build, and is logged (level 0) and refused otherwise.
+ * The tables are the rule; the diagrams draw them.
+ *
+ *   controller
+ *                     OPEN sent            OPENED, ATTACHED
+ *     ep_open() --> NEW ------> OPENING -----------------------> LINKED
+ *                    | \                                         ^ |  ^
+ *                    |  `-- OPENED, ATTACHED (before our OPEN) --' |  |
+ *                    |                                   link down |  | ATTACHED
+ *                    |                                             v  |
+ *                    |                       ep_adopt() -------> DETACHED
+ *                    |
+ *                    |   OPENING, DETACHED, LINKED --ep_close()--> CLOSING
+ *                    v                                                |
+ *                   DEAD <------ CLOSE, NO_CHANNEL (the answer) ------'
+ *
+ *     NEW -> DEAD: ep_close() before the OPEN went out. NEW, OPENING ->
+ *     DEAD: ERROR OPEN_FAILED, LIMIT or CHANNEL_EXISTS; CLOSE from the
+ *     host. DETACHED, LINKED -> DEAD: CLOSE from the host; NO_CHANNEL
+ *     (EP_EV_LOST). NO_CHANNEL for NEW or OPENING resends the OPEN (no
+ *     move); a link down leaves NEW, OPENING and CLOSING as they are.
+ *
+ *   host
+ *                    OPEN received         ep_opened()
+ *                  ----------------> OPENING --------> LINKED
+ *                                       |              ^    |
+ *                                       |       ATTACH |    | link down
+ *                                       |              |    v
+ *       ep_host_adopt() (LINKED during  |           DETACHED
+ *       its ATTACH) ------------------- | -------------^
+ *                                       |
+ *                                       |  OPENING, DETACHED, LINKED
+ *                                       |  --CLOSE received--> CLOSING
+ *                                       v                         |
+ *                                      DEAD <--CLOSE sent, link down--'
+ *
+ *     OPENING -> DEAD: ep_open_failed(); a link down (never confirmed:
+ *     the controller re-OPENs). OPENING, LINKED -> CLOSING: ep_close()
+ *     too. DETACHED -> DEAD: ep_close() (nobody to tell: the next ATTACH
+ *     learns it).
+ *
+ *   exit (both; REPORTED: host only)
+ *     RUNNING --ep_exit(), EXIT received--> EXITED --EXIT sent--> REPORTED
+ *                                             ^                      |
+ *                                             `----- link down ------'
+ *
+ * "Linked" (the frames marked FR_T_LINKED may flow) is LINKED, or a host's
+ * OPENING: its OPEN came on this link. A CLOSING channel takes no frame
+ * but CLOSE, so whether it was linked does not matter. CH_NONE is a
+ * channel being created; CH_DEAD one that find() no longer sees, freed by
+ * reap() outside callbacks.
+ *
+ * Not states: `viewer` is a role, which the application changes in any
+ * open state (ep_set_role); `in_stale` says that stdin numbered before our
+ * last ROLE may still arrive on this link, a condition of one stream on
+ * one link (cleared at link down) as txs.eof_sent is; `pending` holds
+ * frames to send. A controller's adopted channel (ep_adopt) is simply one
+ * that starts DETACHED.
  */
 #include "endpoint.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,10 +117,27 @@
 #include "al_err.h"
 #include "ring.h"
 
+/* A channel's state (the diagram above); every change goes through
+ * chan_set_state(). */
 enum chstate {
-    CH_OPENING = 1, /* controller: OPEN not yet answered; host: app not yet answered */
-    CH_OPEN,
-    CH_CLOSING, /* CLOSE to send (and, controller, to be answered) */
+    CH_NONE = 0, /* being created: chan_new() hands it out so */
+    CH_NEW,      /* controller: OPEN queued, not sent on any link yet */
+    CH_OPENING,  /* controller: OPEN sent, not answered; host: OPEN came on
+                  * this link (so it counts as linked), the app has not answered */
+    CH_DETACHED, /* open, not opened or attached on this link: no data flows */
+    CH_LINKED,   /* open, opened or attached on this link: data flows */
+    CH_CLOSING,  /* CLOSE to send (and, controller, to be answered) */
+    CH_DEAD,     /* gone: invisible to find(), freed by reap() */
+    CH_NSTATES
+};
+
+/* The process's exit, a state of its own (chan_set_exit()): it ends while
+ * the channel is in any open state, and the host reports it once per link. */
+enum exstate {
+    EX_RUNNING = 0,
+    EX_EXITED,   /* host: ep_exit(); controller: EXIT received */
+    EX_REPORTED, /* host: EXIT sent on this link */
+    EX_NSTATES
 };
 
 /* Per-channel pending frames (bits of chan.pending). */
@@ -103,14 +188,11 @@ struct rxs {
 
 struct chan {
     uint32_t id;
-    enum chstate state;
+    enum chstate state; /* changed by chan_set_state() only */
+    enum exstate exit;  /* changed by chan_set_exit() only */
     uint8_t mode;
-    int linked;    /* resumed/opened on the current link: data may flow */
-    int open_sent; /* controller: OPEN went out at least once */
-    int adopted;   /* controller: stdin offsets come from the host */
-    int viewer;    /* host: a relay viewer, its stdin never gets credit */
-    int in_stale;  /* host: stdin sent before our last ROLE may still come */
-    int dead;      /* released at the next safe point */
+    int viewer;   /* host: a relay viewer, its stdin never gets credit (a role) */
+    int in_stale; /* host: stdin sent before our last ROLE may still come (this link) */
     uint32_t pending;
     uint32_t pid;
     uint16_t cols, rows;
@@ -120,8 +202,7 @@ struct chan {
     size_t open_len;
     uint8_t sigs[AL_MAX_PENDING_SIGNALS][2];
     unsigned nsigs;
-    /* exit status: host sends it, controller records it */
-    int exited, exit_sent;
+    /* exit status (exit != EX_RUNNING): host sends it, controller records it */
     int32_t exit_code;
     uint8_t exit_sig, exit_core;
     /* snapshot: host's outgoing one, or controller's partial incoming one;
@@ -193,10 +274,135 @@ static void emit(struct ep *ep, struct ep_event *ev)
     ep->in_callback--;
 }
 
+/* A line for the application's log (al_log's levels), if it wants one. */
+static void ep_log(const struct ep *ep, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void ep_log(const struct ep *ep, int level, const char *fmt, ...)
+{
+    if (!ep->cfg.on_log)
+        return;
+    char line[160];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    ep->cfg.on_log(ep->cfg.ud, level, line);
+}
+
+/* ---- channel states --------------------------------------------------------- */
+
+#define TO(s) (1u << (s))
+#define ROLE_IX(role) ((role) == FR_ROLE_HOST ? 0 : 1)
+
+static const char *const chstate_names[CH_NSTATES] = {
+    "NONE", "NEW", "OPENING", "DETACHED", "LINKED", "CLOSING", "DEAD",
+};
+
+/* The allowed moves, per role (host, controller): chstate_moves[r][from]
+ * has bit `to` set. Staying in a state is not a move. */
+static const uint16_t chstate_moves[2][CH_NSTATES] = {
+    {
+        /* host */
+        [CH_NONE] = TO(CH_OPENING) | TO(CH_DETACHED) | TO(CH_LINKED),
+        [CH_OPENING] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
+        [CH_DETACHED] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
+        [CH_LINKED] = TO(CH_DETACHED) | TO(CH_CLOSING),
+        [CH_CLOSING] = TO(CH_DEAD),
+    },
+    {
+        /* controller */
+        [CH_NONE] = TO(CH_NEW) | TO(CH_DETACHED),
+        [CH_NEW] = TO(CH_OPENING) | TO(CH_LINKED) | TO(CH_DEAD),
+        [CH_OPENING] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
+        [CH_DETACHED] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
+        [CH_LINKED] = TO(CH_DETACHED) | TO(CH_CLOSING) | TO(CH_DEAD),
+        [CH_CLOSING] = TO(CH_DEAD),
+    },
+};
+
+static const char *const exstate_names[EX_NSTATES] = {"RUNNING", "EXITED", "REPORTED"};
+
+static const uint16_t exstate_moves[2][EX_NSTATES] = {
+    {
+        /* host */
+        [EX_RUNNING] = TO(EX_EXITED),
+        [EX_EXITED] = TO(EX_REPORTED),
+        [EX_REPORTED] = TO(EX_EXITED), /* the link went down: report it again */
+    },
+    {
+        /* controller */
+        [EX_RUNNING] = TO(EX_EXITED),
+    },
+};
+
+/* Check a move against its table and log it. A move the table lacks is a
+ * bug of this file (no input can cause one): assert in a debug build, else
+ * log an error and refuse it (AL_E_STATE). */
+static int move_ok(const struct ep *ep, const struct chan *c, const char *what,
+                   const char *const *names, const uint16_t *moves, unsigned from, unsigned to,
+                   const char *why)
+{
+    const char *role = is_host(ep) ? "host" : "controller";
+    if (!(moves[from] & TO(to))) {
+        ep_log(ep, 0, "%s channel %u: %s %s -> %s refused (%s): not a move of the %s", role,
+               (unsigned)c->id, what, names[from], names[to], why, role);
+        assert(0 && "channel state move missing from its table");
+        return 0;
+    }
+    ep_log(ep, 2, "%s channel %u: %s %s -> %s (%s)", role, (unsigned)c->id, what, names[from],
+           names[to], why);
+    return 1;
+}
+
+static int chan_set_state(struct ep *ep, struct chan *c, enum chstate to, const char *why)
+{
+    if (c->state == to)
+        return AL_OK;
+    if (!move_ok(ep, c, "state", chstate_names, chstate_moves[ROLE_IX(ep->cfg.role)], c->state, to,
+                 why))
+        return AL_E_STATE;
+    c->state = to;
+    return AL_OK;
+}
+
+static int chan_set_exit(struct ep *ep, struct chan *c, enum exstate to, const char *why)
+{
+    if (c->exit == to)
+        return AL_OK;
+    if (!move_ok(ep, c, "exit", exstate_names, exstate_moves[ROLE_IX(ep->cfg.role)], c->exit, to,
+                 why))
+        return AL_E_STATE;
+    c->exit = to;
+    return AL_OK;
+}
+
+#undef TO
+#undef ROLE_IX
+
+/* Open: DATA may flow once linked (what CH_OPEN was before the states). */
+static int chan_is_open(const struct chan *c)
+{
+    return c->state == CH_DETACHED || c->state == CH_LINKED;
+}
+
+/* OPEN not answered yet (controller: sent or not). */
+static int chan_is_opening(const struct chan *c)
+{
+    return c->state == CH_NEW || c->state == CH_OPENING;
+}
+
+/* Opened or attached on this link: the frames FR_T_LINKED may come and go.
+ * A host's OPENING channel is: its OPEN came on this link. */
+static int chan_linked(const struct ep *ep, const struct chan *c)
+{
+    return c->state == CH_LINKED || (is_host(ep) && c->state == CH_OPENING);
+}
+
 static struct chan *find(const struct ep *ep, uint32_t id)
 {
     for (unsigned i = 0; i < ep->nch; i++)
-        if (ep->ch[i]->id == id && !ep->ch[i]->dead)
+        if (ep->ch[i]->id == id && ep->ch[i]->state != CH_DEAD)
             return ep->ch[i];
     return NULL;
 }
@@ -240,7 +446,7 @@ static void reap(struct ep *ep)
         return;
     unsigned j = 0;
     for (unsigned i = 0; i < ep->nch; i++) {
-        if (ep->ch[i]->dead)
+        if (ep->ch[i]->state == CH_DEAD)
             chan_free(ep->ch[i]);
         else
             ep->ch[j++] = ep->ch[i];
@@ -250,9 +456,9 @@ static void reap(struct ep *ep)
         ep->rr = 0;
 }
 
-static void kill_chan(struct ep *ep, struct chan *c)
+static void kill_chan(struct ep *ep, struct chan *c, const char *why)
 {
-    c->dead = 1;
+    (void)chan_set_state(ep, c, CH_DEAD, why);
     reap(ep);
 }
 
@@ -470,8 +676,10 @@ void ep_link_down(struct ep *ep)
     ep->nerrs = 0;
     for (unsigned i = 0; i < ep->nch; i++) {
         struct chan *c = ep->ch[i];
-        c->linked = 0;
-        c->exit_sent = 0;
+        if (c->state == CH_LINKED)
+            (void)chan_set_state(ep, c, CH_DETACHED, "link down");
+        if (c->exit == EX_REPORTED)
+            (void)chan_set_exit(ep, c, EX_EXITED, "link down");
         c->nsigs = 0; /* signals are at most once */
         c->in_stale = 0;
         /* ROLE, VIEWERS and TAKEOVER are about this link only */
@@ -487,10 +695,11 @@ void ep_link_down(struct ep *ep)
         /* a half-sent or half-received snapshot is worthless */
         snap_clear(&c->snap);
         snap_clear(&c->snap_next);
-        if (is_host(ep) && c->state == CH_CLOSING)
-            c->dead = 1; /* the next controller learns it from ATTACH */
-        if (is_host(ep) && c->state == CH_OPENING)
-            c->dead = 1; /* never confirmed: the controller will re-OPEN */
+        if (is_host(ep) && c->state == CH_CLOSING) /* the next controller learns it from ATTACH */
+            (void)chan_set_state(ep, c, CH_DEAD, "link down while closing");
+        if (is_host(ep) &&
+            c->state == CH_OPENING) /* never confirmed: the controller will re-OPEN */
+            (void)chan_set_state(ep, c, CH_DEAD, "link down before OPENED");
     }
     reap(ep);
 }
@@ -533,7 +742,7 @@ static int on_hello(struct ep *ep, const struct fr_frame *f)
             struct chan *c = ep->ch[i];
             if (c->state == CH_CLOSING)
                 c->pending |= P_CLOSE;
-            else if (c->state == CH_OPENING && !c->open_sent)
+            else if (c->state == CH_NEW)
                 c->pending |= P_OPEN;
             else
                 c->pending |= P_ATTACH;
@@ -555,8 +764,7 @@ static int on_open(struct ep *ep, const struct fr_frame *f)
         queue_error(ep, f->channel, FR_ERR_LIMIT, "too many channels");
         return AL_OK;
     }
-    c->state = CH_OPENING;
-    c->linked = 1;
+    (void)chan_set_state(ep, c, CH_OPENING, "OPEN received");
     c->cols = f->u.open.cols;
     c->rows = f->u.open.rows;
     struct ep_event ev = {.type = EP_EV_OPEN, .channel = f->channel, .open = &f->u.open};
@@ -571,7 +779,7 @@ static int on_attach(struct ep *ep, struct chan *c, const struct fr_frame *f)
     if (tx_resume(&c->tx[FR_STDOUT], f->u.attach.out_next, f->u.attach.out_limit, 0) ||
         tx_resume(&c->tx[FR_STDERR], f->u.attach.err_next, f->u.attach.err_limit, 0))
         return fail_proto(ep, "ATTACH beyond the end of the stream", f);
-    c->linked = 1;
+    (void)chan_set_state(ep, c, CH_LINKED, "ATTACH received");
     stdin_grant(ep, c);
     c->pending |= P_ATTACHED;
     if (f->u.attach.cols && (f->u.attach.cols != c->cols || f->u.attach.rows != c->rows)) {
@@ -586,14 +794,12 @@ static int on_attach(struct ep *ep, struct chan *c, const struct fr_frame *f)
 
 static int on_attached(struct ep *ep, struct chan *c, const struct fr_frame *f)
 {
-    if (c->linked || c->state == CH_CLOSING)
+    if (c->state == CH_LINKED || c->state == CH_CLOSING)
         return fail_proto(ep, "unexpected ATTACHED", f);
     /* in_next beyond what we wrote: we restarted, or (relay session) another
      * writer typed in between; either way stdin goes on there */
     (void)tx_resume(&c->tx[FR_STDIN], f->u.attached.in_next, f->u.attached.in_limit, 1);
-    c->adopted = 0;
-    c->linked = 1;
-    c->state = CH_OPEN;
+    (void)chan_set_state(ep, c, CH_LINKED, "ATTACHED received");
     struct ep_event ev = {.type = EP_EV_ATTACHED, .channel = c->id, .state = f->u.attached.state};
     emit(ep, &ev);
     return AL_OK;
@@ -702,9 +908,9 @@ static int on_exit_frame(struct ep *ep, struct chan *c, const struct fr_frame *f
 {
     if (f->u.exit.out_end != c->rx[FR_STDOUT].next || f->u.exit.err_end != c->rx[FR_STDERR].next)
         return fail_proto(ep, "EXIT before all output", f);
-    if (c->exited)
+    if (c->exit != EX_RUNNING)
         return AL_OK; /* resent after a resume */
-    c->exited = 1;
+    (void)chan_set_exit(ep, c, EX_EXITED, "EXIT received");
     c->exit_code = f->u.exit.code;
     c->exit_sig = f->u.exit.signo;
     c->exit_core = f->u.exit.core;
@@ -793,17 +999,17 @@ static int on_error(struct ep *ep, const struct fr_frame *f)
 {
     struct chan *c = f->channel ? find(ep, f->channel) : NULL;
     if (c && !is_host(ep) && f->u.error.code == FR_ERR_NO_CHANNEL) {
-        if (c->state == CH_OPENING && !c->linked) {
+        if (chan_is_opening(c)) {
             c->pending |= P_OPEN; /* the OPEN was lost with the last link */
             return AL_OK;
         }
         struct ep_event ev = {.type = c->state == CH_CLOSING ? EP_EV_CLOSED : EP_EV_LOST,
                               .channel = c->id};
         emit(ep, &ev);
-        kill_chan(ep, c);
+        kill_chan(ep, c, "NO_CHANNEL received");
         return AL_OK;
     }
-    if (c && !is_host(ep) && c->state == CH_OPENING &&
+    if (c && !is_host(ep) && chan_is_opening(c) &&
         (f->u.error.code == FR_ERR_OPEN_FAILED || f->u.error.code == FR_ERR_LIMIT ||
          f->u.error.code == FR_ERR_CHANNEL_EXISTS)) {
         struct ep_event ev = {.type = EP_EV_ERROR,
@@ -814,7 +1020,7 @@ static int on_error(struct ep *ep, const struct fr_frame *f)
         emit(ep, &ev);
         struct ep_event cl = {.type = EP_EV_CLOSED, .channel = c->id};
         emit(ep, &cl);
-        kill_chan(ep, c);
+        kill_chan(ep, c, "OPEN refused");
         return AL_OK;
     }
     struct ep_event ev = {.type = EP_EV_ERROR,
@@ -850,14 +1056,13 @@ static int fail_unlinked(struct ep *ep, const struct fr_typeinfo *t, const struc
 static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo *t,
                          const struct fr_frame *f)
 {
-    if ((t->props & FR_T_LINKED) && !c->linked)
+    if ((t->props & FR_T_LINKED) && !chan_linked(ep, c))
         return fail_unlinked(ep, t, f);
     switch (f->type) {
     case FR_OPENED:
-        if (c->state != CH_OPENING || c->linked)
+        if (!chan_is_opening(c))
             return fail_proto(ep, "unexpected OPENED", f);
-        c->state = CH_OPEN;
-        c->linked = 1;
+        (void)chan_set_state(ep, c, CH_LINKED, "OPENED received");
         c->pid = f->u.opened.pid;
         /* a new channel starts with no credit: grant it afresh, even if an
          * ATTACH refused by the host claimed to */
@@ -925,12 +1130,12 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo
         if (is_host(ep)) {
             /* the controller asks: stop it, forget it, confirm */
             emit(ep, &ev);
-            c->state = CH_CLOSING;
+            (void)chan_set_state(ep, c, CH_CLOSING, "CLOSE received");
             c->pending = P_CLOSE;
         } else {
             /* the host closed it, or confirms our CLOSE */
             emit(ep, &ev);
-            kill_chan(ep, c);
+            kill_chan(ep, c, "CLOSE received");
         }
         return AL_OK;
     }
@@ -1082,14 +1287,15 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.type = FR_CLOSE;
         long n = put(&f, buf, cap);
         if (is_host(ep))
-            kill_chan(ep, c);
+            kill_chan(ep, c, "CLOSE sent");
         return n;
     }
     if (c->state == CH_CLOSING)
         return 0;
     if (c->pending & P_OPEN) {
         c->pending &= ~(uint32_t)(P_OPEN | P_ATTACH);
-        c->open_sent = 1;
+        if (c->state == CH_NEW)
+            (void)chan_set_state(ep, c, CH_OPENING, "OPEN sent");
         if (c->open_len > cap)
             return AL_E_TOOBIG;
         memcpy(buf, c->open_frame, c->open_len);
@@ -1121,12 +1327,12 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
     if (c->pending & P_ATTACHED) {
         c->pending &= ~(uint32_t)P_ATTACHED;
         f.type = FR_ATTACHED;
-        f.u.attached.state = c->exited ? FR_CH_EXITED : FR_CH_RUNNING;
+        f.u.attached.state = c->exit != EX_RUNNING ? FR_CH_EXITED : FR_CH_RUNNING;
         f.u.attached.in_next = c->rx[FR_STDIN].next;
         f.u.attached.in_limit = c->rx[FR_STDIN].limit_sent;
         return put(&f, buf, cap);
     }
-    if (!c->linked)
+    if (!chan_linked(ep, c))
         return 0;
     if (c->pending & P_RESIZE) {
         c->pending &= ~(uint32_t)P_RESIZE;
@@ -1152,7 +1358,7 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.type = FR_TAKEOVER;
         return put(&f, buf, cap);
     }
-    if ((c->pending & P_ROLE) && c->state == CH_OPEN) {
+    if ((c->pending & P_ROLE) && chan_is_open(c)) {
         const struct rxs *r = &c->rx[FR_STDIN];
         c->pending &= ~(uint32_t)P_ROLE;
         f.type = FR_ROLE;
@@ -1161,7 +1367,7 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.u.role.in_limit = r->limit_sent > r->next ? r->limit_sent : r->next;
         return put(&f, buf, cap);
     }
-    if ((c->pending & P_VIEWERS) && c->state == CH_OPEN) {
+    if ((c->pending & P_VIEWERS) && chan_is_open(c)) {
         c->pending &= ~(uint32_t)P_VIEWERS;
         const struct vlist *v = c->viewers;
         if (!v)
@@ -1250,9 +1456,9 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
             return put(&f, buf, cap);
         }
     }
-    if (is_host(ep) && c->exited && !c->exit_sent && c->tx[FR_STDOUT].eof_sent &&
+    if (is_host(ep) && c->exit == EX_EXITED && c->tx[FR_STDOUT].eof_sent &&
         (c->mode != FR_MODE_PIPES || c->tx[FR_STDERR].eof_sent)) {
-        c->exit_sent = 1;
+        (void)chan_set_exit(ep, c, EX_REPORTED, "EXIT sent");
         f.type = FR_EXIT;
         f.u.exit.code = c->exit_code;
         f.u.exit.signo = c->exit_sig;
@@ -1327,14 +1533,15 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)
         lf->type = FR_LIST_REPLY;
         for (unsigned i = 0; i < ep->nch; i++) {
             const struct chan *c = ep->ch[i];
-            if (c->state != CH_OPEN || c->dead)
+            if (!chan_is_open(c))
                 continue;
             struct fr_list_entry *e = &lf->u.list.e[lf->u.list.count++];
             e->channel = c->id;
-            e->state = c->exited ? FR_CH_EXITED : FR_CH_RUNNING;
+            int exited = c->exit != EX_RUNNING;
+            e->state = exited ? FR_CH_EXITED : FR_CH_RUNNING;
             e->mode = c->mode;
-            e->exit_code = c->exited ? c->exit_code : 0;
-            e->exit_signal = c->exited ? c->exit_sig : 0;
+            e->exit_code = exited ? c->exit_code : 0;
+            e->exit_signal = exited ? c->exit_sig : 0;
             e->out_end = c->tx[FR_STDOUT].ring.end;
             e->err_end = c->tx[FR_STDERR].ring.end;
             e->in_next = c->rx[FR_STDIN].next;
@@ -1347,7 +1554,7 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)
     for (unsigned k = 0; k < ep->nch; k++) {
         unsigned i = (ep->rr + k) % ep->nch;
         struct chan *c = ep->ch[i];
-        if (c->dead)
+        if (c->state == CH_DEAD)
             continue;
         long n = out_chan(ep, c, buf, cap);
         if (n != 0) {
@@ -1467,17 +1674,17 @@ int ep_close(struct ep *ep, uint32_t ch)
         return AL_E_NOCHAN;
     if (c->state == CH_CLOSING)
         return AL_OK;
-    if (is_host(ep) && !c->linked) {
-        kill_chan(ep, c); /* nobody to tell now; ATTACH will learn it */
+    if (is_host(ep) && !chan_linked(ep, c)) {
+        kill_chan(ep, c, "closed off link"); /* nobody to tell now; ATTACH will learn it */
         return AL_OK;
     }
-    if (!is_host(ep) && c->state == CH_OPENING && !c->open_sent) {
+    if (c->state == CH_NEW) {
         struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
         emit(ep, &ev);
-        kill_chan(ep, c);
+        kill_chan(ep, c, "closed before the OPEN went out");
         return AL_OK;
     }
-    c->state = CH_CLOSING;
+    (void)chan_set_state(ep, c, CH_CLOSING, "closed by the application");
     c->pending = P_CLOSE;
     return AL_OK;
 }
@@ -1517,7 +1724,7 @@ unsigned ep_channel_count(const struct ep *ep)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < ep->nch; i++)
-        n += !ep->ch[i]->dead;
+        n += ep->ch[i]->state != CH_DEAD;
     return n;
 }
 
@@ -1532,7 +1739,7 @@ int ep_opened(struct ep *ep, uint32_t ch, uint32_t pid)
         return AL_E_NOCHAN;
     if (c->state != CH_OPENING)
         return AL_E_STATE;
-    c->state = CH_OPEN;
+    (void)chan_set_state(ep, c, CH_LINKED, "opened by the application");
     c->pid = pid;
     rx_grant(ep, &c->rx[FR_STDIN]);
     c->rx[FR_STDIN].limit_sent = 0; /* first ACK after OPENED grants it */
@@ -1550,7 +1757,7 @@ int ep_open_failed(struct ep *ep, uint32_t ch, const char *why)
     if (c->state != CH_OPENING)
         return AL_E_STATE;
     queue_error(ep, ch, FR_ERR_OPEN_FAILED, why ? why : "could not start");
-    kill_chan(ep, c);
+    kill_chan(ep, c, "OPEN failed");
     return AL_OK;
 }
 
@@ -1561,11 +1768,11 @@ int ep_exit(struct ep *ep, uint32_t ch, int32_t code, uint8_t signo, uint8_t cor
         return AL_E_INVAL;
     if (!c)
         return AL_E_NOCHAN;
-    if (c->exited)
+    if (c->exit != EX_RUNNING)
         return AL_E_STATE;
     if (signo ? code != -1 || signo >= 128 : code < 0 || code > 255)
         return AL_E_INVAL;
-    c->exited = 1;
+    (void)chan_set_exit(ep, c, EX_EXITED, "exit from the application");
     c->exit_code = code;
     c->exit_sig = signo;
     c->exit_core = core ? 1 : 0;
@@ -1586,7 +1793,7 @@ int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint
         return AL_E_TOOBIG;
     if (offset > c->tx[FR_STDOUT].ring.end)
         return AL_E_INVAL; /* a screen of bytes never written */
-    if (!c->linked)
+    if (!chan_linked(ep, c))
         return AL_E_STATE;
     uint8_t *copy = malloc(n ? n : 1);
     if (!copy)
@@ -1612,9 +1819,11 @@ int ep_host_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_base, u
     struct chan *c = chan_new(ep, ch, mode);
     if (!c)
         return ep->nch >= AL_MAX_CHANNELS ? AL_E_LIMIT : AL_E_NOMEM;
-    c->state = CH_OPEN;
-    c->viewer = 1;                             /* until ep_set_role(FR_WRITER) */
-    c->linked = ep->up && ep->attach_ch == ch; /* its ATTACH is being processed */
+    c->viewer = 1;                     /* until ep_set_role(FR_WRITER) */
+    if (ep->up && ep->attach_ch == ch) /* its ATTACH is being processed */
+        (void)chan_set_state(ep, c, CH_LINKED, "adopted during its ATTACH");
+    else
+        (void)chan_set_state(ep, c, CH_DETACHED, "adopted by the application");
     tx_restart(&c->tx[FR_STDOUT], out_base);
     tx_restart(&c->tx[FR_STDERR], err_base);
     struct rxs *r = &c->rx[FR_STDIN];
@@ -1635,19 +1844,20 @@ int ep_resync(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint16
     struct txs *t = &c->tx[FR_STDOUT];
     if (offset < t->ring.end)
         return AL_E_INVAL; /* only forward, past everything written */
-    if (c->state != CH_OPEN || t->eof)
+    if (!chan_is_open(c) || t->eof)
         return AL_E_STATE;
     if (snap && n > AL_MAX_SNAPSHOT)
         return AL_E_TOOBIG;
     uint8_t *copy = NULL;
-    if (snap && c->linked) { /* copy first: a failure changes nothing */
+    int linked = chan_linked(ep, c);
+    if (snap && linked) { /* copy first: a failure changes nothing */
         copy = malloc(n ? n : 1);
         if (!copy)
             return AL_E_NOMEM;
         if (n)
             memcpy(copy, snap, n);
     }
-    if (c->linked && t->sent < offset) {
+    if (linked && t->sent < offset) {
         /* a pending GAP ends at `sent` (no DATA passes it): extend it */
         if (t->gap_to <= t->gap_from)
             t->gap_from = t->sent;
@@ -1672,9 +1882,9 @@ int ep_set_role(struct ep *ep, uint32_t ch, uint8_t role, uint64_t in_next)
         return AL_E_INVAL;
     if (!c)
         return AL_E_NOCHAN;
-    if (c->state != CH_OPEN)
+    if (!chan_is_open(c))
         return AL_E_STATE;
-    if (c->linked && !c->viewer)
+    if (chan_linked(ep, c) && !c->viewer)
         c->in_stale = 1; /* it may have stdin in flight, numbered the old way */
     c->viewer = role == FR_VIEWER;
     struct rxs *r = &c->rx[FR_STDIN];
@@ -1693,7 +1903,7 @@ int ep_viewers(struct ep *ep, uint32_t ch, unsigned count, const char *const *na
         return AL_E_INVAL;
     if (!c)
         return AL_E_NOCHAN;
-    if (c->state != CH_OPEN)
+    if (!chan_is_open(c))
         return AL_E_STATE;
     if (count > AL_MAX_VIEWERS)
         return AL_E_TOOBIG;
@@ -1756,7 +1966,7 @@ long ep_open(struct ep *ep, const struct fr_open *o)
     uint8_t *shrunk = realloc(buf, (size_t)n);
     c->open_frame = shrunk ? shrunk : buf;
     c->open_len = (size_t)n;
-    c->state = CH_OPENING;
+    (void)chan_set_state(ep, c, CH_NEW, "opened by the application");
     c->cols = o->cols;
     c->rows = o->rows;
     if (ep_ready(ep))
@@ -1774,8 +1984,7 @@ int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64
     struct chan *c = chan_new(ep, ch, mode);
     if (!c)
         return ep->nch >= AL_MAX_CHANNELS ? AL_E_LIMIT : AL_E_NOMEM;
-    c->state = CH_OPEN;
-    c->adopted = 1;
+    (void)chan_set_state(ep, c, CH_DETACHED, "adopted by the application");
     c->rx[FR_STDOUT].next = c->rx[FR_STDOUT].consumed = out_next;
     c->rx[FR_STDERR].next = c->rx[FR_STDERR].consumed = err_next;
     if (ep_ready(ep))
@@ -1805,7 +2014,7 @@ int ep_signal(struct ep *ep, uint32_t ch, uint8_t signo, uint8_t scope)
         return AL_E_INVAL;
     if (!c)
         return AL_E_NOCHAN;
-    if (!c->linked)
+    if (!chan_linked(ep, c))
         return AL_E_STATE;
     if (c->nsigs >= AL_MAX_PENDING_SIGNALS)
         return AL_E_LIMIT;

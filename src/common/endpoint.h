@@ -89,6 +89,10 @@ struct ep_event {
 };
 
 typedef void ep_event_fn(void *ud, const struct ep_event *ev);
+/* One log line (al_log's levels: 0 error, 1 info, 2 debug): each change of
+ * a channel's state at level 2, a change the endpoint refused (a bug of its
+ * own) at level 0. msg is valid during the call. */
+typedef void ep_log_fn(void *ud, int level, const char *msg);
 
 struct ep_config {
     enum fr_role role;
@@ -99,6 +103,7 @@ struct ep_config {
     uint64_t idle_timeout_us;  /* 0: never drop a silent peer */
     ep_event_fn *on_event;
     void *ud;
+    ep_log_fn *on_log; /* NULL: no log lines */
 };
 
 #define EP_DEFAULT_TX_RING (4u << 20)  /* 4 MiB */

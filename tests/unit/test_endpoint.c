@@ -104,6 +104,7 @@ struct app {
     unsigned viewer_count;
     char viewer_name[AL_MAX_VIEWERS][AL_MAX_VIEWER_NAME + 1];
     uint8_t viewer_role[AL_MAX_VIEWERS];
+    struct buf moves; /* the endpoint's log: one line per state change */
 };
 
 static void log_ev(struct app *a, const struct ep_event *ev)
@@ -252,9 +253,21 @@ static void on_event(void *ud, const struct ep_event *ev)
     }
 }
 
+/* The endpoint's log hook: every state change is kept; a refused one (a
+ * move missing from the endpoint's tables, a bug) fails the test. */
+static void on_log(void *ud, int level, const char *msg)
+{
+    struct app *a = ud;
+    if (level == 0)
+        fail_msg("endpoint: %s", msg);
+    buf_add(&a->moves, (const uint8_t *)msg, strlen(msg));
+    buf_add(&a->moves, (const uint8_t *)"\n", 1);
+}
+
 static void app_free(struct app *a)
 {
     ep_free(a->ep);
+    buf_free(&a->moves);
     for (int c = 0; c < MAXCH; c++)
         for (int s = 0; s < FR_NSTREAMS; s++)
             buf_free(&a->rx[c][s]);
@@ -289,6 +302,7 @@ static void sim_init(struct sim *s, uint32_t window, size_t ring)
         c.ping_interval_us = 0;
         c.idle_timeout_us = 0;
         c.on_event = on_event;
+        c.on_log = on_log;
         c.ud = apps[i];
         apps[i]->host = i == 0;
         apps[i]->consume = 1;
@@ -647,6 +661,7 @@ static void test_gap_when_ring_moved_on(void **state)
         for (int st = 0; st < FR_NSTREAMS; st++)
             buf_free(&s->ctl.rx[cc][st]);
     buf_free(&s->ctl.snapshot);
+    buf_free(&s->ctl.moves);
     memset(&s->ctl, 0, sizeof s->ctl);
     s->ctl.consume = 1;
     struct ep_config c;
@@ -655,6 +670,7 @@ static void test_gap_when_ring_moved_on(void **state)
     c.tx_ring = 8192;
     c.ping_interval_us = c.idle_timeout_us = 0;
     c.on_event = on_event;
+    c.on_log = on_log;
     c.ud = &s->ctl;
     assert_int_equal(ep_new(&c, &s->ctl.ep), 0);
     assert_int_equal(ep_adopt(s->ctl.ep, ch, FR_MODE_PTY, 1000, 0), 0);
@@ -687,6 +703,7 @@ static void probe_init(struct probe *p, enum fr_role role)
     struct ep_config c;
     ep_config_default(&c, role);
     c.on_event = on_event;
+    c.on_log = on_log;
     c.ud = &p->app;
     c.ping_interval_us = 1000000;
     c.idle_timeout_us = 5000000;
@@ -1971,6 +1988,73 @@ static void test_close_code_table(void **state)
     assert_int_equal(rows, sizeof list / sizeof list[0]);
 }
 
+/* Whether the endpoint's log holds these lines, in this order (others may
+ * come between them). */
+static int moves_in_order(struct buf *moves, const char *const *want, size_t n)
+{
+    buf_add(moves, (const uint8_t *)"", 1); /* NUL-terminate */
+    moves->len--;
+    const char *at = moves->len ? (const char *)moves->p : "";
+    for (size_t i = 0; i < n; i++) {
+        const char *hit = strstr(at, want[i]);
+        if (!hit) {
+            fprintf(stderr, "missing \"%s\" in:\n%s", want[i], moves->p ? (char *)moves->p : "");
+            return 0;
+        }
+        at = hit + strlen(want[i]);
+    }
+    return 1;
+}
+
+/* A channel's life through its states, as both endpoints log it: opened,
+ * exited, the link cut and resumed, closed by the controller. */
+static void test_channel_states_logged(void **state)
+{
+    (void)state;
+    struct sim *s = new_sim(4096, 8192);
+    uint32_t ch = open_pty(s);
+    assert_int_equal(ch, 1);
+    assert_int_equal(ep_exit(s->host.ep, ch, 3, 0, 0), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.exited[ch], 1);
+    sim_cut(s);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.attached[ch], 1);
+    assert_int_equal(ep_close(s->ctl.ep, ch), 0);
+    for (int i = 0; i < 4; i++)
+        sim_pump(s);
+    assert_int_equal(s->ctl.closed[ch], 1);
+    assert_int_equal(ep_channel_count(s->ctl.ep), 0);
+    assert_int_equal(ep_channel_count(s->host.ep), 0);
+    static const char *const ctl[] = {
+        "controller channel 1: state NONE -> NEW (opened by the application)\n",
+        "controller channel 1: state NEW -> OPENING (OPEN sent)\n",
+        "controller channel 1: state OPENING -> LINKED (OPENED received)\n",
+        "controller channel 1: exit RUNNING -> EXITED (EXIT received)\n",
+        "controller channel 1: state LINKED -> DETACHED (link down)\n",
+        "controller channel 1: state DETACHED -> LINKED (ATTACHED received)\n",
+        "controller channel 1: state LINKED -> CLOSING (closed by the application)\n",
+        "controller channel 1: state CLOSING -> DEAD (CLOSE received)\n",
+    };
+    static const char *const host[] = {
+        "host channel 1: state NONE -> OPENING (OPEN received)\n",
+        "host channel 1: state OPENING -> LINKED (opened by the application)\n",
+        "host channel 1: exit RUNNING -> EXITED (exit from the application)\n",
+        "host channel 1: exit EXITED -> REPORTED (EXIT sent)\n",
+        "host channel 1: state LINKED -> DETACHED (link down)\n",
+        "host channel 1: exit REPORTED -> EXITED (link down)\n",
+        "host channel 1: state DETACHED -> LINKED (ATTACH received)\n",
+        "host channel 1: exit EXITED -> REPORTED (EXIT sent)\n",
+        "host channel 1: state LINKED -> CLOSING (CLOSE received)\n",
+        "host channel 1: state CLOSING -> DEAD (CLOSE sent)\n",
+    };
+    assert_true(moves_in_order(&s->ctl.moves, ctl, sizeof ctl / sizeof ctl[0]));
+    assert_true(moves_in_order(&s->host.moves, host, sizeof host / sizeof host[0]));
+    del_sim(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1995,6 +2079,7 @@ int main(void)
         cmocka_unit_test(test_pty_stderr_ack),
         cmocka_unit_test(test_fatal_close_codes),
         cmocka_unit_test(test_close_code_table),
+        cmocka_unit_test(test_channel_states_logged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
