@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the airlock.v1 endpoint state machine (src/common/endpoint.c)
+ * Fuzz target: the airlock.v1 endpoint state machine (src/common/endpoint*.c)
  * driven by arbitrary sequences of frames and application calls.
  *
  * Input: byte 0 picks the role; then records [kind u8][len u8][len bytes].

@@ -1,5 +1,5 @@
 /*
- * Tests of the airlock.v1 state machine (src/common/endpoint.c).
+ * Tests of the airlock.v1 state machine (src/common/endpoint*.c).
  *
  * Two endpoints, a host and a controller, talk through a simulated link: a
  * byte pipe in each direction that can be cut after any number of bytes.
