@@ -20,6 +20,7 @@
 
 #include <string.h>
 
+/* Credit afresh: a whole window beyond what the application consumed. */
 void ep_stream_grant(struct ep *ep, struct rxs *r)
 {
     r->ack_sent = r->consumed;
