@@ -1,7 +1,8 @@
 /*
- * db_backend: what a storage backend of db.h implements. Internal to the
- * data layer: only db.c and the backends (db_sqlite.c, db_pg.c) include
- * it.
+ * db_backend: what a storage backend of db.h implements, and the helpers
+ * every file of the data layer shares (db.c). Internal to the data layer:
+ * only its db*.c files (the public calls, db_user.c ... db_audit.c, and
+ * the backends, db_sqlite*.c, db_pg*.c) include it.
  *
  * Data model: struct db is the handle db.h hands out. db.c owns it,
  * validates every input (names, enums, JSON, sizes, state transitions),
@@ -90,6 +91,11 @@ int db_parse_state_int(const char *s, int *out);
 
 /* The wall clock in Unix milliseconds. */
 int db_now(int64_t *out);
+/* The same, failing with db's message set. */
+int db_now_or_fail(struct db *db, int64_t *now);
+/* The start of every public call on an open db: AL_E_INVAL for NULL, else
+ * the message cleared. */
+int db_begin(struct db *db);
 
 extern const struct db_backend db_sqlite_backend;
 extern const struct db_backend db_pg_backend; /* in al_control, with libpq */
