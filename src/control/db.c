@@ -298,7 +298,8 @@ int db_open(const char *url, struct db **out, char *err, size_t cap)
     int rc = be->open(db, where);
     if (rc != AL_OK) {
         db_copy_msg(err, cap, db->msg[0] ? db->msg : al_strerror(rc));
-        free(db); /* a failed open leaves nothing behind */
+        (void)be->close(db); /* a failed open leaves nothing behind */
+        free(db);
         return rc;
     }
     db->msg[0] = '\0';

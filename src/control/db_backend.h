@@ -22,7 +22,9 @@ enum { DB_HASH_HEX = 64 }; /* hex SHA-256 of a secret, as stored */
 
 struct db_backend {
     const char *scheme; /* "sqlite", "postgres" */
-    /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c). */
+    /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c).
+     * After a failed open, db.c calls close (the message already kept),
+     * which frees whatever open made, db->impl NULL or not. */
     int (*open)(struct db *db, const char *where);
     int (*close)(struct db *db);
 

@@ -341,12 +341,5 @@ int dbp_open(struct db *db, const char *url)
         rc = dbp_read_version(db, &exists, &version);
     for (bool done = version == DB_SCHEMA_VERSION; rc == AL_OK && !done;)
         rc = dbp_migrate_step(db, &done);
-
-    if (rc != AL_OK) {
-        char keep[DB_MSG_MAX];
-        (void)snprintf(keep, sizeof keep, "%s", db->msg);
-        (void)dbp_close(db); /* the open's error is the one to report */
-        (void)snprintf(db->msg, sizeof db->msg, "%s", keep);
-    }
-    return rc;
+    return rc; /* on failure db_open closes what this made */
 }

@@ -39,17 +39,12 @@ static int dbp_user_add(struct db *db, const char *name, enum db_role role, cons
     return rc;
 }
 
-static int dbp_get_user(const struct db_row *r, void *out)
-{
-    return db_row_user(r, out);
-}
-
 static int dbp_user_by_hash(struct db *db, const char *key_sha256, struct db_user *out)
 {
     const char *const v[] = {key_sha256};
     bool found = false;
     int rc = dbp_one(db, "find user", "SELECT " DB_USER_COLS " FROM users WHERE key_sha256 = $1", 1,
-                     v, dbp_get_user, out, &found);
+                     v, db_row_one_user, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no user holds this API key");
     return rc;
@@ -95,17 +90,12 @@ static int dbp_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int6
     return rc;
 }
 
-static int dbp_get_sandbox(const struct db_row *r, void *out)
-{
-    return db_row_sandbox(r, out);
-}
-
 static int dbp_sandbox_get(struct db *db, const char *id, struct db_sandbox *out)
 {
     const char *const v[] = {id};
     bool found = false;
     int rc = dbp_one(db, "get sandbox", "SELECT " DB_SANDBOX_COLS " FROM sandboxes WHERE id = $1",
-                     1, v, dbp_get_sandbox, out, &found);
+                     1, v, db_row_one_sandbox, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
     return rc;
@@ -205,17 +195,12 @@ static int dbp_terminal_add(struct db *db, const char *id, const struct db_termi
     return rc;
 }
 
-static int dbp_get_terminal(const struct db_row *r, void *out)
-{
-    return db_row_terminal(r, out);
-}
-
 static int dbp_terminal_get(struct db *db, const char *id, struct db_terminal *out)
 {
     const char *const v[] = {id};
     bool found = false;
     int rc = dbp_one(db, "get terminal", "SELECT " DB_TERM_COLS " FROM terminals WHERE id = $1", 1,
-                     v, dbp_get_terminal, out, &found);
+                     v, db_row_one_terminal, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
     return rc;
@@ -420,28 +405,16 @@ static int dbp_session_add(struct db *db, const char *id_sha256, const char *csr
     return rc;
 }
 
-/* What a session lookup fills: the session and its CSRF token's hash. */
-struct dbp_session_out {
-    struct db_session *s;
-    char *csrf_hex;
-};
-
-static int dbp_get_session(const struct db_row *r, void *out)
-{
-    const struct dbp_session_out *o = out;
-    return db_row_session(r, o->s, o->csrf_hex);
-}
-
 static int dbp_session_get(struct db *db, const char *id_sha256, struct db_session *out,
                            char *csrf_hex)
 {
     const char *const v[] = {id_sha256};
-    struct dbp_session_out o = {.s = out, .csrf_hex = csrf_hex};
+    struct db_row_session_out o = {.s = out, .csrf_hex = csrf_hex};
     bool found = false;
     int rc = dbp_one(db, "find session",
                      "SELECT " DB_SESSION_COLS " FROM sessions s"
                      " JOIN users u ON u.name = s.user_name WHERE s.id_sha256 = $1",
-                     1, v, dbp_get_session, &o, &found);
+                     1, v, db_row_one_session, &o, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no such session");
     return rc;

@@ -147,7 +147,7 @@ int db_row_session(const struct db_row *r, struct db_session *s, char *csrf_hex)
     return rc;
 }
 
-/* ---- listings ------------------------------------------------------------- */
+/* ---- lookups and listings ------------------------------------------------- */
 
 int db_row_list_user(const struct db_row *r, void *ctx)
 {
@@ -176,6 +176,27 @@ int db_row_list_audit(const struct db_row *r, void *ctx)
     const struct db_row_list *l = ctx;
     int rc = db_row_audit(r, l->row);
     return rc == AL_OK ? l->cb.audit(l->ctx, l->row) : rc;
+}
+
+int db_row_one_user(const struct db_row *r, void *out)
+{
+    return db_row_user(r, out);
+}
+
+int db_row_one_sandbox(const struct db_row *r, void *out)
+{
+    return db_row_sandbox(r, out);
+}
+
+int db_row_one_terminal(const struct db_row *r, void *out)
+{
+    return db_row_terminal(r, out);
+}
+
+int db_row_one_session(const struct db_row *r, void *out)
+{
+    const struct db_row_session_out *o = out;
+    return db_row_session(r, o->s, o->csrf_hex);
 }
 
 int db_row_list_start(struct db *db, struct db_row_list *l, size_t size)

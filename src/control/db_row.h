@@ -81,6 +81,17 @@ int db_row_list_sandbox(const struct db_row *r, void *ctx);
 int db_row_list_terminal(const struct db_row *r, void *ctx);
 int db_row_list_audit(const struct db_row *r, void *ctx);
 
+/* For a lookup of one row (out: the struct to fill): the decoders with a
+ * db_row_fn's signature. A session's out is a struct db_row_session_out. */
+int db_row_one_user(const struct db_row *r, void *out);
+int db_row_one_sandbox(const struct db_row *r, void *out);
+int db_row_one_terminal(const struct db_row *r, void *out);
+struct db_row_session_out {
+    struct db_session *s;
+    char *csrf_hex; /* DB_HASH_HEX + 1 bytes */
+};
+int db_row_one_session(const struct db_row *r, void *out);
+
 /* l's row buffer of size bytes (AL_E_NOMEM with db's message set). */
 int db_row_list_start(struct db *db, struct db_row_list *l, size_t size);
 void db_row_list_end(struct db_row_list *l);

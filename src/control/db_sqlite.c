@@ -274,12 +274,5 @@ int dbs_open(struct db *db, const char *where)
         rc = db_fail(db, AL_E_IO, "%s: foreign keys are off", s->path);
     for (bool done = version == DB_SCHEMA_VERSION; rc == AL_OK && !done;)
         rc = dbs_migrate_step(db, &done);
-
-    if (rc != AL_OK) {
-        char keep[DB_MSG_MAX];
-        (void)snprintf(keep, sizeof keep, "%s", db->msg);
-        (void)dbs_close(db); /* the open's error is the one to report */
-        (void)snprintf(db->msg, sizeof db->msg, "%s", keep);
-    }
-    return rc;
+    return rc; /* on failure db_open closes what this made */
 }

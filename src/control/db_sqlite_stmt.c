@@ -132,8 +132,9 @@ int dbs_exec(struct db *db, const char *sql)
     return AL_OK;
 }
 
-/* The one integer a PRAGMA (or query) answers. */
-int dbs_query_int(struct db *db, const char *sql, int64_t *out)
+/* The one value a PRAGMA or query answers: an integer into *num, or (num
+ * NULL) text into buf[cap] (truncation is fine). */
+static int dbs_query(struct db *db, const char *sql, int64_t *num, char *buf, size_t cap)
 {
     sqlite3_stmt *st = NULL;
     int rc = dbs_prepare(db, sql, &st);
@@ -141,28 +142,29 @@ int dbs_query_int(struct db *db, const char *sql, int64_t *out)
         return rc;
     bool row = false;
     rc = dbs_step(db, st, &row, NULL);
-    if (rc == AL_OK && (!row || sqlite3_column_type(st, 0) != SQLITE_INTEGER))
-        rc = db_fail(db, AL_E_IO, "%s: '%s' gave no integer", dbs_of(db)->path, sql);
-    if (rc == AL_OK)
-        *out = (int64_t)sqlite3_column_int64(st, 0);
+    if (rc == AL_OK && num) {
+        if (!row || sqlite3_column_type(st, 0) != SQLITE_INTEGER)
+            rc = db_fail(db, AL_E_IO, "%s: '%s' gave no integer", dbs_of(db)->path, sql);
+        else
+            *num = (int64_t)sqlite3_column_int64(st, 0);
+    } else if (rc == AL_OK) {
+        const unsigned char *t = row ? sqlite3_column_text(st, 0) : NULL;
+        if (!t)
+            rc = db_fail(db, AL_E_IO, "%s: '%s' gave no text", dbs_of(db)->path, sql);
+        else
+            (void)snprintf(buf, cap, "%s", (const char *)t);
+    }
     return dbs_finish(db, st, rc);
 }
 
-/* The one text a PRAGMA answers, into buf. */
+int dbs_query_int(struct db *db, const char *sql, int64_t *out)
+{
+    return dbs_query(db, sql, out, NULL, 0);
+}
+
 int dbs_query_text(struct db *db, const char *sql, char *buf, size_t cap)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = dbs_prepare(db, sql, &st);
-    if (rc != AL_OK)
-        return rc;
-    bool row = false;
-    rc = dbs_step(db, st, &row, NULL);
-    const unsigned char *t = rc == AL_OK && row ? sqlite3_column_text(st, 0) : NULL;
-    if (rc == AL_OK && !t)
-        rc = db_fail(db, AL_E_IO, "%s: '%s' gave no text", dbs_of(db)->path, sql);
-    if (rc == AL_OK)
-        (void)snprintf(buf, cap, "%s", (const char *)t); /* truncation is fine */
-    return dbs_finish(db, st, rc);
+    return dbs_query(db, sql, NULL, buf, cap);
 }
 
 void dbs_rollback(struct db *db)

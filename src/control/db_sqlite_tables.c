@@ -38,17 +38,12 @@ static int dbs_user_add(struct db *db, const char *name, enum db_role role, cons
     return rc;
 }
 
-static int dbs_get_user(const struct db_row *r, void *out)
-{
-    return db_row_user(r, out);
-}
-
 static int dbs_user_by_hash(struct db *db, const char *key_sha256, struct db_user *out)
 {
     const struct dbs_arg a[] = {dbs_text(key_sha256)};
     bool found = false;
     int rc = dbs_one(db, "SELECT " DB_USER_COLS " FROM users WHERE key_sha256 = ?1", a,
-                     DBS_NARGS(a), dbs_get_user, out, &found);
+                     DBS_NARGS(a), db_row_one_user, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no user holds this API key");
     return rc;
@@ -89,17 +84,12 @@ static int dbs_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int6
     return rc;
 }
 
-static int dbs_get_sandbox(const struct db_row *r, void *out)
-{
-    return db_row_sandbox(r, out);
-}
-
 static int dbs_sandbox_get(struct db *db, const char *id, struct db_sandbox *out)
 {
     const struct dbs_arg a[] = {dbs_text(id)};
     bool found = false;
     int rc = dbs_one(db, "SELECT " DB_SANDBOX_COLS " FROM sandboxes WHERE id = ?1", a, DBS_NARGS(a),
-                     dbs_get_sandbox, out, &found);
+                     db_row_one_sandbox, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
     return rc;
@@ -177,17 +167,12 @@ static int dbs_terminal_add(struct db *db, const char *id, const struct db_termi
     return rc;
 }
 
-static int dbs_get_terminal(const struct db_row *r, void *out)
-{
-    return db_row_terminal(r, out);
-}
-
 static int dbs_terminal_get(struct db *db, const char *id, struct db_terminal *out)
 {
     const struct dbs_arg a[] = {dbs_text(id)};
     bool found = false;
     int rc = dbs_one(db, "SELECT " DB_TERM_COLS " FROM terminals WHERE id = ?1", a, DBS_NARGS(a),
-                     dbs_get_terminal, out, &found);
+                     db_row_one_terminal, out, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
     return rc;
@@ -392,28 +377,16 @@ static int dbs_session_add(struct db *db, const char *id_sha256, const char *csr
     return rc;
 }
 
-/* What a session lookup fills: the session and its CSRF token's hash. */
-struct dbs_session_out {
-    struct db_session *s;
-    char *csrf_hex;
-};
-
-static int dbs_get_session(const struct db_row *r, void *out)
-{
-    const struct dbs_session_out *o = out;
-    return db_row_session(r, o->s, o->csrf_hex);
-}
-
 static int dbs_session_get(struct db *db, const char *id_sha256, struct db_session *out,
                            char *csrf_hex)
 {
     const struct dbs_arg a[] = {dbs_text(id_sha256)};
-    struct dbs_session_out o = {.s = out, .csrf_hex = csrf_hex};
+    struct db_row_session_out o = {.s = out, .csrf_hex = csrf_hex};
     bool found = false;
     int rc = dbs_one(db,
                      "SELECT " DB_SESSION_COLS " FROM sessions s"
                      " JOIN users u ON u.name = s.user_name WHERE s.id_sha256 = ?1",
-                     a, DBS_NARGS(a), dbs_get_session, &o, &found);
+                     a, DBS_NARGS(a), db_row_one_session, &o, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no such session");
     return rc;
