@@ -4,13 +4,16 @@
  * only its db*.c files (the public calls, db_user.c ... db_audit.c, and
  * the backends, db_sqlite*.c, db_pg*.c) include it.
  *
- * Data model: struct db is the handle db.h hands out. db.c owns it,
- * validates every input (names, enums, JSON, sizes, state transitions),
- * generates keys and ids and reads the clock; a backend only stores and
+ * Data model: struct db is the handle db.h hands out. db.c owns it; the
+ * public calls (db_user.c, db_sandbox.c, db_terminal.c, db_session.c,
+ * db_audit.c) validate every input (names, enums, JSON, sizes, state
+ * transitions), generate keys and ids and read the clock; a backend only
+ * stores and
  * fetches, through db->impl (its own state, created by open and freed by
  * close), and reports failures with db_fail(). Every backend function
  * returns AL_OK or a negative AL_E_* code; "cas" variants change a row only
- * if it is still in the state db.c read (compare-and-set), and return
+ * if it is still in the state the public call read (compare-and-set), and
+ * return
  * AL_E_STATE when it no longer is.
  */
 #ifndef DB_BACKEND_H
@@ -34,7 +37,7 @@ struct db_backend {
     int (*user_list)(struct db *db, db_user_cb cb, void *ctx);
     int (*user_remove)(struct db *db, const char *name);
 
-    /* spec checked by db.c; url NULL unless static */
+    /* spec checked by db_sandbox.c; url NULL unless static */
     int (*sandbox_add)(struct db *db, const struct db_sandbox_spec *spec, int64_t now);
     int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
     int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
