@@ -53,6 +53,8 @@ enum {
     DBS_PRAGMA_SQL_MAX = 64, /* "PRAGMA user_version = N" */
 };
 
+/* ---- open, migrate, close --------------------------------------------------- */
+
 static int dbs_errno_code(int e)
 {
     switch (e) {
