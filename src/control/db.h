@@ -1,8 +1,8 @@
 /*
  * db: the control plane's data layer. One small interface over a storage
- * backend chosen by a URL-ish string: "sqlite:PATH" (db_sqlite.c, the
+ * backend chosen by a URL-ish string: "sqlite:PATH" (db_sqlite*.c, the
  * default: DATA/airlock.db) or a libpq URL "postgres://..." /
- * "postgresql://..." (db_pg.c; the database must exist, the tables are
+ * "postgresql://..." (db_pg*.c; the database must exist, the tables are
  * made and migrated on open). Both keep the same rules, schema version and
  * error codes; see each backend's comment for what differs underneath.
  * A URL is never echoed in a message: a PostgreSQL one may hold a password.

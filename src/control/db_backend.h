@@ -1,15 +1,19 @@
 /*
- * db_backend: what a storage backend of db.h implements. Internal to the
- * data layer: only db.c and the backends (db_sqlite.c, db_pg.c) include
- * it.
+ * db_backend: what a storage backend of db.h implements, and the helpers
+ * every file of the data layer shares (db.c). Internal to the data layer:
+ * only its db*.c files (the public calls, db_user.c ... db_audit.c, and
+ * the backends, db_sqlite*.c, db_pg*.c) include it.
  *
- * Data model: struct db is the handle db.h hands out. db.c owns it,
- * validates every input (names, enums, JSON, sizes, state transitions),
- * generates keys and ids and reads the clock; a backend only stores and
+ * Data model: struct db is the handle db.h hands out. db.c owns it; the
+ * public calls (db_user.c, db_sandbox.c, db_terminal.c, db_session.c,
+ * db_audit.c) validate every input (names, enums, JSON, sizes, state
+ * transitions), generate keys and ids and read the clock; a backend only
+ * stores and
  * fetches, through db->impl (its own state, created by open and freed by
  * close), and reports failures with db_fail(). Every backend function
  * returns AL_OK or a negative AL_E_* code; "cas" variants change a row only
- * if it is still in the state db.c read (compare-and-set), and return
+ * if it is still in the state the public call read (compare-and-set), and
+ * return
  * AL_E_STATE when it no longer is.
  */
 #ifndef DB_BACKEND_H
@@ -21,7 +25,9 @@ enum { DB_HASH_HEX = 64 }; /* hex SHA-256 of a secret, as stored */
 
 struct db_backend {
     const char *scheme; /* "sqlite", "postgres" */
-    /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c). */
+    /* where: what follows "sqlite:", or a PostgreSQL URL whole (db.c).
+     * After a failed open, db.c calls close (the message already kept),
+     * which frees whatever open made, db->impl NULL or not. */
     int (*open)(struct db *db, const char *where);
     int (*close)(struct db *db);
 
@@ -31,7 +37,7 @@ struct db_backend {
     int (*user_list)(struct db *db, db_user_cb cb, void *ctx);
     int (*user_remove)(struct db *db, const char *name);
 
-    /* spec checked by db.c; url NULL unless static */
+    /* spec checked by db_sandbox.c; url NULL unless static */
     int (*sandbox_add)(struct db *db, const struct db_sandbox_spec *spec, int64_t now);
     int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
     int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
@@ -90,6 +96,11 @@ int db_parse_state_int(const char *s, int *out);
 
 /* The wall clock in Unix milliseconds. */
 int db_now(int64_t *out);
+/* The same, failing with db's message set. */
+int db_now_or_fail(struct db *db, int64_t *now);
+/* The start of every public call on an open db: AL_E_INVAL for NULL, else
+ * the message cleared. */
+int db_begin(struct db *db);
 
 extern const struct db_backend db_sqlite_backend;
 extern const struct db_backend db_pg_backend; /* in al_control, with libpq */

@@ -1626,7 +1626,7 @@ static void test_pg_open_schema(void **state)
                            f->path);
     assert_string_equal(PQgetvalue(r, 0, 0), "1");
     PQclear(r);
-    /* The rules hold in the database too, not only in db.c. */
+    /* The rules hold in the database too, not only in db_check.c. */
     PGconn *c = pg_raw(f->path);
     PGresult *bad = PQexec(c, "INSERT INTO users VALUES ('Bad', 'admin', repeat('a', 64), 0)");
     assert_int_equal(PQresultStatus(bad), PGRES_FATAL_ERROR);
@@ -2149,7 +2149,7 @@ static int collect_network(void *ctx, const struct db_sandbox *sb)
 
 /* Schema 4: a sandbox's network, stored as given and kept across a
  * reopen; only a local sandbox has one other than the default, and the
- * table refuses what db.c refuses. */
+ * table refuses what db_sandbox.c refuses. */
 static void test_sandbox_network(void **state)
 {
     struct fx *f = *state;

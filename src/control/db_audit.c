@@ -1,0 +1,70 @@
+/*
+ * db_audit: the audit log of the data layer (db.h "Audit"): add a row,
+ * query newest first with filters and a limit, prune by age and count.
+ * Not here: which refusals are counted before they become rows
+ * (auditagg.c), storing (the backends' audit_* calls).
+ */
+#include "db.h"
+
+#include "al_err.h"
+#include "db_backend.h"
+#include "db_check.h"
+
+#include <stdint.h>
+
+int db_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
+                 const char *target, const char *detail_json)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (at < 0)
+        return db_fail(db, AL_E_INVAL, "audit time must not be negative");
+    if ((rc = db_check_name(db, "audit actor", actor)) != AL_OK)
+        return rc;
+    if ((rc = db_check_action(db, action)) != AL_OK)
+        return rc;
+    if (!target)
+        target = "";
+    if ((rc = db_check_text(db, "audit target", target, DB_TARGET_MAX)) != AL_OK)
+        return rc;
+    if (!detail_json)
+        detail_json = "{}";
+    if ((rc = db_check_detail(db, detail_json)) != AL_OK)
+        return rc;
+    if (at == 0 && (rc = db_now_or_fail(db, &at)) != AL_OK)
+        return rc;
+    return db->be->audit_add(db, at, actor, action, target, detail_json);
+}
+
+int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!f || !cb)
+        return db_fail(db, AL_E_INVAL, "no filter or no callback");
+    if (f->since < 0)
+        return db_fail(db, AL_E_INVAL, "since must not be negative");
+    if (f->actor && (rc = db_check_name(db, "audit actor", f->actor)) != AL_OK)
+        return rc;
+    if (f->action && (rc = db_check_action(db, f->action)) != AL_OK)
+        return rc;
+    if (f->limit == 0)
+        return db_fail(db, AL_E_INVAL, "limit must be 1 or more");
+    if (f->limit > DB_AUDIT_LIMIT_MAX)
+        return db_fail(db, AL_E_TOOBIG, "limit must be at most %d", DB_AUDIT_LIMIT_MAX);
+    return db->be->audit_query(db, f, cb, ctx);
+}
+
+int db_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (before_at < 0)
+        return db_fail(db, AL_E_INVAL, "audit retention time must not be negative");
+    if (keep_rows > (uint64_t)INT64_MAX)
+        return db_fail(db, AL_E_INVAL, "audit retention count too large");
+    return db->be->audit_prune(db, before_at, keep_rows);
+}

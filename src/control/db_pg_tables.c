@@ -1,0 +1,493 @@
+/*
+ * db_pg_tables: the PostgreSQL backend's calls (db_backend.h), table by
+ * table: users, sandboxes, terminals, audit, web sessions; and its
+ * function table, db_pg_backend. Each call is one statement with text
+ * parameters (db_pg_exec.c) whose failed constraint, if any, is told apart
+ * by SQLSTATE and constraint name and reported as the SQLite backend
+ * reports it (db_sqlite_tables.c). Rows are decoded by db_row.c. Not here:
+ * the connection and the schema (db_pg.c, db_pg_schema.c), the checks of
+ * inputs (db_check.c: they were made before any of these runs).
+ */
+#include "al_err.h"
+#include "db.h"
+#include "db_backend.h"
+#include "db_pg.h"
+#include "db_row.h"
+
+#include <libpq-fe.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- users ---------------------------------------------------------------------- */
+
+static int dbp_user_add(struct db *db, const char *name, enum db_role role, const char *key_sha256,
+                        int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {name, db_role_name(role), key_sha256, at};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "add user",
+                      "INSERT INTO users (name, role, key_sha256, created_at)"
+                      " VALUES ($1, $2, $3, $4)",
+                      4, v, &r);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23505") && strcmp(r.constraint, "users_pkey") == 0)
+        rc = db_fail(db, AL_E_EXISTS, "user %s already exists", name);
+    else if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "API key collision; try again");
+    return rc;
+}
+
+static int dbp_user_by_hash(struct db *db, const char *key_sha256, struct db_user *out)
+{
+    const char *const v[] = {key_sha256};
+    bool found = false;
+    int rc = dbp_one(db, "find user", "SELECT " DB_USER_COLS " FROM users WHERE key_sha256 = $1", 1,
+                     v, db_row_one_user, out, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no user holds this API key");
+    return rc;
+}
+
+static int dbp_user_list(struct db *db, db_user_cb cb, void *ctx)
+{
+    struct db_row_list l = {.cb.user = cb, .ctx = ctx};
+    return dbp_list(db, "list users",
+                    "SELECT " DB_USER_COLS " FROM users ORDER BY name COLLATE \"C\"", 0, NULL,
+                    db_row_list_user, &l);
+}
+
+static int dbp_user_remove(struct db *db, const char *name)
+{
+    const char *const v[] = {name};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "remove user", "DELETE FROM users WHERE name = $1", 1, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no user named %s", name);
+    PQclear(r.res);
+    return rc;
+}
+
+/* ---- sandboxes ---------------------------------------------------------------- */
+
+static int dbp_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {
+        sp->id, db_sandbox_kind_name(sp->kind),      sp->url,
+        at,     sp->record_input ? "true" : "false", db_sandbox_network_name(sp->network)};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "add sandbox",
+                      "INSERT INTO sandboxes (id, kind, url, created_at, link_up, link_since,"
+                      " link_rtt_us, record_input, network)"
+                      " VALUES ($1, $2, $3, $4, false, $4, -1, $5, $6)",
+                      6, v, &r);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
+    return rc;
+}
+
+static int dbp_sandbox_get(struct db *db, const char *id, struct db_sandbox *out)
+{
+    const char *const v[] = {id};
+    bool found = false;
+    int rc = dbp_one(db, "get sandbox", "SELECT " DB_SANDBOX_COLS " FROM sandboxes WHERE id = $1",
+                     1, v, db_row_one_sandbox, out, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+    return rc;
+}
+
+static int dbp_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx)
+{
+    struct db_row_list l = {.cb.sandbox = cb, .ctx = ctx};
+    int rc = db_row_list_start(db, &l, sizeof(struct db_sandbox)); /* the URL buffer is large */
+    if (rc == AL_OK)
+        rc = dbp_list(db, "list sandboxes",
+                      "SELECT " DB_SANDBOX_COLS " FROM sandboxes ORDER BY id COLLATE \"C\"", 0,
+                      NULL, db_row_list_sandbox, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
+static int dbp_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since,
+                                int64_t rtt_us)
+{
+    char s[DBP_INT_TEXT], rtt[DBP_INT_TEXT];
+    dbp_i64_text(s, sizeof s, since);
+    dbp_i64_text(rtt, sizeof rtt, rtt_us);
+    const char *const v[] = {id, up ? "true" : "false", s, rtt};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set sandbox link",
+                      "UPDATE sandboxes SET link_up = $2, link_since = $3, link_rtt_us = $4"
+                      " WHERE id = $1",
+                      4, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_sandbox_set_record_input(struct db *db, const char *id, bool on)
+{
+    const char *const v[] = {id, on ? "true" : "false"};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set sandbox record_input",
+                      "UPDATE sandboxes SET record_input = $2 WHERE id = $1", 2, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_sandbox_remove(struct db *db, const char *id)
+{
+    const char *const v[] = {id};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "remove sandbox", "DELETE FROM sandboxes WHERE id = $1", 1, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23503"))
+        rc = db_fail(db, AL_E_STATE, "sandbox %s still has terminals; remove them first", id);
+    return rc;
+}
+
+/* ---- terminals -------------------------------------------------------------- */
+
+static int dbp_terminal_add(struct db *db, const char *id, const struct db_terminal_spec *sp,
+                            int64_t now)
+{
+    char ch[DBP_INT_TEXT], cols[DBP_INT_TEXT], rows[DBP_INT_TEXT], at[DBP_INT_TEXT];
+    dbp_i64_text(ch, sizeof ch, (int64_t)sp->channel);
+    dbp_i64_text(cols, sizeof cols, sp->cols);
+    dbp_i64_text(rows, sizeof rows, sp->rows);
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {id,
+                             sp->sandbox_id,
+                             ch,
+                             sp->argv_json,
+                             sp->cwd,
+                             sp->env_json,
+                             cols,
+                             rows,
+                             db_term_mode_name(sp->mode),
+                             at,
+                             sp->creator,
+                             sp->record_input ? "true" : "false"};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "add terminal",
+                      "INSERT INTO terminals (id, sandbox_id, channel, argv, cwd, env, cols,"
+                      " rows, mode, state, created_at, creator, record_input)"
+                      " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'opening', $10, $11, $12)",
+                      12, v, &r);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23503"))
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sp->sandbox_id);
+    else if (dbp_state_is(r.state, "23505") && strcmp(r.constraint, "terminals_pkey") == 0)
+        rc = db_fail(db, AL_E_EXISTS, "terminal %s already exists", id);
+    else if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "channel %lu is in use on sandbox %s",
+                     (unsigned long)sp->channel, sp->sandbox_id);
+    return rc;
+}
+
+static int dbp_terminal_get(struct db *db, const char *id, struct db_terminal *out)
+{
+    const char *const v[] = {id};
+    bool found = false;
+    int rc = dbp_one(db, "get terminal", "SELECT " DB_TERM_COLS " FROM terminals WHERE id = $1", 1,
+                     v, db_row_one_terminal, out, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
+    return rc;
+}
+
+static int dbp_terminal_list(struct db *db, const char *sandbox_id, db_terminal_cb cb, void *ctx)
+{
+    struct db_row_list l = {.cb.terminal = cb, .ctx = ctx};
+    const char *const v[] = {sandbox_id};
+    int rc = db_row_list_start(db, &l, sizeof(struct db_terminal)); /* argv and env buffers */
+    if (rc == AL_OK)
+        rc = dbp_list(db, "list terminals",
+                      "SELECT " DB_TERM_COLS " FROM terminals"
+                      " WHERE $1::text IS NULL OR sandbox_id = $1 ORDER BY created_at, seq",
+                      1, v, db_row_list_terminal, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
+/* After a compare-and-set matched no row: gone, or changed meanwhile. */
+static int dbp_cas_missed(struct db *db, const char *id)
+{
+    const char *const v[] = {id};
+    struct dbp_res r;
+    int rc =
+        dbp_exec(db, "find terminal", "SELECT count(*) FROM terminals WHERE id = $1", 1, v, &r);
+    int64_t n = 0;
+    if (rc == AL_OK)
+        rc = dbp_col_i64(db, r.res, 0, 0, 0, INT64_MAX, NULL, &n);
+    PQclear(r.res);
+    if (rc != AL_OK)
+        return rc;
+    if (n == 0)
+        return db_fail(db, AL_E_NOENT, "no terminal %s", id);
+    return db_fail(db, AL_E_STATE, "terminal %s changed meanwhile; read it again", id);
+}
+
+/* A compare-and-set statement: one row changed, or why not. */
+static int dbp_cas(struct db *db, const char *what, const char *id, const char *sql, int n,
+                   const char *const *params)
+{
+    struct dbp_res r;
+    int rc = dbp_exec(db, what, sql, n, params, &r);
+    bool changed = rc == AL_OK && dbp_one_changed(r.res);
+    PQclear(r.res);
+    return rc == AL_OK && !changed ? dbp_cas_missed(db, id) : rc;
+}
+
+static bool dbp_final(enum db_term_state s)
+{
+    return s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST;
+}
+
+static int dbp_terminal_cas_state(struct db *db, const char *id, enum db_term_state from,
+                                  enum db_term_state to, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {id, db_term_state_name(from), db_term_state_name(to), at,
+                             dbp_final(to) ? "true" : "false"};
+    return dbp_cas(db, "set terminal state", id,
+                   "UPDATE terminals SET state = $3, ended_at = CASE WHEN $5::boolean"
+                   " THEN coalesce(ended_at, $4::bigint) ELSE ended_at END"
+                   " WHERE id = $1 AND state = $2",
+                   5, v);
+}
+
+static int dbp_terminal_cas_exit(struct db *db, const char *id, enum db_term_state from, int code,
+                                 int signo, int64_t now)
+{
+    char c[DBP_INT_TEXT], s[DBP_INT_TEXT], at[DBP_INT_TEXT];
+    dbp_i64_text(c, sizeof c, code);
+    dbp_i64_text(s, sizeof s, signo);
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {id, db_term_state_name(from), c, s, at};
+    return dbp_cas(db, "set terminal exit", id,
+                   "UPDATE terminals SET state = 'exited', exit_code = $3, exit_signal = $4,"
+                   " ended_at = coalesce(ended_at, $5) WHERE id = $1 AND state = $2",
+                   5, v);
+}
+
+/* After an offsets update matched no row: gone, or a value would shrink. */
+static int dbp_offsets_missed(struct db *db, const char *id)
+{
+    const char *const v[] = {id};
+    struct dbp_res r;
+    int rc =
+        dbp_exec(db, "read offsets",
+                 "SELECT out_offset, err_offset, rec_bytes FROM terminals WHERE id = $1", 1, v, &r);
+    if (rc == AL_OK && PQntuples(r.res) == 0)
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
+    else if (rc == AL_OK)
+        rc = db_fail(db, AL_E_STATE,
+                     "offsets of terminal %s may not go backwards (stored: out %s, err %s, "
+                     "recording %s bytes)",
+                     id, PQgetvalue(r.res, 0, 0), PQgetvalue(r.res, 0, 1), PQgetvalue(r.res, 0, 2));
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset,
+                                    uint64_t err_offset, uint64_t rec_bytes)
+{
+    /* One statement, one commit, synchronous (see the top of this file). */
+    char o[DBP_INT_TEXT], e[DBP_INT_TEXT], rb[DBP_INT_TEXT];
+    dbp_i64_text(o, sizeof o, (int64_t)out_offset);
+    dbp_i64_text(e, sizeof e, (int64_t)err_offset);
+    dbp_i64_text(rb, sizeof rb, (int64_t)rec_bytes);
+    const char *const v[] = {id, o, e, rb};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set offsets",
+                      "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4"
+                      " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
+                      " AND rec_bytes <= $4",
+                      4, v, &r);
+    bool changed = rc == AL_OK && dbp_one_changed(r.res);
+    PQclear(r.res);
+    return rc == AL_OK && !changed ? dbp_offsets_missed(db, id) : rc;
+}
+
+static int dbp_terminal_cas_remove(struct db *db, const char *id, enum db_term_state from)
+{
+    const char *const v[] = {id, db_term_state_name(from)};
+    return dbp_cas(db, "remove terminal", id, "DELETE FROM terminals WHERE id = $1 AND state = $2",
+                   2, v);
+}
+
+/* ---- audit ---------------------------------------------------------------------- */
+
+static int dbp_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
+                         const char *target, const char *detail_json)
+{
+    char a[DBP_INT_TEXT];
+    dbp_i64_text(a, sizeof a, at);
+    const char *const v[] = {a, actor, action, target, detail_json};
+    return dbp_run(db, "add audit",
+                   "INSERT INTO audit (at, actor, action, target, detail)"
+                   " VALUES ($1, $2, $3, $4, $5)",
+                   5, v);
+}
+
+static int dbp_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb,
+                           void *ctx)
+{
+    struct db_row_list l = {.cb.audit = cb, .ctx = ctx};
+    int rc = db_row_list_start(db, &l, sizeof(struct db_audit));
+    if (rc != AL_OK)
+        return rc;
+    char since[DBP_INT_TEXT], limit[DBP_INT_TEXT];
+    dbp_i64_text(since, sizeof since, f->since);
+    dbp_i64_text(limit, sizeof limit, (int64_t)f->limit);
+    const char *const v[] = {since, f->actor, f->action, limit};
+    rc = dbp_list(db, "query audit",
+                  "SELECT " DB_AUDIT_COLS " FROM audit"
+                  " WHERE at >= $1::bigint AND ($2::text IS NULL OR actor = $2)"
+                  " AND ($3::text IS NULL OR action = $3)"
+                  " ORDER BY at DESC, id DESC LIMIT $4::bigint",
+                  4, v, db_row_list_audit, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
+static int dbp_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows)
+{
+    char b[DBP_INT_TEXT], k[DBP_INT_TEXT];
+    dbp_i64_text(b, sizeof b, before_at);
+    dbp_i64_text(k, sizeof k, (int64_t)keep_rows);
+    const char *const v[] = {b, k};
+    return dbp_run(db, "prune audit",
+                   "DELETE FROM audit WHERE ($1::bigint > 0 AND at < $1::bigint) OR"
+                   " ($2::bigint > 0 AND id <= (SELECT id FROM audit ORDER BY id DESC"
+                   " LIMIT 1 OFFSET $2::bigint))",
+                   2, v);
+}
+
+/* ---- web sessions ------------------------------------------------------------ */
+
+static int dbp_session_add(struct db *db, const char *id_sha256, const char *csrf_sha256,
+                           const char *user, int64_t now, int64_t expires_at, unsigned max)
+{
+    char at[DBP_INT_TEXT], until[DBP_INT_TEXT], lim[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    dbp_i64_text(until, sizeof until, expires_at);
+    dbp_i64_text(lim, sizeof lim, (int64_t)max);
+    const char *const v[] = {id_sha256, csrf_sha256, user, at, until, lim};
+    struct dbp_res r;
+    /* one statement, as in SQLite; two sign-ins racing may both pass the
+     * count under READ COMMITTED, which overshoots the limit by one at most */
+    int rc = dbp_exec(db, "add session",
+                      "INSERT INTO sessions (id_sha256, csrf_sha256, user_name, created_at,"
+                      " last_seen, expires_at) SELECT $1, $2, $3, $4::bigint, $4::bigint,"
+                      " $5::bigint WHERE (SELECT count(*) FROM sessions WHERE user_name = $3)"
+                      " < $6::bigint",
+                      6, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_LIMIT, "user %s has %u sessions already", user, max);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23503"))
+        rc = db_fail(db, AL_E_NOENT, "no user named %s", user);
+    else if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "session collision; try again");
+    return rc;
+}
+
+static int dbp_session_get(struct db *db, const char *id_sha256, struct db_session *out,
+                           char *csrf_hex)
+{
+    const char *const v[] = {id_sha256};
+    struct db_row_session_out o = {.s = out, .csrf_hex = csrf_hex};
+    bool found = false;
+    int rc = dbp_one(db, "find session",
+                     "SELECT " DB_SESSION_COLS " FROM sessions s"
+                     " JOIN users u ON u.name = s.user_name WHERE s.id_sha256 = $1",
+                     1, v, db_row_one_session, &o, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no such session");
+    return rc;
+}
+
+/* UPDATE or DELETE of one session row: AL_E_NOENT when it is gone. */
+static int dbp_session_one(struct db *db, const char *what, const char *sql, int n,
+                           const char *const *v)
+{
+    struct dbp_res r;
+    int rc = dbp_exec(db, what, sql, n, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no such session");
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_session_touch(struct db *db, const char *id_sha256, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {id_sha256, at};
+    return dbp_session_one(
+        db, "use session",
+        "UPDATE sessions SET last_seen = greatest(last_seen, $2::bigint) WHERE id_sha256 = $1", 2,
+        v);
+}
+
+static int dbp_session_remove(struct db *db, const char *id_sha256)
+{
+    const char *const v[] = {id_sha256};
+    return dbp_session_one(db, "remove session", "DELETE FROM sessions WHERE id_sha256 = $1", 1, v);
+}
+
+static int dbp_session_expire(struct db *db, int64_t now, int64_t idle_ms)
+{
+    char at[DBP_INT_TEXT], idle[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    dbp_i64_text(idle, sizeof idle, idle_ms);
+    const char *const v[] = {at, idle};
+    return dbp_run(db, "expire sessions",
+                   "DELETE FROM sessions WHERE expires_at <= $1::bigint"
+                   " OR ($2::bigint > 0 AND last_seen <= $1::bigint - $2::bigint)",
+                   2, v);
+}
+
+const struct db_backend db_pg_backend = {
+    .scheme = "postgres",
+    .open = dbp_open,
+    .close = dbp_close,
+    .user_add = dbp_user_add,
+    .user_by_hash = dbp_user_by_hash,
+    .user_list = dbp_user_list,
+    .user_remove = dbp_user_remove,
+    .sandbox_add = dbp_sandbox_add,
+    .sandbox_get = dbp_sandbox_get,
+    .sandbox_list = dbp_sandbox_list,
+    .sandbox_set_link = dbp_sandbox_set_link,
+    .sandbox_set_record_input = dbp_sandbox_set_record_input,
+    .sandbox_remove = dbp_sandbox_remove,
+    .terminal_add = dbp_terminal_add,
+    .terminal_get = dbp_terminal_get,
+    .terminal_list = dbp_terminal_list,
+    .terminal_cas_state = dbp_terminal_cas_state,
+    .terminal_cas_exit = dbp_terminal_cas_exit,
+    .terminal_set_offsets = dbp_terminal_set_offsets,
+    .terminal_cas_remove = dbp_terminal_cas_remove,
+    .session_add = dbp_session_add,
+    .session_get = dbp_session_get,
+    .session_touch = dbp_session_touch,
+    .session_remove = dbp_session_remove,
+    .session_expire = dbp_session_expire,
+    .audit_add = dbp_audit_add,
+    .audit_query = dbp_audit_query,
+    .audit_prune = dbp_audit_prune,
+};

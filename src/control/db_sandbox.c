@@ -1,0 +1,104 @@
+/*
+ * db_sandbox: the sandboxes of the data layer (db.h "Sandboxes"): create
+ * one with every setting in place (a static one's url, a local one's
+ * network), get, list, keep its link state, set record_input, remove. Not
+ * here: the live link (relay.c), storing (the backends' sandbox_* calls).
+ */
+#include "db.h"
+
+#include "al_err.h"
+#include "db_backend.h"
+#include "db_check.h"
+
+int db_sandbox_create(struct db *db, const struct db_sandbox_spec *spec)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!spec)
+        return db_fail(db, AL_E_INVAL, "no sandbox");
+    struct db_sandbox_spec sp = *spec;
+    if ((rc = db_check_name(db, "sandbox id", sp.id)) != AL_OK)
+        return rc;
+    if (!db_sandbox_kind_name(sp.kind))
+        return db_fail(db, AL_E_INVAL, "sandbox kind must be local, static or reverse");
+    if (sp.url && sp.url[0] == '\0')
+        sp.url = NULL;
+    if (sp.kind == DB_SANDBOX_STATIC && !sp.url)
+        return db_fail(db, AL_E_INVAL, "a static sandbox needs a url");
+    if (sp.kind != DB_SANDBOX_STATIC && sp.url)
+        return db_fail(db, AL_E_INVAL, "only a static sandbox has a url");
+    if (sp.url && (rc = db_check_url(db, sp.url)) != AL_OK)
+        return rc;
+    if (!db_sandbox_network_name(sp.network))
+        return db_fail(db, AL_E_INVAL, "sandbox network must be default, host or none");
+    if (sp.kind != DB_SANDBOX_LOCAL && sp.network != DB_NETWORK_DEFAULT)
+        return db_fail(db, AL_E_INVAL,
+                       "only a local sandbox has a network setting (airlockd starts its runner)");
+    int64_t now = 0;
+    if ((rc = db_now_or_fail(db, &now)) != AL_OK)
+        return rc;
+    return db->be->sandbox_add(db, &sp, now);
+}
+
+int db_sandbox_add(struct db *db, const char *id, enum db_sandbox_kind kind, const char *url)
+{
+    const struct db_sandbox_spec sp = {.id = id, .kind = kind, .url = url};
+    return db_sandbox_create(db, &sp);
+}
+
+int db_sandbox_get(struct db *db, const char *id, struct db_sandbox *out)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out)
+        return db_fail(db, AL_E_INVAL, "no output");
+    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+        return rc;
+    return db->be->sandbox_get(db, id, out);
+}
+
+int db_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!cb)
+        return db_fail(db, AL_E_INVAL, "no callback");
+    return db->be->sandbox_list(db, cb, ctx);
+}
+
+int db_sandbox_set_record_input(struct db *db, const char *id, bool on)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+        return rc;
+    return db->be->sandbox_set_record_input(db, id, on);
+}
+
+int db_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+        return rc;
+    if (since < 0)
+        return db_fail(db, AL_E_INVAL, "link time must not be negative");
+    if (rtt_us < -1)
+        return db_fail(db, AL_E_INVAL, "rtt must be -1 (unknown) or more");
+    return db->be->sandbox_set_link(db, id, up, since, rtt_us);
+}
+
+int db_sandbox_remove(struct db *db, const char *id)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
+        return rc;
+    return db->be->sandbox_remove(db, id);
+}

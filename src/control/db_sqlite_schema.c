@@ -1,0 +1,131 @@
+/*
+ * db_sqlite_schema: the SQLite backend's schema, as the list of its
+ * migrations (db_sqlite.h): dbs_migrations[i] is the SQL that takes the
+ * schema from version i to i + 1. Append only: a released migration never
+ * changes. Not here: applying them (dbs_migrate_step, db_sqlite.c).
+ *
+ * Tables are STRICT and repeat the rules of db_check.c as CHECK
+ * constraints; the PostgreSQL backend keeps the same tables
+ * (db_pg_schema.c).
+ */
+#include "al_limits.h"
+#include "db.h"
+#include "db_sqlite.h"
+
+/* Names and ids as db.c checks them: [a-z0-9._-]{1,64}, first [a-z0-9].
+ * A sandbox that terminals name cannot be deleted (foreign key, NO ACTION:
+ * SQLite then reports SQLITE_CONSTRAINT_FOREIGNKEY). A channel number is
+ * unique among a sandbox's live terminals only, so it is free again once
+ * its terminal is closed or lost. */
+// clang-format off
+static const char dbs_schema_v1[] =
+    "CREATE TABLE schema_migrations ("
+    "  version INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL,"
+    "  applied_at INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE users ("
+    "  name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 64"
+    "    AND name GLOB '[a-z0-9]*' AND name NOT GLOB '*[^a-z0-9._-]*'),"
+    "  role TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'viewer')),"
+    "  key_sha256 TEXT NOT NULL UNIQUE"
+    "    CHECK (length(key_sha256) = 64 AND key_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  created_at INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE TABLE sandboxes ("
+    "  id TEXT PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 64"
+    "    AND id GLOB '[a-z0-9]*' AND id NOT GLOB '*[^a-z0-9._-]*'),"
+    "  kind TEXT NOT NULL CHECK (kind IN ('local', 'static', 'reverse')),"
+    "  url TEXT CHECK ((kind = 'static') = (url IS NOT NULL)),"
+    "  created_at INTEGER NOT NULL,"
+    "  link_up INTEGER NOT NULL DEFAULT 0 CHECK (link_up IN (0, 1)),"
+    "  link_since INTEGER NOT NULL CHECK (link_since >= 0),"
+    "  link_rtt_us INTEGER NOT NULL DEFAULT -1 CHECK (link_rtt_us >= -1)"
+    ") STRICT;"
+    "CREATE TABLE terminals ("
+    "  id TEXT PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 64"
+    "    AND id GLOB '[a-z0-9]*' AND id NOT GLOB '*[^a-z0-9._-]*'),"
+    "  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id),"
+    "  channel INTEGER NOT NULL CHECK (channel BETWEEN 1 AND 4294967295),"
+    "  argv TEXT NOT NULL,"
+    "  cwd TEXT NOT NULL,"
+    "  env TEXT NOT NULL,"
+    "  cols INTEGER NOT NULL CHECK (cols BETWEEN 1 AND 4096),"
+    "  rows INTEGER NOT NULL CHECK (rows BETWEEN 1 AND 4096),"
+    "  mode TEXT NOT NULL CHECK (mode IN ('pty', 'pipes')),"
+    "  state TEXT NOT NULL"
+    "    CHECK (state IN ('opening', 'running', 'exited', 'closed', 'lost')),"
+    "  exit_code INTEGER,"
+    "  exit_signal INTEGER,"
+    "  created_at INTEGER NOT NULL,"
+    "  ended_at INTEGER,"
+    "  out_offset INTEGER NOT NULL DEFAULT 0 CHECK (out_offset >= 0),"
+    "  err_offset INTEGER NOT NULL DEFAULT 0 CHECK (err_offset >= 0),"
+    "  rec_bytes INTEGER NOT NULL DEFAULT 0 CHECK (rec_bytes >= 0),"
+    "  CHECK ((exit_code IS NULL AND exit_signal IS NULL)"
+    "    OR (exit_signal = 0 AND exit_code BETWEEN 0 AND 255)"
+    "    OR (exit_signal BETWEEN 1 AND 127 AND exit_code = -1))"
+    ") STRICT;"
+    "CREATE UNIQUE INDEX terminals_live_channel ON terminals (sandbox_id, channel)"
+    "  WHERE state IN ('opening', 'running', 'exited');"
+    "CREATE INDEX terminals_sandbox ON terminals (sandbox_id, created_at);"
+    "CREATE TABLE audit ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  at INTEGER NOT NULL CHECK (at >= 0),"
+    "  actor TEXT NOT NULL,"
+    "  action TEXT NOT NULL,"
+    "  target TEXT NOT NULL DEFAULT '',"
+    "  detail TEXT NOT NULL DEFAULT '{}'"
+    ") STRICT;"
+    "CREATE INDEX audit_at ON audit (at, id);"
+    "CREATE INDEX audit_actor ON audit (actor, at);"
+    "CREATE INDEX audit_action ON audit (action, at);"
+    "PRAGMA application_id = 1098009707;"; /* DBS_APP_ID */
+
+/* Schema 2: who made a terminal (its recording's reader, with admins), and
+ * whether recordings keep input: per sandbox, off by default, and fixed on
+ * each terminal when it is made. */
+static const char dbs_schema_v2[] =
+    "ALTER TABLE sandboxes ADD COLUMN record_input INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (record_input IN (0, 1));"
+    "ALTER TABLE terminals ADD COLUMN creator TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE terminals ADD COLUMN record_input INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (record_input IN (0, 1));";
+
+/* Web sessions (db.h): only hashes of the secrets; a user's removal
+ * removes their sessions. */
+static const char dbs_schema_v3[] =
+    "CREATE TABLE sessions ("
+    "  id_sha256 TEXT PRIMARY KEY"
+    "    CHECK (length(id_sha256) = 64 AND id_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  csrf_sha256 TEXT NOT NULL"
+    "    CHECK (length(csrf_sha256) = 64 AND csrf_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  user_name TEXT NOT NULL REFERENCES users (name) ON DELETE CASCADE,"
+    "  created_at INTEGER NOT NULL CHECK (created_at >= 0),"
+    "  last_seen INTEGER NOT NULL CHECK (last_seen >= created_at),"
+    "  expires_at INTEGER NOT NULL CHECK (expires_at > created_at)"
+    ") STRICT;"
+    "CREATE INDEX sessions_user ON sessions (user_name);"
+    "CREATE INDEX sessions_expires ON sessions (expires_at);";
+
+/* Schema 4: a local sandbox's agents' network; rows from before follow
+ * the server-wide setting, as they did. */
+static const char dbs_schema_v4[] =
+    "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'default'"
+    "  CHECK (network IN ('default', 'host', 'none')"
+    "    AND (network = 'default' OR kind = 'local'));";
+// clang-format on
+
+/* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
+ * only: a released migration never changes. */
+const struct dbs_migration dbs_migrations[] = {
+    {"users, sandboxes, terminals, audit", dbs_schema_v1},
+    {"terminal creator, record_input", dbs_schema_v2},
+    {"web sessions", dbs_schema_v3},
+    {"sandbox network", dbs_schema_v4},
+};
+
+_Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
+               "one migration per schema version");
+_Static_assert(DBS_APP_ID == 1098009707, "the application_id in dbs_schema_v1");
+_Static_assert(AL_MAX_COLS == 4096 && AL_MAX_ROWS == 4096, "the CHECKs on cols and rows");
