@@ -46,6 +46,7 @@
 #include "signer.h"
 #include "token.h"
 #include "websess.h"
+#include "wsctx.h"
 #include "wsglue.h"
 #include "wslisten.h"
 
@@ -57,7 +58,6 @@
 #define API_TIMEOUT_S 10
 #define API_HEADER_DATA 8192
 #define API_TICK_MS 50
-#define API_WRITES_PER_CALLBACK 64
 #define API_SESSION_TTL_S (12 * 3600) /* a web session, from sign-in, never extended */
 #define API_SESSION_IDLE_S 3600       /* a web session unused this long ends */
 #define API_MS_PER_S 1000
@@ -1066,34 +1066,30 @@ static int ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void
     return 0;
 }
 
+/* What wsg_drain() writes: the frames of the client's or the runner's endpoint. */
+static long pull_output(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    struct conn *c = conn;
+    return c->cl   ? relay_client_output(c->cl, buf, cap)
+           : c->sb ? relay_runner_output(c->sb, wsi, buf, cap)
+                   : 0;
+}
+
 static int ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
     if (!c)
         return -1;
     if (c->ws.close_code)
         return wsg_close_now(&c->ws, wsi);
-    static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
-    int wrote = 0;
-    for (int i = 0; i < API_WRITES_PER_CALLBACK; i++) {
-        long n = c->cl   ? relay_client_output(c->cl, buf + LWS_PRE, AL_MAX_FRAME)
-                 : c->sb ? relay_runner_output(c->sb, wsi, buf + LWS_PRE, AL_MAX_FRAME)
-                         : 0;
-        if (n < 0) {
-            logf_(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
-            return -1;
-        }
-        if (n == 0)
-            break;
-        if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_BINARY) < n)
-            return -1;
-        wrote = 1;
-        if (lws_send_pipe_choked(wsi)) {
-            lws_callback_on_writable(wsi);
-            return 0;
-        }
-        if (i == API_WRITES_PER_CALLBACK - 1)
-            lws_callback_on_writable(wsi);
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wsg_drain(wsi, pull_output, c, &wrote, &err);
+    if (tx == WSG_TX_PULL) {
+        logf_(a, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        return -1;
     }
+    if (tx != WSG_TX_IDLE)
+        return tx == WSG_TX_CHOKED ? 0 : -1;
     int code = 0;
     const char *reason = NULL;
     int closing = c->cl   ? relay_client_closing(c->cl, &code, &reason)
@@ -1134,17 +1130,6 @@ static void runner_up(struct api *a, struct conn *c, struct lws *wsi)
     }
 }
 
-/* A query argument's value (lws 4.1 hands back "name=value"). */
-static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
-{
-    char key[64];
-    (void)snprintf(key, sizeof key, "%s=", name);
-    if (!lws_get_urlarg_by_name(wsi, key, buf, cap))
-        return NULL;
-    size_t kl = strlen(key);
-    return !strncmp(buf, key, kl) ? buf + kl : buf;
-}
-
 /* The upgrade's subprotocol offer is none, or one naming airlock.v1 (an
  * offer too long to read is refused too). */
 static bool offer_ok(struct lws *wsi)
@@ -1162,7 +1147,7 @@ static int upgrade_runner(struct api *a, struct lws *wsi, struct call *c)
 {
     char argb[300], peer[64], why[256];
     peer_of(wsi, peer, sizeof peer);
-    const char *ident = urlarg(wsi, "identifier", argb, sizeof argb);
+    const char *ident = wsg_urlarg(wsi, "identifier", argb, sizeof argb);
     struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
     char auth[AL_MAX_TOKEN + 16];
     const char *tok = header_bearer(wsi, auth, sizeof auth);
@@ -1196,7 +1181,7 @@ static int upgrade_runner(struct api *a, struct lws *wsi, struct call *c)
 static int upgrade_attach(struct api *a, struct lws *wsi, struct call *c)
 {
     char argb[300], why[256];
-    const char *mode = urlarg(wsi, "mode", argb, sizeof argb);
+    const char *mode = wsg_urlarg(wsi, "mode", argb, sizeof argb);
     struct rl_attach at = {c->id, c->u.name, c->u.role, mode && !strcmp(mode, "read"), wsi};
     int rc = relay_attach(a->relay, &at, &c->conn->cl, why, sizeof why);
     if (rc != AL_OK) {
@@ -1827,22 +1812,18 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         free(a);
         return rc;
     }
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    void *loops[] = {a->loop};
-    info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* wslisten.c accepts (wslisten.h says why) */
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
-                   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.foreign_loops = loops;
-    info.protocols = protocols;
-    info.user = a;
-    info.timeout_secs = API_TIMEOUT_S;
-    info.max_http_header_data = API_HEADER_DATA;
-    info.gid = -1;
-    info.uid = -1;
-    info.ssl_cert_filepath = cfg->tls_cert;
-    info.ssl_private_key_filepath = cfg->tls_key;
-    a->ctx = lws_create_context(&info);
+    const struct wsctx_config wc = {
+        .loop = a->loop,
+        .protocols = protocols,
+        .user = a,
+        .server = 1, /* wslisten.c accepts (wslisten.h says why) */
+        .ssl = 1,
+        .timeout_s = API_TIMEOUT_S,
+        .max_header_data = API_HEADER_DATA,
+        .tls_cert = cfg->tls_cert,
+        .tls_key = cfg->tls_key,
+    };
+    a->ctx = wsctx_new(&wc);
     struct wsl_config lc = {
         .loop = a->loop,
         .vhost = a->ctx ? lws_get_vhost_by_name(a->ctx, "default") : NULL,
