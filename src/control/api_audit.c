@@ -26,6 +26,7 @@
 #define API_LOG_INTERVAL_MS 10000 /* refusal log lines: one per interval, with a count */
 #define API_MS_PER_DAY 86400000LL
 
+/* A row of the audit log for what actor did; a failure is logged. */
 void api_audit(struct api *a, const char *actor, const char *action, const char *target,
                const char *detail)
 {

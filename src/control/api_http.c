@@ -38,6 +38,7 @@ const char *api_http_hdr_custom(struct lws *wsi, const char *name, char *buf, si
     return buf;
 }
 
+/* The answer of a request refused before its body was read. */
 static int answer_refused(struct lws *wsi, unsigned status)
 {
     return api_reply_error(wsi, status,
@@ -47,6 +48,8 @@ static int answer_refused(struct lws *wsi, unsigned status)
                                            : "not found");
 }
 
+/* LWS_CALLBACK_HTTP, the headers are in: answered now, or once the body
+ * is (a POST with one). */
 int api_http_request(struct api *a, struct lws *wsi, struct http_req *q)
 {
     memset(q, 0, sizeof *q);
@@ -75,6 +78,7 @@ int api_http_request(struct api *a, struct lws *wsi, struct http_req *q)
     return api_route_http(a, wsi, q);
 }
 
+/* LWS_CALLBACK_HTTP_BODY: a piece of the body, kept or dropped. */
 int api_http_body(struct http_req *q, const void *in, size_t len)
 {
     if (q->refused)
@@ -93,6 +97,7 @@ int api_http_body(struct http_req *q, const void *in, size_t len)
     return 0;
 }
 
+/* LWS_CALLBACK_HTTP_BODY_COMPLETION: the body is in (or was dropped). */
 int api_http_done(struct api *a, struct lws *wsi, struct http_req *q)
 {
     /* answering may end the transaction and reset q: own the body first */

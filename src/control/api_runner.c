@@ -74,6 +74,8 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     return 0;
 }
 
+/* The relay's dial function: connect to a static sandbox's runner at url,
+ * presenting token; the link comes up at CLIENT_ESTABLISHED. */
 int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *token)
 {
     struct api *a = ud;

@@ -22,11 +22,13 @@
 #include "relay.h"
 #include "wsglue.h"
 
+/* The relay's wake function: its endpoint of this connection has output. */
 void api_ws_wake(void *conn)
 {
     lws_callback_on_writable((struct lws *)conn);
 }
 
+/* The connection's struct conn, or NULL (an HTTP request, or freed). */
 struct conn *api_ws_conn(struct lws *wsi)
 {
     return lws_get_opaque_user_data(wsi);
@@ -41,6 +43,7 @@ void api_ws_free(struct lws *wsi, struct conn *c)
     lws_set_opaque_user_data(wsi, NULL);
 }
 
+/* LWS_CALLBACK_*RECEIVE: a piece of a message; a whole one to the relay. */
 int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
 {
     if (!c)
@@ -83,6 +86,8 @@ static long pull_output(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
                    : 0;
 }
 
+/* LWS_CALLBACK_*_WRITEABLE: the close if one is due, else the relay's
+ * frames, then the close its endpoint asks for. */
 int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
     if (!c)
@@ -113,6 +118,7 @@ int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
     return 0;
 }
 
+/* The connection is gone: the relay is told, the struct conn freed. */
 void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c)
 {
     (void)a;
