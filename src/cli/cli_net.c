@@ -17,6 +17,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "endpoint.h"
+#include "wsctx.h"
 #include "wsglue.h"
 
 #define PROTO_NAME AL_SUBPROTOCOL
@@ -449,13 +450,8 @@ int cli_ws_send(struct cli_ws *ws, uint8_t *msg, size_t len)
 {
     if (ws->g.close_code || ws->drop)
         return 0;
-    if (lws_write(ws->wsi, msg, len, LWS_WRITE_BINARY) < (int)len)
-        return AL_E_IO;
-    if (lws_send_pipe_choked(ws->wsi)) {
-        lws_callback_on_writable(ws->wsi);
-        return 0;
-    }
-    return 1;
+    int rc = wsg_write(ws->wsi, msg, len);
+    return rc < 0 ? AL_E_IO : rc;
 }
 
 void cli_ws_close(struct cli_ws *ws, int code, const char *reason)
@@ -508,22 +504,17 @@ int cli_net_new(uv_loop_t *loop, const struct cli_config *cfg, struct cli_net **
     n->loop = loop;
     n->cfg = *cfg;
     lws_set_log_level(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff : 0, NULL);
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
-    void *loops[] = {loop};
-    info.port = CONTEXT_PORT_NO_LISTEN;
-    /* TLS (and its client context, the system's CA store) only for https */
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
-                   (cfg->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0);
-    info.foreign_loops = loops;
-    info.protocols = protocols;
-    info.timeout_secs = CONNECT_TIMEOUT_S;
-    info.connect_timeout_secs = CONNECT_TIMEOUT_S;
-    info.max_http_header_data = MAX_HEADER_DATA;
-    info.pt_serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024;
-    info.gid = -1;
-    info.uid = -1;
-    n->ctx = lws_create_context(&info);
+    struct wsctx_config wc = {
+        .loop = loop,
+        .protocols = protocols,
+        /* TLS (and its client context, the system's CA store) only for https */
+        .ssl = cfg->tls,
+        .timeout_s = CONNECT_TIMEOUT_S,
+        .connect_timeout_s = CONNECT_TIMEOUT_S,
+        .max_header_data = MAX_HEADER_DATA,
+        .serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024,
+    };
+    n->ctx = wsctx_new(&wc);
     if (!n->ctx) {
         al_errf(why, cap, "cannot start the network library");
         free(n);

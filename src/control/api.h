@@ -2,10 +2,11 @@
  * api: `airlockd serve`, the control plane's network side: the JSON API
  * behind API keys, the WebSocket endpoints (runners dialing in at
  * /v1/runners/connect, clients attaching at /v1/terminals/ID/attach), and
- * the dialer for static sandboxes. The live state is relay.c's; this file
- * is the libwebsockets glue and the routes.
+ * the dialer for static sandboxes. The live state is relay.c's; the api*.c
+ * files are the libwebsockets glue and the routes (api.c lists them; they
+ * share api_local.h, and this header is all the rest of airlockd sees).
  *
- * The routes are one table, routes[] in api.c: a method, a path pattern,
+ * The routes are one table, routes[] in api_route.c: a method, a path pattern,
  * the minimum role and a handler, matched by one dispatch function;
  * docs/api.md is their reference (each route, who may call it, its body,
  * its answers), and a test checks that both tables have the same rows.

@@ -42,6 +42,7 @@
 #include "endpoint.h"
 #include "runner.h"
 #include "token.h"
+#include "wsctx.h"
 #include "wsglue.h"
 #include "wslisten.h"
 #include "upgrade.h"
@@ -132,20 +133,6 @@ static void want_write(void *link)
     lws_callback_on_writable((struct lws *)link);
 }
 
-/* A query argument's value (lws 4.1 hands back "name=value"). */
-static const char *urlarg(struct lws *wsi, const char *name, char *buf, int cap)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s=", name);
-    int n = lws_get_urlarg_by_name(wsi, key, buf, cap) ? 1 : 0;
-    if (!n)
-        return NULL;
-    size_t kl = strlen(key);
-    if (!strncmp(buf, key, kl))
-        return buf + kl;
-    return buf;
-}
-
 static int http_reply(struct lws *wsi, unsigned status, const char *body)
 {
     uint8_t buf[LWS_PRE + 1024];
@@ -179,8 +166,8 @@ static int confirm_upgrade(struct app *a, struct lws *wsi)
     memset(&req, 0, sizeof req);
     req.path = path;
     req.is_upgrade = 1;
-    req.identifier = urlarg(wsi, "identifier", idb, sizeof idb);
-    req.api_version = urlarg(wsi, "api-version", apib, sizeof apib);
+    req.identifier = wsg_urlarg(wsi, "identifier", idb, sizeof idb);
+    req.api_version = wsg_urlarg(wsi, "api-version", apib, sizeof apib);
     char protob[UPG_MAX_HEADER + 1];
     int n = lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL);
     if (n > UPG_MAX_HEADER)
@@ -268,6 +255,13 @@ static int link_receive(struct app *a, struct lws *wsi, struct conn *c, const vo
     return 0;
 }
 
+/* What wsg_drain() writes: the runner's frames. */
+static long pull_output(void *runner, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    (void)wsi;
+    return runner_output(runner, buf, cap);
+}
+
 static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
 {
     if (c && c->replaced)
@@ -278,26 +272,15 @@ static int link_writeable(struct app *a, struct lws *wsi, struct conn *c)
         return wsg_close_now(&c->ws, wsi);
     if (a->current != wsi)
         return 0;
-    static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
-    int wrote = 0;
-    for (int i = 0; i < 64; i++) {
-        long n = runner_output(a->runner, buf + LWS_PRE, AL_MAX_FRAME);
-        if (n < 0) {
-            log_line(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
-            return -1;
-        }
-        if (n == 0)
-            break;
-        if (lws_write(wsi, buf + LWS_PRE, (size_t)n, LWS_WRITE_BINARY) < n)
-            return -1;
-        wrote = 1;
-        if (lws_send_pipe_choked(wsi)) {
-            lws_callback_on_writable(wsi);
-            return 0;
-        }
-        if (i == 63)
-            lws_callback_on_writable(wsi);
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wsg_drain(wsi, pull_output, a->runner, &wrote, &err);
+    if (tx == WSG_TX_PULL) {
+        log_line(a, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        return -1;
     }
+    if (tx != WSG_TX_IDLE)
+        return tx == WSG_TX_CHOKED ? 0 : -1;
     int code;
     const char *reason;
     if (runner_closing(a->runner, &code, &reason)) {
@@ -891,8 +874,16 @@ int main(int argc, char **argv)
                                                   : LLL_ERR,
                       NULL);
 
-    struct lws_context_creation_info info;
-    memset(&info, 0, sizeof info);
+    struct wsctx_config wc = {
+        .loop = a->loop,
+        .protocols = protocols,
+        .user = a,
+        .server = a->listen != NULL, /* wslisten.c accepts */
+        .ssl = 1,
+        .timeout_s = HANDSHAKE_TIMEOUT_S,
+        .max_header_data = MAX_HEADER_DATA,
+        .serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024,
+    };
     char host[256] = "";
     int listen_port = 0;
     if (a->listen) {
@@ -905,23 +896,9 @@ int main(int argc, char **argv)
         }
         memcpy(host, a->listen, (size_t)(colon - a->listen));
         host[colon - a->listen] = 0;
-        info.port = CONTEXT_PORT_NO_LISTEN_SERVER; /* wslisten.c accepts */
         listen_port = (int)port;
-    } else {
-        info.port = CONTEXT_PORT_NO_LISTEN;
     }
-    void *loops[] = {a->loop};
-    info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_DISABLE_IPV6 |
-                   LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-    info.foreign_loops = loops;
-    info.protocols = protocols;
-    info.user = a;
-    info.timeout_secs = HANDSHAKE_TIMEOUT_S;
-    info.max_http_header_data = MAX_HEADER_DATA;
-    info.pt_serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024;
-    info.gid = -1;
-    info.uid = -1;
-    a->ctx = lws_create_context(&info);
+    a->ctx = wsctx_new(&wc);
     if (!a->ctx) {
         fprintf(stderr, "airlock-runner: cannot %s\n", a->listen ? "listen" : "start the client");
         return 1;

@@ -1,6 +1,6 @@
 /*
- * wsglue: whole messages and close frames over libwebsockets 4.1 (see
- * wsglue.h for why each is needed).
+ * wsglue: whole messages in and out, close frames and query arguments
+ * over libwebsockets 4.1 (see wsglue.h for why each is needed).
  */
 #include "wsglue.h"
 
@@ -78,6 +78,51 @@ int wsg_close_now(struct wsg *g, struct lws *wsi)
     lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
     lws_callback_on_writable(wsi);
     return 0;
+}
+
+int wsg_write(struct lws *wsi, uint8_t *msg, size_t len)
+{
+    if (lws_write(wsi, msg, len, LWS_WRITE_BINARY) < (int)len)
+        return -1;
+    if (lws_send_pipe_choked(wsi)) {
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    return 1;
+}
+
+enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, long *err)
+{
+    static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
+    *wrote = 0;
+    for (int i = 0; i < WSG_WRITES_PER_CALLBACK; i++) {
+        long n = pull(ud, wsi, buf + LWS_PRE, AL_MAX_FRAME);
+        if (n < 0) {
+            *err = n;
+            return WSG_TX_PULL;
+        }
+        if (n == 0)
+            break;
+        int rc = wsg_write(wsi, buf + LWS_PRE, (size_t)n);
+        if (rc < 0)
+            return WSG_TX_FAILED;
+        *wrote = 1;
+        if (rc == 0)
+            return WSG_TX_CHOKED;
+        if (i == WSG_WRITES_PER_CALLBACK - 1)
+            lws_callback_on_writable(wsi);
+    }
+    return WSG_TX_IDLE;
+}
+
+const char *wsg_urlarg(struct lws *wsi, const char *name, char *buf, int cap)
+{
+    char key[64];
+    (void)snprintf(key, sizeof key, "%s=", name);
+    if (!lws_get_urlarg_by_name(wsi, key, buf, cap))
+        return NULL;
+    size_t kl = strlen(key);
+    return !strncmp(buf, key, kl) ? buf + kl : buf;
 }
 
 void wsg_release(struct wsg *g)

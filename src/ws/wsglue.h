@@ -1,8 +1,10 @@
 /*
  * wsglue: what every airlock.v1 WebSocket needs from libwebsockets 4.1,
- * written once for airlockd (api.c), the runner (runner_main.c) and the
- * CLI (cli_net.c): whole binary messages out of lws's fragments, and a
- * close frame with a code and reason.
+ * written once for airlockd (api_ws.c), the runner (runner_main.c) and the
+ * CLI (cli_net.c): whole binary messages out of lws's fragments, whole
+ * messages written until the socket is choked, a close frame with a code
+ * and reason, and a request's query arguments. The lws context itself is
+ * wsctx.h's.
  *
  * Why: lws delivers a message in pieces (fragments and partial reads);
  * airlock.v1 carries exactly one frame per binary message, at most
@@ -18,6 +20,14 @@
  * AL_MAX_FRAME bytes, allocated at the first message, freed by
  * wsg_release) and the close state. Not linked by al_common, so that code
  * which never speaks WebSocket does not link lws.
+ *
+ * Writing: at a WRITEABLE, wsg_drain() pulls encoded frames from the
+ * caller's endpoint and writes one binary message each, until the endpoint
+ * has nothing more, the socket is choked (lws_send_pipe_choked: a
+ * WRITEABLE is asked for and the rest waits for it), or
+ * WSG_WRITES_PER_CALLBACK messages went (then too: the loop gets a turn).
+ * The frames go through one buffer of LWS_PRE + AL_MAX_FRAME bytes per
+ * process (the programs are single-threaded).
  */
 #ifndef AL_WSGLUE_H
 #define AL_WSGLUE_H
@@ -26,7 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WSG_CLOSE_WHY_MAX 123 /* a close reason fits one control frame */
+#define WSG_CLOSE_WHY_MAX 123      /* a close reason fits one control frame */
+#define WSG_WRITES_PER_CALLBACK 64 /* messages one WRITEABLE writes at most */
 
 struct wsg {
     uint8_t *msg;
@@ -58,6 +69,29 @@ void wsg_close_later(struct wsg *g, struct lws *wsi, int code, const char *why);
  * or -1 once it was sent (or could not be): the caller returns -1 to lws to
  * drop the socket. */
 int wsg_close_now(struct wsg *g, struct lws *wsi);
+/* Write one whole binary message; msg has LWS_PRE bytes of room before it.
+ * 1: the socket may take more now; 0: it is choked (a WRITEABLE is asked
+ * for); -1: lws_write failed (drop the connection). */
+int wsg_write(struct lws *wsi, uint8_t *msg, size_t len);
+
+/* The next encoded frame into buf (at most cap bytes): its length, 0 when
+ * there is none, or an AL_E_* (it cannot be encoded). */
+typedef long (*wsg_pull_fn)(void *ud, struct lws *wsi, uint8_t *buf, size_t cap);
+
+enum wsg_tx {
+    WSG_TX_IDLE = 0,    /* pull has nothing more, or WSG_WRITES_PER_CALLBACK
+                         * messages went (a WRITEABLE is asked for) */
+    WSG_TX_CHOKED = 1,  /* the socket is full: a WRITEABLE is asked for */
+    WSG_TX_FAILED = -1, /* lws_write failed: drop the connection */
+    WSG_TX_PULL = -2,   /* pull failed: its AL_E_* is in *err */
+};
+
+/* At a WRITEABLE: write what pull gives (see above). *wrote: whether a
+ * message went (a close frame then waits for a WRITEABLE of its own). */
+enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, long *err);
+/* A query argument's value (lws 4.1 hands back "name=value"): a pointer
+ * into buf, or NULL when the request has none. */
+const char *wsg_urlarg(struct lws *wsi, const char *name, char *buf, int cap);
 /* Free the message buffer (the struct itself is the caller's). */
 void wsg_release(struct wsg *g);
 /* Disable Nagle on the connection's socket: frames are small and latency

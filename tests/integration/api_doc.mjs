@@ -6,10 +6,10 @@
 //   the same strings and booleans, numbers of the same kind) must be the
 //   documented ones;
 // - api.md's route table and the route table of the code (routes[] in
-//   src/control/api.c) have the same rows, method and path (a row of the
+//   src/control/api_route.c) have the same rows, method and path (a row of the
 //   code ending in "*", what a resource's routes leave, lies under a row of
-//   api.md), every other path the code writes is in api.md's table, and
-//   every row of that table has an example;
+//   api.md), every other path the code (src/control/api*.c) writes is in
+//   api.md's table, and every row of that table has an example;
 // - the options tables of api.md list exactly the options each program's
 //   --help shows (airlockd keygen, token, user, serve; airlock-runner; airlock).
 // Every mismatch is reported before the test fails. AL_API_DOC_SHOW=1
@@ -21,7 +21,11 @@ import { run, check, tmpdir, rawHttp, sleep, BIN, SRC } from '../interop/harness
 import { startAirlockd, addUser, addLocalSandbox } from '../interop/airlockd.mjs';
 
 const DOC = path.join(SRC, 'docs', 'api.md');
-const ROUTES_C = path.join(SRC, 'src', 'control', 'api.c'); // holds routes[]
+const ROUTES_C = path.join(SRC, 'src', 'control', 'api_route.c'); // holds routes[]
+// the other files of the API, whose paths must be in the table too
+const API_C = fs.readdirSync(path.dirname(ROUTES_C))
+  .filter((f) => /^api.*\.c$/.test(f) && f !== path.basename(ROUTES_C))
+  .map((f) => path.join(path.dirname(ROUTES_C), f));
 const GET_RETRY_MS = 10000; // a GET that does not match yet is retried this long
 const fails = [];
 function want(cond, msg) {
@@ -236,8 +240,12 @@ function codeRoutes(src) {
   const block = src.slice(start, end);
   const rows = [...block.matchAll(/\{(M_[A-Z]+),\s*"([^"]*)"/g)].map((m) => ({ method: m[1], path: m[2] }));
   const rest = src.slice(0, start) + src.slice(end);
-  const others = [...rest.matchAll(/"(\/(?:v1\/|metrics|healthz|app\/|vendor\/)[^"]*)"/g)].map((m) => m[1]);
-  return { rows, others: [...new Set(others)] };
+  return { rows, others: [...new Set(codePaths(rest))] };
+}
+
+// The paths a source names in string literals.
+function codePaths(src) {
+  return [...src.matchAll(/"(\/(?:v1\/|metrics|healthz|app\/|vendor\/)[^"]*)"/g)].map((m) => m[1]);
 }
 
 function rowRegex(p) {
@@ -299,6 +307,7 @@ await run('api_doc', async () => {
   const table = routeTable(md);
   check(table.length > 0, `api.md has a route table (${table.length} rows)`);
   const code = codeRoutes(src);
+  code.others = [...new Set([...code.others, ...API_C.flatMap((f) => codePaths(fs.readFileSync(f, 'utf8')))])];
   check(code.rows.length > 0, `${path.basename(ROUTES_C)} has a route table (${code.rows.length} rows)`);
   const docMethod = { M_ANY: 'any', M_GET: 'GET', M_POST: 'POST', M_DELETE: 'DELETE', M_UPGRADE: 'GET' };
   for (const c of code.rows) {

@@ -1,0 +1,127 @@
+/*
+ * api_auth: who is asking, and from where. A request is authenticated by
+ * an API key (Authorization: Bearer) or by the web page's session: its
+ * cookie AND its CSRF token (X-Airlock-CSRF on HTTP, the subprotocol entry
+ * airlock-csrf.TOKEN on an upgrade; websess.h has the rules, db.h the
+ * sessions). A failure is counted as a refusal (api_audit.c), the key
+ * itself never logged. api_auth_origin_ok() says whether the Origin of a
+ * request is our own address (a change through a session needs it; an
+ * upgrade with a foreign one is refused but a runner's).
+ *
+ * Not here: what each role may do (the route table, api_route.c), the
+ * sign-in and sign-out (api_session.c), a runner's token and key
+ * (api_runner.c).
+ */
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "al_err.h"
+#include "api_local.h"
+#include "bearer.h"
+#include "db.h"
+#include "websess.h"
+
+void api_auth_peer(struct lws *wsi, char *peer, size_t cap)
+{
+    (void)snprintf(peer, cap, "?");
+    lws_get_peer_simple(wsi, peer, cap);
+}
+
+const char *api_auth_bearer(struct lws *wsi, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+    if (n > 0 && (size_t)n < cap)
+        (void)lws_hdr_copy(wsi, buf, (int)cap, WSI_TOKEN_HTTP_AUTHORIZATION);
+    return bearer_token(buf[0] ? buf : NULL);
+}
+
+/* The CSRF token of this request: X-Airlock-CSRF, or on a WebSocket
+ * upgrade its Sec-WebSocket-Protocol entry. NULL when there is none. */
+static const char *request_csrf(struct lws *wsi, int upgrade, char *buf, size_t cap)
+{
+    if (!upgrade)
+        return api_http_hdr_custom(wsi, WEBSESS_CSRF_HEADER, buf, cap);
+    char list[API_MAX_HEADER * 2];
+    const char *p = api_http_hdr(wsi, WSI_TOKEN_PROTOCOL, list, sizeof list);
+    return p && websess_ws_csrf(p, buf, cap) == AL_OK ? buf : NULL;
+}
+
+/*
+ * The user of a session cookie used with its CSRF token. Several cookies of
+ * our name may come (another port of this host can set one too): the first
+ * that is a live session wins. AL_OK (via filled), AL_E_NOENT (no cookie, or none is a live
+ * session), AL_E_PERM (a live session, but the CSRF token is missing or wrong).
+ */
+static int session_user(struct api *a, struct lws *wsi, const char *csrf, struct db_user *u,
+                        struct who_via *via)
+{
+    char buf[API_MAX_COOKIE + 1];
+    if (!api_http_hdr(wsi, WSI_TOKEN_HTTP_COOKIE, buf, sizeof buf))
+        return AL_E_NOENT;
+    int rc = AL_E_NOENT;
+    for (unsigned i = 0; i < WEBSESS_COOKIES_MAX; i++) {
+        char id[WEBSESS_VALUE_MAX];
+        int r = websess_cookie_nth(buf, a->tls, i, id, sizeof id);
+        if (r == AL_E_NOENT)
+            break;
+        struct db_session s;
+        if (r == AL_OK)
+            r = db_session_use(a->db, id, csrf, api_now_ms(), &a->sess, &s);
+        if (r == AL_OK) {
+            *u = s.user;
+            via->cookie = 1;
+            (void)snprintf(via->sid, sizeof via->sid, "%s", id);
+            via->expires_at = s.expires_at;
+            return AL_OK;
+        }
+        if (r == AL_E_PERM)
+            rc = AL_E_PERM;
+    }
+    return rc;
+}
+
+/* Whether the request's Origin is our own address; *present: it has one. */
+int api_auth_origin_ok(const struct api *a, struct lws *wsi, int *present)
+{
+    char origin[API_MAX_HEADER], host[API_MAX_HEADER];
+    *present = lws_hdr_total_length(wsi, WSI_TOKEN_ORIGIN) > 0;
+    return websess_origin_same(api_http_hdr(wsi, WSI_TOKEN_ORIGIN, origin, sizeof origin),
+                               api_http_hdr(wsi, WSI_TOKEN_HOST, host, sizeof host), a->tls);
+}
+
+/*
+ * Who is asking: an API key (Authorization: Bearer), else the session
+ * cookie with its CSRF token (upgrade: from the WebSocket subprotocols).
+ * 0 and *u (*via set), or -1 with why (for a 401), audited.
+ */
+int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
+                 const char **why, struct who_via *via)
+{
+    char auth[API_MAX_AUTH + 1], csrf[WEBSESS_VALUE_MAX];
+    const char *key = api_auth_bearer(wsi, auth, sizeof auth);
+    memset(via, 0, sizeof *via);
+    int srx = AL_E_NOENT;
+    if (!key) {
+        srx = session_user(a, wsi, request_csrf(wsi, upgrade, csrf, sizeof csrf), u, via);
+        if (srx == AL_OK) {
+            *why = NULL;
+            return 0;
+        }
+    }
+    int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
+    if (rc == AL_OK) {
+        *why = NULL;
+        return 0;
+    }
+    char peer[64];
+    api_auth_peer(wsi, peer, sizeof peer);
+    /* the key itself is never logged, not even in part */
+    *why = !key && srx == AL_E_PERM ? "session without its CSRF token"
+           : !key                   ? "no API key or live session"
+           : rc == AL_E_NOENT       ? "unknown API key"
+                                    : "malformed API key";
+    api_audit_refused(a, peer, "auth_failed", *why, uri);
+    return -1;
+}

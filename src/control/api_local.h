@@ -1,0 +1,210 @@
+/*
+ * api_local: what the files of `airlockd serve`'s network side share
+ * (api.c lists them and what each holds), and nothing else includes: the
+ * context, a connection, a request, what a route handler is given, and
+ * each file's functions, under its name.
+ *
+ * Data model: struct api is the lws context's user data, one per server:
+ * the configuration, the database, the signer, the relay, the loop and the
+ * listening socket (api.c owns them). struct http_req is lws's
+ * per-session data of an HTTP request (api_http.c). struct conn is a
+ * WebSocket connection's lws "opaque user data" (api_ws.c). struct call is
+ * what one request's handler is given (api_route.c fills it).
+ */
+#ifndef AL_API_LOCAL_H
+#define AL_API_LOCAL_H
+
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "al_limits.h"
+#include "al_log.h"
+#include "api.h"
+#include "db.h"
+#include "websess.h"
+#include "wsglue.h"
+
+#define API_MAX_URI 512
+#define API_MAX_AUTH 512        /* an API key or token header is far shorter */
+#define API_MAX_BODY (1u << 20) /* a JSON answer */
+#define API_MAX_REQ (64u << 10) /* a JSON request body (APIREQ_MAX_BODY) */
+#define API_LIST_MAX 1000       /* rows in one list answer */
+#define API_MS_PER_S 1000
+#define API_MAX_COOKIE 4096
+#define API_MAX_HEADER 256 /* Origin, Host, Content-Type, Sec-Fetch-Site */
+#define API_MAX_FILE_NAME 128
+
+enum method { M_GET, M_POST, M_DELETE, M_OTHER, M_ANY, M_UPGRADE };
+enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
+
+struct rl_sbx;
+struct rl_client;
+
+struct api {
+    struct api_config cfg;
+    char data_dir[PATH_MAX];
+    char runner_bin[PATH_MAX];
+    char self_url[300];
+    char web_dir[PATH_MAX];
+    int tls;
+    struct db_session_policy sess; /* web sessions' lifetimes, in ms */
+    struct db *db;
+    struct signer *signer; /* mints our tokens: the key is in its process only */
+    struct relay *relay;
+    struct lsbx *lsbx; /* local sandboxes' runners */
+    struct lws_context *ctx;
+    uv_loop_t *loop;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t tick;
+    /* an accepted upgrade, handed from CONFIRM_UPGRADE to ESTABLISHED */
+    struct lws *pending_wsi;
+    struct conn *pending;
+    struct wsl *wsl;  /* the listening socket, the connection limits */
+    struct aagg *agg; /* refusals not yet written to the audit log */
+    uint64_t next_flush_ms, next_prune_ms;
+    struct al_lograte log_refused;
+};
+
+struct conn {
+    enum conn_kind kind;
+    struct rl_sbx *sb;
+    struct rl_client *cl;
+    char token[AL_MAX_TOKEN + 1]; /* dial: the bearer we present */
+    struct wsg ws;                /* the message being reassembled, the close */
+};
+
+struct http_req {
+    enum method method;
+    char uri[API_MAX_URI];
+    char *body;
+    size_t len;
+    int too_big;
+    /* refused before its body was read (401, 404, 413): the body is
+     * dropped as it comes, and this is the answer at its end */
+    unsigned refused;
+};
+
+/* How api_auth_who() found the user: by cookie, the session's secret and expiry. */
+struct who_via {
+    int cookie;
+    char sid[WEBSESS_VALUE_MAX];
+    int64_t expires_at; /* Unix ms */
+};
+
+/* What a handler is given: the request, who asks, what its path held. */
+struct call {
+    struct http_req *q; /* NULL on an upgrade */
+    const char *uri;
+    struct db_user u; /* zero on an open route */
+    struct who_via via;
+    char id[DB_NAME_MAX + 1];         /* the path's {id} */
+    char file[API_MAX_FILE_NAME + 1]; /* the path's {file} */
+    struct db_terminal *term;         /* ROUTE_TERMINAL: the row of {id} */
+    struct conn *conn;                /* an upgrade: the connection it makes */
+};
+
+/* A list being answered: the rows so far (at most API_LIST_MAX). */
+struct api_list {
+    struct api *a;
+    json_t *arr;
+    size_t n;
+};
+
+/* The request's body, "" when it has none. */
+static inline const char *api_body_of(const struct call *c)
+{
+    return c->q->body ? c->q->body : "";
+}
+
+/* api.c */
+__attribute__((format(printf, 3, 4))) void api_log(const struct api *a, int level, const char *fmt,
+                                                   ...);
+int64_t api_now_ms(void); /* wall clock, Unix ms */
+
+/* api_http.c: lws's HTTP callbacks of a request; a request header into buf,
+ * NULL when absent or too long (api_http_hdr_custom: "name:" in lower case). */
+int api_http_request(struct api *a, struct lws *wsi, struct http_req *q);
+int api_http_body(struct http_req *q, const void *in, size_t len);
+int api_http_done(struct api *a, struct lws *wsi, struct http_req *q);
+const char *api_http_hdr(struct lws *wsi, enum lws_token_indexes t, char *buf, size_t cap);
+const char *api_http_hdr_custom(struct lws *wsi, const char *name, char *buf, size_t cap);
+
+/* api_route.c: the dispatches (0, or -1 to drop the connection) */
+int api_route_http(struct api *a, struct lws *wsi, struct http_req *q);
+int api_route_upgrade(struct api *a, struct lws *wsi);
+unsigned api_route_body_verdict(struct api *a, struct lws *wsi, const struct http_req *q, long len);
+
+/* api_auth.c */
+void api_auth_peer(struct lws *wsi, char *peer, size_t cap);
+const char *api_auth_bearer(struct lws *wsi, char *buf, size_t cap);
+int api_auth_origin_ok(const struct api *a, struct lws *wsi, int *present);
+int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
+                 const char **why, struct who_via *via);
+
+/* api_reply.c: each answer's return is lws's (0, or -1 to drop) */
+int api_reply(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len);
+int api_reply_json_cookie(struct lws *wsi, unsigned status, json_t *v, const char *cookie);
+int api_reply_json(struct lws *wsi, unsigned status, json_t *v);
+int api_reply_error(struct lws *wsi, unsigned status, const char *msg);
+unsigned api_reply_status(int rc);
+int api_reply_list(struct api *a, struct lws *wsi, const struct call *c, struct api_list *l,
+                   int rc);
+
+/* api_view.c */
+json_t *api_view_sandbox(const struct api *a, const struct db_sandbox *s);
+json_t *api_view_terminal(struct api *a, const struct db_terminal *t);
+int api_view_add_sandbox(void *ctx, const struct db_sandbox *s);
+int api_view_add_terminal(void *ctx, const struct db_terminal *t);
+int api_view_add_audit(void *ctx, const struct db_audit *e);
+
+/* api_audit.c */
+void api_audit(struct api *a, const char *actor, const char *action, const char *target,
+               const char *detail);
+void api_audit_refused(struct api *a, const char *peer, const char *action, const char *why,
+                       const char *target);
+void api_audit_housekeeping(struct api *a, int force);
+
+/* api_ws.c */
+void api_ws_wake(void *conn);
+struct conn *api_ws_conn(struct lws *wsi);
+void api_ws_free(struct lws *wsi, struct conn *c);
+int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len);
+int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c);
+void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c);
+
+/* api_runner.c */
+void api_runner_up(struct api *a, struct conn *c, struct lws *wsi);
+int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *token);
+int api_runner_handshake(struct lws *wsi, void *in, size_t len);
+void api_runner_dial_failed(struct lws *wsi, const void *in);
+
+/* The routes' handlers (api_route.c's table), by resource: answer the
+ * request and return lws's 0 or -1. An upgrade's (api_terminal_attach,
+ * api_runner_connect) returns 0 with c->conn set up, or -1 answered. */
+int api_metrics_healthz(struct api *a, struct lws *wsi, struct call *c);
+int api_metrics_get(struct api *a, struct lws *wsi, struct call *c);
+int api_static_index(struct api *a, struct lws *wsi, struct call *c);
+int api_static_app(struct api *a, struct lws *wsi, struct call *c);
+int api_static_vendor(struct api *a, struct lws *wsi, struct call *c);
+int api_session_login(struct api *a, struct lws *wsi, struct call *c);
+int api_session_get(struct api *a, struct lws *wsi, struct call *c);
+int api_session_logout(struct api *a, struct lws *wsi, struct call *c);
+int api_sandbox_list(struct api *a, struct lws *wsi, struct call *c);
+int api_sandbox_add(struct api *a, struct lws *wsi, struct call *c);
+int api_sandbox_remove(struct api *a, struct lws *wsi, struct call *c);
+int api_sandbox_enroll(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_list(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_create(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_get(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_kill(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_close(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_recording(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_attach(struct api *a, struct lws *wsi, struct call *c);
+int api_audit_list(struct api *a, struct lws *wsi, struct call *c);
+int api_runner_connect(struct api *a, struct lws *wsi, struct call *c);
+
+#endif

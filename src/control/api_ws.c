@@ -1,0 +1,132 @@
+/*
+ * api_ws: airlockd's WebSocket connections, a client's or a runner's
+ * (accepted or dialed): whole messages in to the relay, the relay's frames
+ * out at each WRITEABLE (wsg_drain), the close when the relay's endpoint
+ * asks for it, and the relay told when the connection is gone.
+ *
+ * Data model: struct conn (api_local.h) is the connection's lws "opaque
+ * user data", made by the upgrade (api_route.c) or the dialer
+ * (api_runner.c), freed here when the connection closes: what it is
+ * linked to in the relay (a client, or a sandbox for a runner link), the
+ * message being reassembled and the close state (struct wsg).
+ *
+ * Not here: who may connect (api_route.c, api_terminal.c, api_runner.c),
+ * the protocol (relay.c's endpoints).
+ */
+#include <libwebsockets.h>
+#include <stdlib.h>
+
+#include "al_err.h"
+#include "api_local.h"
+#include "endpoint.h"
+#include "relay.h"
+#include "wsglue.h"
+
+/* The relay's wake function: its endpoint of this connection has output. */
+void api_ws_wake(void *conn)
+{
+    lws_callback_on_writable((struct lws *)conn);
+}
+
+/* The connection's struct conn, or NULL (an HTTP request, or freed). */
+struct conn *api_ws_conn(struct lws *wsi)
+{
+    return lws_get_opaque_user_data(wsi);
+}
+
+void api_ws_free(struct lws *wsi, struct conn *c)
+{
+    if (!c)
+        return;
+    wsg_release(&c->ws);
+    free(c);
+    lws_set_opaque_user_data(wsi, NULL);
+}
+
+/* LWS_CALLBACK_*RECEIVE: a piece of a message; a whole one to the relay. */
+int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len)
+{
+    if (!c)
+        return 0;
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    int rc = AL_OK;
+    if (rx == WSG_REFUSED) {
+        /* the endpoint says why in an ERROR, then asks for the close */
+        api_log(a, 1, "peer's message refused: %s", c->ws.refused_why);
+        if (c->cl)
+            rc = relay_client_refuse(c->cl, c->ws.refused, c->ws.refused_why);
+        else if (c->sb)
+            rc = relay_runner_refuse(c->sb, wsi, c->ws.refused, c->ws.refused_why);
+        if (rc != AL_OK) /* no endpoint to say it: close at once */
+            wsg_close_later(&c->ws, wsi, ep_close_code_of(c->ws.refused), c->ws.refused_why);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    if (rx != WSG_MESSAGE)
+        return 0;
+    if (c->cl)
+        rc = relay_client_input(c->cl, c->ws.msg, n);
+    else if (c->sb)
+        rc = relay_runner_input(c->sb, wsi, c->ws.msg, n);
+    if (rc != AL_OK)
+        api_log(a, 1, "peer broke the protocol: %s", al_strerror(rc));
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+/* What wsg_drain() writes: the frames of the client's or the runner's endpoint. */
+static long pull_output(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    struct conn *c = conn;
+    return c->cl   ? relay_client_output(c->cl, buf, cap)
+           : c->sb ? relay_runner_output(c->sb, wsi, buf, cap)
+                   : 0;
+}
+
+/* LWS_CALLBACK_*_WRITEABLE: the close if one is due, else the relay's
+ * frames, then the close its endpoint asks for. */
+int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
+{
+    if (!c)
+        return -1;
+    if (c->ws.close_code)
+        return wsg_close_now(&c->ws, wsi);
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wsg_drain(wsi, pull_output, c, &wrote, &err);
+    if (tx == WSG_TX_PULL) {
+        api_log(a, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        return -1;
+    }
+    if (tx != WSG_TX_IDLE)
+        return tx == WSG_TX_CHOKED ? 0 : -1;
+    int code = 0;
+    const char *reason = NULL;
+    int closing = c->cl   ? relay_client_closing(c->cl, &code, &reason)
+                  : c->sb ? relay_runner_closing(c->sb, wsi, &code, &reason)
+                          : 1;
+    if (closing) {
+        if (wrote) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        wsg_close_later(&c->ws, wsi, code ? code : AL_CLOSE_NORMAL, reason ? reason : "closing");
+    }
+    return 0;
+}
+
+/* The connection is gone: the relay is told, the struct conn freed. */
+void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c)
+{
+    (void)a;
+    if (!c)
+        return;
+    if (c->cl)
+        relay_client_gone(c->cl);
+    else if (c->sb)
+        relay_runner_down(c->sb, wsi);
+    api_ws_free(wsi, c);
+}
