@@ -33,31 +33,6 @@
 
 #define PROC_EOF_CHAR 4 /* ^D, when VEOF is disabled */
 
-/* ---- errors -------------------------------------------------------------- */
-
-int proc_err_from_errno(int e)
-{
-    switch (e) {
-    case ENOENT:
-    case ENOTDIR:
-    case ESRCH:
-    case ECHILD:
-        return AL_E_NOENT;
-    case EACCES:
-    case EPERM:
-        return AL_E_PERM;
-    case ENOMEM:
-        return AL_E_NOMEM;
-    case E2BIG:
-    case ENAMETOOLONG:
-        return AL_E_TOOBIG;
-    case EAGAIN:
-        return AL_E_AGAIN;
-    default:
-        return AL_E_IO;
-    }
-}
-
 /* ---- the parent ------------------------------------------------------------ */
 
 void proc_close_fd(int *fd)
@@ -77,7 +52,7 @@ static int above_stdio(int *fd)
         return AL_OK;
     int nfd = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
     if (nfd < 0)
-        return proc_err_from_errno(errno);
+        return al_err_from_errno(errno);
     proc_close_fd(fd);
     *fd = nfd;
     return AL_OK;
@@ -87,7 +62,7 @@ static int set_nonblock(int fd)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return proc_err_from_errno(errno);
+        return al_err_from_errno(errno);
     return AL_OK;
 }
 
@@ -96,11 +71,8 @@ static int pty_open(uint16_t cols, uint16_t rows, int *master, int *slave, char 
 {
     int e = 0, s = -1;
     int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (m < 0) {
-        e = errno;
-        al_errf(err, errcap, "cannot open a PTY: %s", strerror(e));
-        return proc_err_from_errno(e);
-    }
+    if (m < 0)
+        return al_errf_errno(err, errcap, errno, "cannot open a PTY");
     if (grantpt(m) < 0 || unlockpt(m) < 0)
         goto fail;
 #ifdef TIOCGPTPEER
@@ -128,10 +100,9 @@ static int pty_open(uint16_t cols, uint16_t rows, int *master, int *slave, char 
     return AL_OK;
 fail:
     e = errno;
-    al_errf(err, errcap, "cannot set up a PTY: %s", strerror(e));
     proc_close_fd(&s);
     proc_close_fd(&m);
-    return proc_err_from_errno(e);
+    return al_errf_errno(err, errcap, e, "cannot set up a PTY");
 }
 
 static int64_t now_ms(void)
@@ -156,7 +127,7 @@ static int wait_exec(int fd, struct child_report *rep)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return proc_err_from_errno(errno);
+            return al_err_from_errno(errno);
         if (n == 0)
             return AL_E_TIMEOUT;
         ssize_t r = read(fd, rep, sizeof *rep);
@@ -242,7 +213,7 @@ static int report_error(const struct plan *pl, const struct child_report *rep, c
         al_errf(err, errcap, "cannot set up the child's signals: %s", msg);
         break;
     }
-    return proc_err_from_errno(rep->err);
+    return al_err_from_errno(rep->err);
 }
 
 static void proc_init(struct proc *p, enum proc_mode mode)
@@ -279,12 +250,12 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
         for (int i = 1; i < 3 && rc == AL_OK; i++) {
             cio[i] = fcntl(cio[0], F_DUPFD_CLOEXEC, 3);
             if (cio[i] < 0)
-                rc = proc_err_from_errno(errno);
+                rc = al_err_from_errno(errno);
         }
     } else {
         int a[2] = {-1, -1}, b[2] = {-1, -1}, c[2] = {-1, -1};
         if (pipe2(a, O_CLOEXEC) < 0 || pipe2(b, O_CLOEXEC) < 0 || pipe2(c, O_CLOEXEC) < 0)
-            rc = proc_err_from_errno(errno);
+            rc = al_err_from_errno(errno);
         cio[0] = a[0], pin = a[1];
         pout = b[0], cio[1] = b[1];
         perr = c[0], cio[2] = c[1];
@@ -298,7 +269,7 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
             rc = set_nonblock(perr);
     }
     if (rc == AL_OK && (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0))
-        rc = proc_err_from_errno(errno);
+        rc = al_err_from_errno(errno);
     for (int i = 0; i < 3 && rc == AL_OK; i++)
         rc = above_stdio(&cio[i]);
     if (rc == AL_OK)
@@ -329,8 +300,7 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
     int fork_errno = errno;
     int mrc = pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
-        al_errf(err, errcap, "cannot fork: %s", strerror(fork_errno));
-        rc = proc_err_from_errno(fork_errno);
+        rc = al_errf_errno(err, errcap, fork_errno, "cannot fork");
         goto out;
     }
     for (int i = 0; i < 3; i++)
@@ -401,7 +371,7 @@ int proc_resize(struct proc *p, uint16_t cols, uint16_t rows)
         return AL_E_STATE;
     struct winsize ws = {.ws_row = rows, .ws_col = cols};
     if (ioctl(p->fd_out, TIOCSWINSZ, &ws) < 0)
-        return proc_err_from_errno(errno);
+        return al_err_from_errno(errno);
     return AL_OK;
 }
 
@@ -412,7 +382,7 @@ int proc_close_stdin(struct proc *p)
     if (p->mode == PROC_PIPES) {
         if (p->fd_in < 0)
             return AL_OK;
-        int rc = close(p->fd_in) < 0 && errno != EINTR ? proc_err_from_errno(errno) : AL_OK;
+        int rc = close(p->fd_in) < 0 && errno != EINTR ? al_err_from_errno(errno) : AL_OK;
         p->fd_in = -1; /* closed even when close() reports an error */
         return rc;
     }
@@ -420,7 +390,7 @@ int proc_close_stdin(struct proc *p)
         return AL_E_STATE;
     struct termios t;
     if (tcgetattr(p->fd_in, &t) < 0)
-        return proc_err_from_errno(errno);
+        return al_err_from_errno(errno);
     unsigned char c = t.c_cc[VEOF];
     if (c == _POSIX_VDISABLE)
         c = PROC_EOF_CHAR;
@@ -432,7 +402,7 @@ int proc_close_stdin(struct proc *p)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return AL_E_AGAIN;
-        return n < 0 ? proc_err_from_errno(errno) : AL_E_IO;
+        return n < 0 ? al_err_from_errno(errno) : AL_E_IO;
     }
 }
 

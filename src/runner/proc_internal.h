@@ -93,8 +93,6 @@ static inline int proc_ok(const struct proc *p)
 {
     return p && p->pid > 1;
 }
-/* The AL_E_* code of a failed system call's errno. */
-int proc_err_from_errno(int e);
 /* Close *fd if open and set it to -1. */
 void proc_close_fd(int *fd);
 /* Take the command's status if the keeper has sent it (see proc_exit.c). */

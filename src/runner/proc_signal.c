@@ -79,7 +79,7 @@ static int signal_wrapped(struct proc *p, int signo, int whole_tree)
         note_kill(kill(-p->pid, signo), &delivered, &last);
     free(m);
     if (!delivered)
-        return rc == AL_E_NOENT ? rc : proc_err_from_errno(last);
+        return rc == AL_E_NOENT ? rc : al_err_from_errno(last);
     return rc;
 }
 
@@ -91,7 +91,7 @@ int proc_signal(struct proc *p, int signo, int whole_tree)
         return signal_wrapped(p, signo, whole_tree);
     (void)proc_status_poll(p);
     if (!whole_tree && !p->reaped) /* the cheap case: no walk */
-        return kill(-p->pid, signo) < 0 ? proc_err_from_errno(errno) : AL_OK;
+        return kill(-p->pid, signo) < 0 ? al_err_from_errno(errno) : AL_OK;
     struct pinfo *m = malloc(PROC_MAX_TREE * sizeof *m);
     size_t n = 0;
     int rc = m ? proc_tree(p, m, &n) : AL_E_NOMEM;
@@ -103,7 +103,7 @@ int proc_signal(struct proc *p, int signo, int whole_tree)
             note_kill(kill(m[i].pid, signo), &delivered, &last);
     free(m);
     if (!delivered)
-        return rc == AL_E_NOENT ? rc : proc_err_from_errno(last);
+        return rc == AL_E_NOENT ? rc : al_err_from_errno(last);
     return rc; /* a failed or partial walk, though something was signalled */
 }
 
@@ -162,6 +162,6 @@ int proc_kill_tree(struct proc *p)
     free(m);
     free(stopped);
     if (!delivered && rc == AL_OK)
-        rc = proc_err_from_errno(last);
+        rc = al_err_from_errno(last);
     return rc;
 }

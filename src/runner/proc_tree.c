@@ -82,12 +82,12 @@ static int scan_all(struct pinfo **out, size_t *count)
     *count = 0;
     int pfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0)
-        return proc_err_from_errno(errno);
+        return al_err_from_errno(errno);
     DIR *d = fdopendir(pfd);
     if (!d) {
         int e = errno;
         (void)close(pfd);
-        return proc_err_from_errno(e);
+        return al_err_from_errno(e);
     }
     size_t n = 0, cap = 0;
     struct pinfo *a = NULL;
