@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the runner's screen model, src/runner/vt.c and vtfilter.c
+ * Fuzz target: the runner's screen model, src/runner/vt*.c and vtfilter.c
  * with libvterm 0.1.4 behind them (PTY output is untrusted input).
  *
  * Input layout: byte 0 picks the width (1..100 columns), byte 1 the height

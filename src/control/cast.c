@@ -732,11 +732,8 @@ static int fsync_parent(const char *path, char *err, size_t cap)
         memcpy(dir, path, n);
     dir[n] = '\0';
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        int e = errno;
-        al_errf(err, cap, "%s: %s", dir, strerror(e));
-        return al_err_from_errno(e);
-    }
+    if (dfd < 0)
+        return al_errf_errno(err, cap, errno, "%s", dir);
     int e = fsync(dfd) != 0 ? errno : 0;
     if (close(dfd) != 0 && e == 0)
         e = errno;
@@ -751,11 +748,8 @@ static int cast_create(const char *path, const struct cast_header *h, struct cas
                        size_t cap)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        int e = errno;
-        al_errf(err, cap, "%s: %s", path, strerror(e));
-        return al_err_from_errno(e);
-    }
+    if (fd < 0)
+        return al_errf_errno(err, cap, errno, "%s", path);
     struct cast *c = NULL;
     int rc = cast_open_fd(fd, h, &c, err, cap);
     if (rc == AL_OK && (rc = cast_sync(c, NULL)) != AL_OK)
@@ -776,11 +770,8 @@ static int cast_resume(const char *path, const struct cast_header *h, int64_t re
                        struct cast **out, char *err, size_t cap)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        int e = errno;
-        al_errf(err, cap, "%s: %s", path, strerror(e));
-        return al_err_from_errno(e);
-    }
+    if (fd < 0)
+        return al_errf_errno(err, cap, errno, "%s", path);
     struct stat sb;
     int rc = AL_OK;
     int64_t last_us = 0;

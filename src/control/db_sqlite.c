@@ -55,22 +55,6 @@ enum {
 
 /* ---- open, migrate, close --------------------------------------------------- */
 
-static int dbs_errno_code(int e)
-{
-    switch (e) {
-    case ENOENT:
-    case ENOTDIR:
-        return AL_E_NOENT;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-    case ELOOP:
-        return AL_E_PERM;
-    default:
-        return AL_E_IO;
-    }
-}
-
 /* path must be a regular file (not a symlink) only its owner may access;
  * a missing file is fine when missing_ok. */
 static int dbs_check_file(struct db *db, const char *path, bool missing_ok)
@@ -80,7 +64,7 @@ static int dbs_check_file(struct db *db, const char *path, bool missing_ok)
         int e = errno;
         if (e == ENOENT && missing_ok)
             return AL_OK;
-        return db_fail(db, dbs_errno_code(e), "%s: %s", path, strerror(e));
+        return db_fail(db, al_err_from_errno(e), "%s: %s", path, strerror(e));
     }
     if (S_ISLNK(st.st_mode))
         return db_fail(db, AL_E_PERM, "%s is a symbolic link; refusing to follow it", path);
@@ -108,7 +92,7 @@ static int dbs_prepare_file(struct db *db)
     }
     int e = errno;
     if (e != EEXIST)
-        return db_fail(db, dbs_errno_code(e), "cannot create %s: %s", s->path, strerror(e));
+        return db_fail(db, al_err_from_errno(e), "cannot create %s: %s", s->path, strerror(e));
     int rc = dbs_check_file(db, s->path, false);
     static const char *const sides[] = {"-wal", "-shm"};
     for (size_t i = 0; rc == AL_OK && i < sizeof sides / sizeof sides[0]; i++) {

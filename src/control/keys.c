@@ -43,23 +43,6 @@ struct keys_pub {
     uint8_t x[TOK_KEY_LEN];
 };
 
-static int keys_errno_code(int e)
-{
-    switch (e) {
-    case ENOENT:
-    case ENOTDIR:
-        return AL_E_NOENT;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-        return AL_E_PERM;
-    case EEXIST:
-        return AL_E_EXISTS;
-    default:
-        return AL_E_IO;
-    }
-}
-
 int keys_path(const char *dir, const char *name, char *out, size_t cap)
 {
     if (!dir || !name || !out || cap == 0 || dir[0] == '\0')
@@ -215,11 +198,8 @@ int keys_load_private(const char *path, struct keys_signing **out, char *reason,
         return AL_E_INVAL;
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        al_errf(reason, cap, "cannot open signing key %s: %s", path, strerror(e));
-        return keys_errno_code(e);
-    }
+    if (fd < 0)
+        return al_errf_errno(reason, cap, errno, "cannot open signing key %s", path);
     int rc = AL_OK;
     char *buf = NULL;
     size_t len = 0;
@@ -314,11 +294,8 @@ static int keys_create_file(const char *path, mode_t mode, const char *data, siz
                             char *reason, size_t cap)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode);
-    if (fd < 0) {
-        int e = errno;
-        al_errf(reason, cap, "cannot create %s: %s", path, strerror(e));
-        return keys_errno_code(e);
-    }
+    if (fd < 0)
+        return al_errf_errno(reason, cap, errno, "cannot create %s", path);
     int werr = keys_write_all(fd, data, len) != 0 ? errno : 0;
     if (close(fd) != 0 && werr == 0)
         werr = errno;
@@ -455,8 +432,7 @@ static int keys_ensure_dir(const char *dir, char *reason, size_t cap)
         al_errf(reason, cap, "%s exists and is not a directory", dir);
         return AL_E_IO;
     }
-    al_errf(reason, cap, "cannot create data directory %s: %s", dir, strerror(e));
-    return keys_errno_code(e);
+    return al_errf_errno(reason, cap, e, "cannot create data directory %s", dir);
 }
 
 static void keys_sync_dir(const char *dir)
@@ -475,14 +451,14 @@ static int keys_gather_old(const char *key_path, const char *jwks_path, struct k
 {
     struct keys_signing *old = NULL;
     int rc = keys_load_private(key_path, &old, reason, cap);
-    if (rc == AL_OK) {
+    if (rc == AL_OK && old) { /* old: the analyzer cannot see that errors are < 0 */
         struct keys_pub p;
         rc = keys_pub_of(old, &p);
         keys_free(old);
         if (rc != AL_OK)
             return rc;
         keys_pubs_add(pubs, n, &p);
-    } else if (rc != AL_E_NOENT) {
+    } else if (rc != AL_OK && rc != AL_E_NOENT) {
         return rc; /* e.g. unsafe mode: say so rather than drop the key */
     }
     struct tok_keyset *ks = NULL;
@@ -528,9 +504,8 @@ static int keys_publish_jwks(const char *dir, const struct keys_pub *pubs, size_
         return rc;
     if (rename(tmp, path) != 0) {
         int e = errno;
-        al_errf(reason, cap, "cannot rename %s to %s: %s", tmp, path, strerror(e));
         (void)unlink(tmp);
-        return keys_errno_code(e);
+        return al_errf_errno(reason, cap, e, "cannot rename %s to %s", tmp, path);
     }
     return AL_OK;
 }
@@ -546,11 +521,10 @@ static int keys_install(const char *tmp, const char *path, bool replace, char *r
         return AL_OK;
     }
     int e = errno;
-    if (e == EEXIST)
-        al_errf(reason, cap, "%s already exists; not overwriting it", path);
-    else
-        al_errf(reason, cap, "cannot install %s: %s", path, strerror(e));
-    return keys_errno_code(e);
+    if (e != EEXIST)
+        return al_errf_errno(reason, cap, e, "cannot install %s", path);
+    al_errf(reason, cap, "%s already exists; not overwriting it", path);
+    return al_err_from_errno(e);
 }
 
 int keys_init_dir(const char *dir, bool rotate, struct keys_init_result *res, char *reason,

@@ -1,5 +1,5 @@
 /*
- * Tests of the process module (src/runner/proc.c) with real PTYs and real
+ * Tests of the process module (src/runner/proc*.c) with real PTYs and real
  * processes. Every wait is bounded (WAIT_MS); the test process makes
  * itself a child subreaper, so orphans of the tree tests come back to it
  * and the teardown can check that no child (or grandchild) is left alive

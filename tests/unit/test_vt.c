@@ -1,5 +1,5 @@
 /*
- * Tests of the runner's screen model (src/runner/vt.c).
+ * Tests of the runner's screen model (src/runner/vt.c, vt_query.c, vt_snapshot.c).
  *
  * The main oracle is the round trip: feed an input into one vt, take its
  * snapshot, feed the snapshot into a fresh vt of the same size, and compare

@@ -1,0 +1,141 @@
+/*
+ * vt_internal: the screen model's insides, shared by vt.c (the model and
+ * its feed path), vt_query.c (queries and accessors) and vt_snapshot.c
+ * (the serializer). Internal to the screen model: nothing else includes
+ * it; callers use vt.h.
+ *
+ * Data model. struct vt owns one VTerm (libvterm keeps the cells of the
+ * primary and alternate screens, the cursor, the pen and most modes) and
+ * one vtf filter that every PTY byte passes first. Beside them it keeps
+ * what libvterm 0.1.4 will not tell:
+ *   title, icon        from settermprop, copied (libvterm's string is
+ *                      transient), at most VT_MAX_TITLE bytes
+ *   altscreen, cursor_visible   from settermprop
+ *   insert, newline    IRM and LNM, tracked from CSI units (libvterm has no
+ *                      DECRQM for ANSI modes)
+ *   gset[4], gl        charset designations of G0..G3 (0: as after a reset)
+ *                      and the locking shift
+ *   tabs               tab stops, one bit per column (HTS, TBC, RIS, resize)
+ *   saved              what DECSC last saved (ESC 7, ?1048h, ?1049h)
+ *   held               the last glyph of the text so far when it ends in the
+ *                      last column: not yet written to libvterm, so that a
+ *                      combining mark arriving in the next read still joins
+ *                      it (see glyph_ends_row); written before anything else
+ *                      and before any look at the screen (vt_sync)
+ *   comb               libvterm's hidden "previous glyph": a combining mark
+ *                      joins it (rewriting its cell, even after the cell was
+ *                      erased or the screen reset) whenever the cursor stands
+ *                      right after it; from the last glyph damage of a write
+ *   pending_wrap       libvterm's hidden "phantom column" flag: the last
+ *                      glyph went into the last column with autowrap on, so
+ *                      the next one wraps. Worked out from the damage of the
+ *                      last glyph of each text unit (see text_done).
+ * The rest (DECCKM, DECOM, DECAWM, mouse, margins, cursor style...) is
+ * asked of libvterm when needed, by writing DECRQM/DECRQSS queries between
+ * filter units (the filter guarantees libvterm's parser is then idle) and
+ * catching the answers in cap[] through the output callback. Outside a
+ * query the output (answers to the program's own DA/DSR queries) is
+ * dropped: the viewers' terminals answer those.
+ *
+ * Rows are 0-based and columns logical (on a double-width line column c is
+ * the c-th double-width cell), as in libvterm. Every allocation here has
+ * one owner: struct vt owns term, filter; vt_snapshot owns its buffers
+ * until it hands the result to the caller.
+ */
+#ifndef VT_INTERNAL_H
+#define VT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vterm.h>
+
+#include "al_limits.h"
+#include "vt.h"
+#include "vtfilter.h"
+
+#define VT_CAP_MAX 256     /* bytes of one query answer kept */
+#define VT_DEFAULT_STYLE 1 /* DECSCUSR Ps of a reset terminal: blinking block */
+#define VT_HELD_MAX (4 * (1 + VTF_MAX_COMBINING)) /* bytes of one glyph held back */
+
+_Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
+_Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
+
+struct vt_saved {
+    int valid;
+    VTermPos pos;
+    struct vt_attrs pen;
+    int visible;
+    int style;
+};
+
+struct vt {
+    VTerm *term;
+    VTermScreen *screen;
+    VTermState *state;
+    struct vtf *filter;
+    uint16_t cols, rows;
+
+    int altscreen, cursor_visible;
+    char title[VT_MAX_TITLE + 1];
+    char icon[VT_MAX_TITLE + 1];
+
+    int insert, newline;
+    uint8_t gset[4];
+    uint8_t gl;
+    uint8_t tabs[AL_MAX_COLS / 8];
+    struct vt_saved saved;
+    int pending_wrap;
+
+    size_t held_len; /* a glyph held back, see glyph_ends_row */
+    uint8_t held[VT_HELD_MAX];
+    uint8_t tbuf[VT_HELD_MAX + VTF_TEXT_CHUNK];
+
+    struct { /* libvterm's "previous glyph" for combining marks */
+        int valid;
+        VTermPos pos; /* where it was printed */
+        int width;    /* its width; a mark joins it iff the cursor is at pos + width */
+        uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
+        uint32_t chars[VT_MAX_CHARS];
+    } comb;
+
+    int dmg_seen; /* damage seen while writing one text unit, and the last */
+    VTermRect dmg_last;
+
+    unsigned snap_gaps;            /* what the last snapshot could not reproduce */
+    enum vt_snap_level snap_level; /* the ladder's step the last snapshot made */
+
+    int capturing;
+    size_t cap_len;
+    char cap[VT_CAP_MAX + 1];
+};
+
+/* --- vt.c: reading libvterm, the held glyph ------------------------------ */
+
+/* A cell as libvterm stores it (DECSCNM not applied). */
+void vt_read_cell(const struct vt *vt, int row, int col, struct vt_cell *out);
+/* Columns of a row: half the screen on a double-width line, at least 1. */
+int vt_row_width(const struct vt *vt, int row);
+void vt_conv_color(const VTermColor *c, struct vt_color *out);
+/* Writes the held glyph (see held above) to libvterm: before any look at
+ * the screen. */
+void vt_sync(struct vt *vt);
+
+/* --- vt_query.c: queries, pens, comparisons ------------------------------ */
+
+/* Writes a query straight to libvterm (never through the filter) and keeps
+ * the answer in vt->cap, NUL-terminated. Also used to move libvterm's
+ * cursor or change a mode without tracking it. */
+void vt_query(struct vt *vt, const char *q);
+/* DECRQM for a DEC private mode: 1 set, 0 reset, -1 unknown to libvterm. */
+int vt_query_mode(struct vt *vt, int mode);
+/* DECRQSS: up to two numbers of the answer to "ESC P $ q <what> ST"; 0 or -1. */
+int vt_query_status(struct vt *vt, const char *what, long *a, long *b);
+/* DECSCUSR Ps (1..6) of the cursor, VT_DEFAULT_STYLE if libvterm does not say. */
+int vt_query_style(struct vt *vt);
+/* The pen new glyphs get. */
+void vt_read_pen(const struct vt *vt, struct vt_attrs *a);
+/* Field by field: 1 if equal. */
+int vt_attrs_equal(const struct vt_attrs *a, const struct vt_attrs *b);
+
+#endif
