@@ -2,23 +2,30 @@
  * cli_attach: see cli_attach.h. This file sets a session up (the endpoint,
  * the local descriptors, raw mode, timers and signals), runs the loop and
  * tears the session down; struct cli_session and the files that run it
- * are in cli_session.h.
+ * are in cli_session.h. Then the attach command: its options (some shared
+ * with run, cli_run.c), the terminal looked up (GET /v1/terminals/ID: its
+ * sandbox, mode and state) and the session started.
  *
  * A terminal's descriptors are opened again for this process (their own
  * O_NONBLOCK); the flags of fds 0-2 are put back as they were at the end.
  */
 #include "cli_attach.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "cli_app.h"
+#include "cli_err.h"
 #include "cli_link.h"
 #include "cli_output.h"
 #include "cli_session.h"
@@ -26,6 +33,8 @@
 
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 5000
+#define MS_PER_S 1000
+#define MAX_RETRY_FOR_S (7ull * 86400)
 
 /* ---- set-up and the loop ---------------------------------------------------- */
 
@@ -199,4 +208,101 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
     free(a->txbuf);
     free(a);
     return AL_OK;
+}
+
+/* ---- the attach command ------------------------------------------------------ */
+
+/* Options shared by attach and run; 1 when argv[*i] was one of them. */
+int cli_attach_opt(struct cli_attach_args *o, int argc, char **argv, int *i, int *err)
+{
+    const char *s = argv[*i];
+    if (!strcmp(s, "--escape") && *i + 1 < argc) {
+        const char *v = argv[++*i];
+        if (!strcmp(v, "none"))
+            o->escape = -1;
+        else if (strlen(v) == 1 && (unsigned char)v[0] > ' ' && (unsigned char)v[0] < 0x7f)
+            o->escape = (unsigned char)v[0];
+        else
+            *err = cli_err_usage("--escape wants one printable character or 'none', not '%s'", v);
+        return 1;
+    }
+    if (!strcmp(s, "--retry-for") && *i + 1 < argc) {
+        char *end;
+        errno = 0;
+        const char *v = argv[++*i];
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n > MAX_RETRY_FOR_S)
+            *err = cli_err_usage("--retry-for wants seconds, not '%s'", v);
+        o->retry_for_ms = n * MS_PER_S;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct cli_attach_args *aa,
+                     int quiet, int *detached)
+{
+    struct cli_attach_opts o;
+    memset(&o, 0, sizeof o);
+    o.term_id = id;
+    o.pipe_mode = pipe;
+    o.read_only = aa->read_only;
+    o.escape = aa->escape;
+    o.retry_for_ms = aa->retry_for_ms;
+    o.quiet = quiet;
+    o.forward_signals = pipe;
+    int st = CLI_EXIT_OTHER;
+    if (cli_attach(&a->loop, a->net, &o, &st, detached) != AL_OK) {
+        fprintf(stderr, "airlock: out of memory\n");
+        return CLI_EXIT_OTHER;
+    }
+    return st;
+}
+
+int cli_attach_cmd(struct cli_app *a, int argc, char **argv)
+{
+    struct cli_attach_args aa = {0, CLI_ESCAPE_DEFAULT, 0,
+                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S};
+    const char *target = NULL;
+    for (int i = 0; i < argc; i++) {
+        int err = 0;
+        if (!strcmp(argv[i], "--read-only"))
+            aa.read_only = 1;
+        else if (cli_attach_opt(&aa, argc, argv, &i, &err)) {
+            if (err)
+                return err;
+        } else if (argv[i][0] != '-' && !target)
+            target = argv[i];
+        else
+            return cli_err_usage("attach: unexpected argument %s", argv[i]);
+    }
+    if (!target)
+        return cli_err_usage("attach: which terminal?%s", "");
+    const char *slash = strchr(target, '/');
+    const char *id = slash ? slash + 1 : target;
+    if (!cli_app_id_ok(id))
+        return cli_err_usage("attach: '%s' is not a terminal id", target);
+    char path[256];
+    (void)snprintf(path, sizeof path, "/v1/terminals/%s", id);
+    json_t *t = NULL;
+    int rc = cli_app_json(a, "looking up the terminal", "GET", path, NULL, &t);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    if (slash && strncmp(cli_app_str(t, "sandbox"), target, (size_t)(slash - target)) != 0) {
+        fprintf(stderr, "airlock: terminal %s is in sandbox %s, not %.*s\n", id,
+                cli_app_str(t, "sandbox"), (int)(slash - target), target);
+        json_decref(t);
+        return CLI_EXIT_NOTFOUND;
+    }
+    int pipe = !strcmp(cli_app_str(t, "mode"), "pipes");
+    const char *state = cli_app_str(t, "state");
+    if (!strcmp(state, "closed") || !strcmp(state, "lost")) {
+        fprintf(stderr, "airlock: terminal %s is %s; its recording stays: airlock replay %s\n", id,
+                state, id);
+        json_decref(t);
+        return CLI_EXIT_NOTFOUND;
+    }
+    json_decref(t);
+    int detached = 0;
+    return cli_attach_start(a, id, pipe, &aa, 0, &detached);
 }
