@@ -3,7 +3,8 @@
  * of the same shape as airlockd's (src/control/airlockd_main.c): a name,
  * its lines of `airlock --help`, and its handler, which parses its own
  * arguments. The global options (--url, --key, --insecure) come before
- * the command; -h or --help anywhere before a "--" prints the help.
+ * the command, a table too (struct opt, as airlockd's: a value's place or
+ * a flag's); -h or --help anywhere before a "--" prints the help.
  *
  * Each command's code is in the file of its concept (cli_probe.c,
  * cli_attach.c, cli_run.c, cli_ls.c, cli_kill.c, cli_sandbox.c,
@@ -102,29 +103,51 @@ static const struct cmd *find_cmd(const char *name)
     return NULL;
 }
 
+static int is_help(const char *a)
+{
+    return !strcmp(a, "-h") || !strcmp(a, "--help");
+}
+
+/* The global options, before the command: --url URL, --key KEY,
+ * --insecure. i: the first argument not an option (argc if none); 0, 1
+ * for --help (printed), or CLI_EXIT_USAGE (printed). */
+static int global_opts(struct cli_app *app, int argc, char **argv, int *i)
+{
+    const struct opt {
+        const char *name;
+        const char **value; /* receives the next argument; NULL for a flag */
+        int *flag;
+    } opts[] = {{"--url", &app->flag_url, NULL},
+                {"--key", &app->flag_key, NULL},
+                {"--insecure", NULL, &app->flag_insecure}};
+    for (*i = 1; *i < argc && argv[*i][0] == '-'; ++*i) {
+        const char *a = argv[*i];
+        if (is_help(a)) {
+            usage(stdout);
+            return 1;
+        }
+        const struct opt *o = NULL;
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !o; k++)
+            if (!strcmp(opts[k].name, a))
+                o = &opts[k];
+        if (!o || (o->value && *i + 1 >= argc))
+            return cli_err_usage("unknown option %s", a);
+        if (o->value)
+            *o->value = argv[++*i];
+        else
+            *o->flag = 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct cli_app app;
     memset(&app, 0, sizeof app);
     signal(SIGPIPE, SIG_IGN);
-    /* global options come before the command */
-    int i = 1;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return CLI_EXIT_OK;
-        }
-        if (!strcmp(argv[i], "--url") && i + 1 < argc)
-            app.flag_url = argv[++i];
-        else if (!strcmp(argv[i], "--key") && i + 1 < argc)
-            app.flag_key = argv[++i];
-        else if (!strcmp(argv[i], "--insecure"))
-            app.flag_insecure = 1;
-        else if (argv[i][0] == '-')
-            return cli_err_usage("unknown option %s", argv[i]);
-        else
-            break;
-    }
+    int i, rc = global_opts(&app, argc, argv, &i);
+    if (rc != 0)
+        return rc == 1 ? CLI_EXIT_OK : rc;
     if (i >= argc) {
         usage(stderr);
         return CLI_EXIT_USAGE;
@@ -135,13 +158,13 @@ int main(int argc, char **argv)
     for (int k = 0; k < sub_argc; k++) {
         if (!strcmp(sub[k], "--"))
             break;
-        if (!strcmp(sub[k], "-h") || !strcmp(sub[k], "--help")) {
+        if (is_help(sub[k])) {
             usage(stdout);
             return CLI_EXIT_OK;
         }
     }
     const struct cmd *c = find_cmd(cmd);
-    int rc = c ? c->run(&app, sub_argc, sub) : cli_err_usage("unknown command '%s'", cmd);
+    rc = c ? c->run(&app, sub_argc, sub) : cli_err_usage("unknown command '%s'", cmd);
     cli_app_free(&app);
     (void)fflush(stdout);
     return rc;
