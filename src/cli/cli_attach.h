@@ -4,6 +4,7 @@
  * terminal exits, the user detaches, a signal arrives or the server stays
  * out of reach. The protocol itself is src/common/endpoint.c's: this is the
  * glue between it, the WebSocket (cli_net) and the local descriptors.
+ * Also the attach command, and the options and start that run shares.
  */
 #ifndef CLI_ATTACH_H
 #define CLI_ATTACH_H
@@ -43,5 +44,27 @@ struct cli_attach_opts {
  */
 int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opts *o,
                int *exit_status, int *detached);
+
+/* ---- the attach command (and what run shares of it) ---------------------- */
+
+struct cli_app;
+
+/* Options of attach and run. */
+struct cli_attach_args {
+    int read_only, escape, pipe;
+    uint64_t retry_for_ms;
+};
+
+/* `airlock attach [SANDBOX/]TERMINAL ...` (argv after "attach"): the
+ * terminal's exit status, 0 after a detach, or a CLI_EXIT_* code. */
+int cli_attach_cmd(struct cli_app *a, int argc, char **argv);
+/* Options shared by attach and run; 1 when argv[*i] was one of them
+ * (*i then at its value), with *err set to the exit code of a bad value. */
+int cli_attach_opt(struct cli_attach_args *o, int argc, char **argv, int *i, int *err);
+/* Attach to terminal id (a pipes terminal when pipe) with aa's options;
+ * quiet: errors only. What the command exits with; *detached when the
+ * terminal was left running. */
+int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct cli_attach_args *aa,
+                     int quiet, int *detached);
 
 #endif

@@ -3,6 +3,8 @@
  */
 #include "cli_err.h"
 
+#include <stdio.h>
+
 #define HTTP_BAD_REQUEST 400
 #define HTTP_UNAUTHORIZED 401
 #define HTTP_FORBIDDEN 403
@@ -46,4 +48,12 @@ const char *cli_status_hint(unsigned status)
             return "the server failed";
         return "the request was refused";
     }
+}
+
+int cli_err_usage(const char *fmt, const char *arg)
+{
+    fputs("airlock: ", stderr);
+    fprintf(stderr, fmt, arg ? arg : "");
+    fputs(" (see airlock --help)\n", stderr);
+    return CLI_EXIT_USAGE;
 }

@@ -26,4 +26,8 @@ int cli_exit_of_status(unsigned status);
 /* A sentence for an HTTP status (what it means for the user). */
 const char *cli_status_hint(unsigned status);
 
+/* A usage error: "airlock: " fmt (with arg, "" when NULL) " (see airlock
+ * --help)" on stderr; returns CLI_EXIT_USAGE. */
+int cli_err_usage(const char *fmt, const char *arg);
+
 #endif

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "al_err.h"
+#include "cli_app.h"
 #include "cli_err.h"
 #include "cli_fmt.h"
 
@@ -314,4 +315,21 @@ int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE 
         fprintf(stderr, "airlock: probe: %s\n", p.why);
     json_decref(p.report);
     return p.exit;
+}
+
+/* ---- the probe command ------------------------------------------------------- */
+
+int cli_probe_cmd(struct cli_app *a, int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else
+            return cli_err_usage("probe: unknown argument %s", argv[i]);
+    }
+    int rc = cli_app_net(a);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    return cli_probe(a->net, &a->cfg, json, stdout);
 }

@@ -8,6 +8,7 @@
  * Each step's round-trip time is measured (one connection per request,
  * so connecting, and TLS for https, are included). The report goes to out
  * as text or as one JSON object (the same on failure, with "error").
+ * cli_probe_cmd is the command, on the run's context (cli_app).
  */
 #ifndef CLI_PROBE_H
 #define CLI_PROBE_H
@@ -22,5 +23,10 @@
  * CLI_EXIT_FORBIDDEN, CLI_EXIT_OTHER (it answered, but not healthy),
  * CLI_EXIT_PROTO (an answer this client does not understand). */
 int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE *out);
+
+struct cli_app;
+
+/* `airlock probe [--json]` (argv after "probe"): cli_probe's exit code. */
+int cli_probe_cmd(struct cli_app *a, int argc, char **argv);
 
 #endif

@@ -14,13 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "al_err.h"
 #include "castread.h"
+#include "cli_app.h"
 #include "cli_err.h"
 
 #define US_PER_MS 1000.0
+#define US_PER_S 1000000.0
+#define WHY_MAX 512
 #define CLEAR_SCREEN "\033[H\033[2J"
 #define RESET_ON_STOP "\033[0m\033[?25h\r\n"
 
@@ -177,4 +181,81 @@ int cli_replay(uv_loop_t *loop, struct castread *r, const struct cli_replay_opts
     for (int i = 0; i < 10 && uv_run(loop, UV_RUN_NOWAIT); i++)
         ;
     return p.result;
+}
+
+/* ---- the replay command ------------------------------------------------------ */
+
+static int parse_seconds(const char *v, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || end == v || *end || !(d > 0) || d > max)
+        return -1;
+    *out = d;
+    return 0;
+}
+
+int cli_replay_cmd(struct cli_app *a, int argc, char **argv)
+{
+    struct cli_replay_opts o = {1.0, 0};
+    const char *src = NULL;
+    for (int i = 0; i < argc; i++) {
+        double d;
+        if (!strcmp(argv[i], "--speed") && i + 1 < argc) {
+            if (parse_seconds(argv[++i], CLI_REPLAY_MAX_SPEED, &d) != 0)
+                return cli_err_usage("--speed wants a factor above 0 (2 = twice as fast), not '%s'",
+                                     argv[i]);
+            o.speed = d;
+        } else if (!strcmp(argv[i], "--idle-limit") && i + 1 < argc) {
+            if (parse_seconds(argv[++i], CASTREAD_MAX_INTERVAL_S, &d) != 0)
+                return cli_err_usage("--idle-limit wants seconds above 0, not '%s'", argv[i]);
+            o.idle_limit_us = (int64_t)(d * US_PER_S);
+        } else if (argv[i][0] != '-' && !src) {
+            src = argv[i];
+        } else {
+            return cli_err_usage("replay: unexpected argument %s", argv[i]);
+        }
+    }
+    if (!src)
+        return cli_err_usage("replay: give a recording file or a terminal id%s", "");
+    char why[WHY_MAX];
+    struct castread *r = NULL;
+    struct cli_http_result res;
+    memset(&res, 0, sizeof res);
+    struct stat st;
+    if (stat(src, &st) == 0 || strchr(src, '/') || !cli_app_id_ok(src)) {
+        if (castread_open(src, &r, why, sizeof why) != AL_OK) {
+            fprintf(stderr, "airlock: %s: %s\n", src, why);
+            return errno == ENOENT || stat(src, &st) != 0 ? CLI_EXIT_NOTFOUND : CLI_EXIT_PROTO;
+        }
+    } else {
+        char path[256];
+        (void)snprintf(path, sizeof path, "/v1/terminals/%s/recording", src);
+        int rc = cli_app_call(a, "downloading the recording", "GET", path, NULL,
+                              CLI_HTTP_MAX_RECORDING, &res, NULL);
+        if (rc != CLI_EXIT_OK) {
+            free(res.body);
+            return rc;
+        }
+        if (castread_open_mem(res.body ? res.body : "", res.len, &r, why, sizeof why) != AL_OK) {
+            fprintf(stderr, "airlock: the recording of %s is not readable: %s\n", src, why);
+            free(res.body);
+            return CLI_EXIT_PROTO;
+        }
+    }
+    if (!a->loop_ok) {
+        if (uv_loop_init(&a->loop) != 0) {
+            castread_close(r);
+            free(res.body);
+            return CLI_EXIT_OTHER;
+        }
+        a->loop_ok = 1;
+    }
+    int rc = cli_replay(&a->loop, r, &o, why, sizeof why);
+    if (why[0])
+        fprintf(stderr, "airlock: %s\n", why);
+    castread_close(r);
+    free(res.body);
+    return rc;
 }

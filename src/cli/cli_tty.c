@@ -6,11 +6,14 @@
 #include "cli_tty.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "al_err.h"
+
+#define TTY_PATH_MAX 256
 
 int cli_tty_raw(struct cli_tty *t, int fd)
 {
@@ -45,4 +48,15 @@ int cli_tty_size(int fd, uint16_t *cols, uint16_t *rows)
     *cols = ws.ws_col;
     *rows = ws.ws_row;
     return AL_OK;
+}
+
+/* A terminal opened again for this process: its own file description, so
+ * that O_NONBLOCK (which libuv sets on what it polls) does not reach the
+ * shell that shares fd 0-2. -1 when fd is not a terminal or cannot be. */
+int cli_tty_reopen(int fd, int mode)
+{
+    char name[TTY_PATH_MAX];
+    if (!isatty(fd) || ttyname_r(fd, name, sizeof name) != 0)
+        return -1;
+    return open(name, mode | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
 }

@@ -91,7 +91,7 @@ pass "airlockd: control-plane symbols found (the check can fail); airlock: the s
 ccout=$(node -e '
   const fs = require("fs");
   const db = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
-  const targets = ["al_common", "al_ws", "al_runner", "airlock-runner", "airlock"];
+  const targets = ["al_common", "al_ws", "al_runner", "airlock-runner", "al_cli", "airlock"];
   const seen = {};
   for (const e of db) {
     const cmd = e.command || (e.arguments || []).join(" ");
@@ -102,7 +102,7 @@ ccout=$(node -e '
     if (/(-I\s*|-isystem\s+)\S*\/src\/control(\/)?(\s|$)/.test(cmd))
       console.log("BAD " + m[1] + " has src/control on its include path (" + e.file + ")");
   }
-  for (const t of ["al_common", "airlock"]) if (!seen[t]) console.log("BAD no compile command for " + t);
+  for (const t of ["al_common", "al_cli", "airlock"]) if (!seen[t]) console.log("BAD no compile command for " + t);
   console.log("SEEN " + Object.keys(seen).map((t) => t + ":" + seen[t]).join(" "));
 ' "$CCDB") || fail "reading $CCDB failed"
 if grep '^BAD ' <<<"$ccout"; then fail "compile_commands.json: control-plane code compiled in (above)"; fi

@@ -18,7 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../src/cli/cli_config.c"
+#include "al_err.h"
+#include "cli_config.h"
 #include "testutil.h"
 
 static char home[256];

@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-#include "../../src/cli/cli_escape.c"
+#include "cli_escape.h"
 #include "testutil.h"
 
 /* Feed s in one call; returns what came out (NUL-terminated in out). */

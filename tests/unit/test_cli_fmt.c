@@ -12,8 +12,8 @@
 
 #include <string.h>
 
-#include "../../src/cli/cli_err.c"
-#include "../../src/cli/cli_fmt.c"
+#include "cli_err.h"
+#include "cli_fmt.h"
 #include "testutil.h"
 
 #define NOW 1800000000LL

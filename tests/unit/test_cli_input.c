@@ -15,7 +15,8 @@
 
 #include <string.h>
 
-#include "../../src/cli/cli_input.c"
+#include "al_err.h"
+#include "cli_input.h"
 #include "testutil.h"
 
 static void test_hold_limit(void **state)

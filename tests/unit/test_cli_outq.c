@@ -14,7 +14,8 @@
 
 #include <string.h>
 
-#include "../../src/cli/cli_outq.c"
+#include "al_err.h"
+#include "cli_outq.h"
 #include "testutil.h"
 
 /* Write at most n bytes out of q into sink (as writev would). */
