@@ -22,7 +22,7 @@ ko() { failed=$((failed + 1)); failures+=("$1"); echo "FAILED: $1"; }
 run_ctest() {
   local dir=$1 label=$2 out
   out=$(mktemp)
-  (cd "$dir" && ctest --output-on-failure -j "$JOBS" --timeout 600) 2>&1 | tee "$out"
+  (cd "$dir" && ctest --output-on-failure -j "$JOBS") 2>&1 | tee "$out"
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$out" | tail -n1)
   if [ -z "$line" ]; then
