@@ -85,7 +85,7 @@ await run('airlockd_web_auth', async () => {
   r = await raw('GET', '/v1/terminals', '');
   check(r.status === 401, 'no key and no session: 401');
 
-  r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
+  await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
   for (let i = 0; i < 100; i++) {
     const s = await api(d.port, 'GET', '/v1/sandboxes', admin);
     if (s.json[0].link_up) break;

@@ -23,7 +23,7 @@ export function addUser(dir, name, role, db) {
 // Local sandboxes' runners outlive airlockd by design: stop those it started
 // (each leads its own process group, recorded in its pid file).
 export function stopLocalRunners(dir) {
-  let ids = [];
+  let ids;
   try { ids = fs.readdirSync(path.join(dir, 'sandboxes')); } catch { return; }
   for (const id of ids) {
     try {
@@ -47,7 +47,7 @@ export async function removeCgroups(dir) {
   for (let i = 0; i < 20; i++) {
     let left = 0;
     for (const root of roots) {
-      let names = [];
+      let names;
       try { names = fs.readdirSync(root).filter((n) => n.startsWith(tag)); } catch { continue; }
       for (const n of names) { try { fs.rmdirSync(path.join(root, n)); } catch { left++; } }
     }
@@ -98,7 +98,7 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
       try { return (await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')).status === 200; } catch { return false; }
     }, 10000, 'airlockd to answer /healthz', 50);
   } catch (e) {
-    throw new Error(`airlockd did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`);
+    throw new Error(`airlockd did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
   return d;
 }

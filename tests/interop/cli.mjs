@@ -204,7 +204,7 @@ export async function startTlsAirlockd({ dir, args = [] }) {
       try { return (await httpsApi(port, 'GET', '/healthz')).status === 200; } catch { return false; }
     }, 10000, 'airlockd (TLS) to answer /healthz', 50);
   } catch (e) {
-    throw new Error(`airlockd (TLS) did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`);
+    throw new Error(`airlockd (TLS) did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
   return d;
 }

@@ -90,7 +90,7 @@ export async function reportedPort(log, re, proc, { from = 0, ms = 10000, what =
     if (m) return Number(m[1]);
     if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what}: it exited first`);
     return 0;
-  }, ms, what).catch((e) => { throw new Error(`${e.message}; log:\n${text}`); });
+  }, ms, what).catch((e) => { throw new Error(`${e.message}; log:\n${text}`, { cause: e }); });
   return port;
 }
 
@@ -161,7 +161,7 @@ export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}
       try { return (await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 1000)).status === 200; } catch { return false; }
     }, 5000, 'the runner to answer /healthz', 50);
   } catch (e) {
-    throw new Error(`runner did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`);
+    throw new Error(`runner did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
   return r;
 }
