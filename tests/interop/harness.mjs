@@ -79,6 +79,18 @@ export async function waitFor(fn, ms, what, every = 20) {
   }
 }
 
+// Poll fn() until pred(value) holds or ms (scaled) pass, and return the
+// last value either way: the check that follows says what was wrong.
+// For a fixed sleep before a check of something that settles.
+export async function pollUntil(fn, pred, ms, every = 50) {
+  const end = Date.now() + scaled(ms);
+  for (;;) {
+    const v = await fn();
+    if (pred(v) || Date.now() >= end) return v;
+    await sleep(every);
+  }
+}
+
 // The port a child bound (it was told port 0), read from its log file:
 // the first match of re (one group: the port) in what the log holds from
 // byte `from` on. Fails early, with the log, if the child exits first.
