@@ -278,6 +278,7 @@ const struct clim_limits *wsl_limits(const struct wsl *l)
 int wsl_port(const struct wsl *l)
 {
     struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
     socklen_t len = sizeof sin;
     if (!l || getsockname(l->fd, (struct sockaddr *)&sin, &len) != 0 || sin.sin_family != AF_INET)
         return -1;
