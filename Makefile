@@ -34,8 +34,9 @@ fuzz-build: deps
 run: build
 	@tools/run.sh $(BUILD) $(DATA)
 
-# Everything: normal suite, ASan+UBSan suite, each fuzz target for
-# FUZZ_SECONDS, then format, banned-function, clang-tidy and cppcheck checks.
+# Everything: normal suite, ASan+UBSan suite, clang's unit tests, each fuzz
+# target for FUZZ_SECONDS, then format, banned-function, clang-tidy, cppcheck
+# and eslint checks.
 # The last line is "N passed, N failed".
 test: deps
 	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) FUZZ_BUILD=$(FUZZ_BUILD) \

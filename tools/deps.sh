@@ -53,8 +53,10 @@ if [ "$(id -u)" -eq 0 ] && ! id "$SANDBOX_USER" >/dev/null 2>&1; then
   useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$SANDBOX_USER"
 fi
 
-# npm packages, exactly as package-lock.json pins them; a stamp of the lock
-# file's hash makes the second run a no-op.
+# npm packages, exactly as package-lock.json pins them (package.json: xterm.js
+# for the page; ws, jose, playwright-core for the tests; eslint, @eslint/js and
+# globals for tools/check-lint.sh); a stamp of the lock file's hash makes the
+# second run a no-op.
 if [ -f package-lock.json ]; then
   want=$(sha256sum package-lock.json | cut -d' ' -f1)
   have=$(cat node_modules/.airlock-lock.sha256 2>/dev/null || true)

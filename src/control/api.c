@@ -296,7 +296,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     const char *colon = cfg->listen ? strrchr(cfg->listen, ':') : NULL;
     char *end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || !end || *end || port < 1 || port > 65535 ||
+    if (!colon || !end || *end || port < 0 || port > 65535 ||
         (size_t)(colon - cfg->listen) >= sizeof host) {
         al_errf(err, cap, "--listen wants HOST:PORT");
         aagg_free(a->agg);
@@ -417,6 +417,13 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         free(a);
         return AL_E_IO;
     }
+    /* port 0: the kernel chose one; dial-backs and the log name it */
+    char bound[sizeof host + 8];
+    (void)snprintf(bound, sizeof bound, "%s:%d", host, wsl_port(a->wsl));
+    if (port == 0)
+        (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%d", a->tls ? "wss" : "ws",
+                       host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1",
+                       wsl_port(a->wsl));
     (void)uv_signal_init(a->loop, &a->sigterm);
     (void)uv_signal_init(a->loop, &a->sigint);
     (void)uv_timer_init(a->loop, &a->tick);
@@ -432,8 +439,8 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
             a->cfg.audit_keep_days, a->cfg.audit_keep_rows);
 
     api_log(a, 1, "serving %s on %s (data %s, key %s in signer pid %ld, runner %s, web %s)",
-            a->tls ? "https" : "http", cfg->listen, a->data_dir, signer_kid(a->signer),
-            (long)signer_pid(a->signer), a->runner_bin, a->web_dir);
+            a->tls ? "https" : "http", port ? cfg->listen : bound, a->data_dir,
+            signer_kid(a->signer), (long)signer_pid(a->signer), a->runner_bin, a->web_dir);
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 

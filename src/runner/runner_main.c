@@ -929,9 +929,12 @@ int main(int argc, char **argv)
     a->sigterm.data = a->sigint.data = a;
     (void)uv_signal_start(&a->sigterm, on_stop, SIGTERM);
     (void)uv_signal_start(&a->sigint, on_stop, SIGINT);
-    if (a->listen)
-        log_line(a, 1, "listening on %s for identifier %s", a->listen, a->identifier);
-    else
+    if (a->listen) {
+        char bound[sizeof host + 8]; /* port 0: the one the kernel chose */
+        (void)snprintf(bound, sizeof bound, "%s:%d", host, wsl_port(a->wsl));
+        log_line(a, 1, "listening on %s for identifier %s", listen_port ? a->listen : bound,
+                 a->identifier);
+    } else
         dial(a);
 
     uv_run(a->loop, UV_RUN_DEFAULT);

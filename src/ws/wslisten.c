@@ -274,3 +274,13 @@ const struct clim_limits *wsl_limits(const struct wsl *l)
 {
     return clim_limits_of(l->lim);
 }
+
+int wsl_port(const struct wsl *l)
+{
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    socklen_t len = sizeof sin;
+    if (!l || getsockname(l->fd, (struct sockaddr *)&sin, &len) != 0 || sin.sin_family != AF_INET)
+        return -1;
+    return ntohs(sin.sin_port);
+}

@@ -72,5 +72,7 @@ void wsl_gone(struct wsl *l, struct lws *wsi);
 void wsl_deadline(struct wsl *l, struct lws *wsi, int on);
 /* The limits in force (max_total after the RLIMIT_NOFILE cap). */
 const struct clim_limits *wsl_limits(const struct wsl *l);
+/* The port bound (the one the kernel chose when cfg->port was 0), or -1. */
+int wsl_port(const struct wsl *l);
 
 #endif

@@ -5,16 +5,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn, execFileSync } from 'node:child_process';
-import { run, check, tmpdir, freePort, rawHttp, sleep, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, rawHttp, waitFor, reportedPort, BIN } from '../interop/harness.mjs';
+import { SERVING_RE } from '../interop/airlockd.mjs';
 
 function get(port, target, key) {
   return rawHttp(port, `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${key ? `Authorization: Bearer ${key}\r\n` : ''}\r\n`);
 }
 
-async function serve(dir, port) {
-  const log = path.join(dir, `serve-${port}.log`);
+let serves = 0;
+async function serve(dir) {
+  const log = path.join(dir, `serve-${++serves}.log`);
   const out = fs.openSync(log, 'a');
-  const p = spawn(path.join(BIN, 'airlockd'), ['serve', '--data', dir, '--listen', `127.0.0.1:${port}`, '--verbose'],
+  const p = spawn(path.join(BIN, 'airlockd'), ['serve', '--data', dir, '--listen', '127.0.0.1:0', '--verbose'],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);
   const exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
@@ -23,15 +25,14 @@ async function serve(dir, port) {
 
 await run('airlockd_api', async () => {
   const dir = path.join(tmpdir('api'), 'data');
-  const port = await freePort();
   const addUser = (name, role) => execFileSync(path.join(BIN, 'airlockd'), ['user', 'add', name, '--role', role, '--data', dir]).toString().trim();
   const admin = addUser('ada', 'admin');
   const viewer = addUser('vic', 'viewer');
-  const s = await serve(dir, port);
-  let up = false;
-  for (let i = 0; i < 100 && !up; i++) {
-    try { up = (await get(port, '/healthz')).status === 200; } catch { await sleep(50); }
-  }
+  const s = await serve(dir);
+  const port = await reportedPort(s.log, SERVING_RE, s.p, { what: 'airlockd to listen' });
+  const up = await waitFor(async () => {
+    try { return (await get(port, '/healthz')).status === 200; } catch { return false; }
+  }, 5000, 'GET /healthz', 50).catch(() => false);
   check(up, 'GET /healthz answers 200 without a key');
   const st = fs.statSync(path.join(dir, 'signing-key.pem'));
   check((st.mode & 0o777) === 0o600, 'the signing key was created on first start, mode 0600');
@@ -69,7 +70,7 @@ await run('airlockd_api', async () => {
 
   // a signing key that others can read: airlockd refuses to start
   fs.chmodSync(path.join(dir, 'signing-key.pem'), 0o644);
-  const s2 = await serve(dir, await freePort());
+  const s2 = await serve(dir);
   const ex2 = await s2.exited;
   check(ex2.code === 1 && /signing key/.test(fs.readFileSync(s2.log, 'utf8')), 'a key readable by others: refuses to start, says why');
 });

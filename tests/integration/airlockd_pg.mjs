@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { run, check, tmpdir, sleep, onCleanup, BIN, SRC } from '../interop/harness.mjs';
+import { run, check, tmpdir, sleep, pollUntil, onCleanup, BIN, SRC } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
@@ -82,8 +82,8 @@ await run('airlockd_pg', async () => {
   await a.ch.waitExit(20000);
   check(a.ch.exit.code === 7 && Buffer.concat(a.ch.out).toString() === 'out' &&
     Buffer.concat(a.ch.err || []).toString() === 'err', 'stdout, stderr and exit code 7 reach the client');
-  await sleep(300);
-  r = await api(port, 'GET', `/v1/terminals/${r.json.id}`, op);
+  const tid = r.json.id;
+  r = await pollUntil(() => api(port, 'GET', `/v1/terminals/${tid}`, op), (x) => x.json && x.json.state === 'exited', 10000);
   check(r.json.state === 'exited' && r.json.exit_code === 7, 'the terminal is stored as exited with code 7');
 
   // ---- kill -9 in the middle of a stream, restart on the same database
@@ -119,8 +119,7 @@ await run('airlockd_pg', async () => {
   check(got.length === expected.length && sha(got) === sha(expected),
     `the client has the stream exactly once (${got.length} bytes, sha256 ${sha(got).slice(0, 12)}…)`);
   check(a.ch.exit.code === 0, 'and its exit code 0');
-  await sleep(500);
-  r = await api(port, 'GET', `/v1/terminals/${id}`, op);
+  r = await pollUntil(() => api(port, 'GET', `/v1/terminals/${id}`, op), (x) => x.json && x.json.state === 'exited', 10000);
   check(r.json.state === 'exited' && r.json.exit_code === 0 && r.json.out_bytes === expected.length,
     'after the restart PostgreSQL has the terminal exited with code 0 and its whole offset');
   let out = '';

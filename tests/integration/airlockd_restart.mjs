@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { run, check, tmpdir, sleep } from '../interop/harness.mjs';
+import { run, check, tmpdir, sleep, pollUntil } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
@@ -60,8 +60,7 @@ await run('airlockd_restart', async () => {
   check(got.length === expected.length && sha(got) === sha(expected),
     `the client has the stream exactly once (${got.length} bytes, sha256 ${sha(got).slice(0, 12)}…)`);
 
-  await sleep(500);
-  r = await api(port, 'GET', `/v1/terminals/${id}`, op);
+  r = await pollUntil(() => api(port, 'GET', `/v1/terminals/${id}`, op), (x) => x.json && x.json.state === 'exited', 10000);
   check(r.json.state === 'exited' && r.json.exit_code === 0, 'the terminal is known as exited with code 0 after the restart');
   const cast = fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`), 'utf8').split('\n').filter((l) => l);
   const header = JSON.parse(cast[0]);

@@ -87,7 +87,7 @@ await run('airlockd_session', async () => {
   const auth2 = { Cookie: (/set-cookie:\s*([^;\r\n]*)/i.exec(r.head) || [])[1], 'X-Airlock-CSRF': s2.csrf };
   r = await raw('GET', '/v1/session', auth2);
   want(r.status === 200, 'a new session works');
-  await sleep(IDLE * 1000 + 700);
+  await sleep(IDLE * 1000 + 700); // the behaviour under test: the idle limit passing
   r = await raw('GET', '/v1/session', auth2);
   want(r.status === 401, `a session unused for its idle limit (${IDLE} s) ends (${r.status})`);
 

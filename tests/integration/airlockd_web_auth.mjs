@@ -12,7 +12,7 @@ import path from 'node:path';
 import https from 'node:https';
 import { execFileSync } from 'node:child_process';
 import { WebSocket } from 'ws';
-import { run, check, tmpdir, freePort, sleep, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, sleep, BIN } from '../interop/harness.mjs';
 import { Controller } from '../interop/airlock.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 
@@ -85,7 +85,7 @@ await run('airlockd_web_auth', async () => {
   r = await raw('GET', '/v1/terminals', '');
   check(r.status === 401, 'no key and no session: 401');
 
-  r = await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
+  await api(d.port, 'POST', '/v1/sandboxes', admin, { id: 'box', kind: 'local' });
   for (let i = 0; i < 100; i++) {
     const s = await api(d.port, 'GET', '/v1/sandboxes', admin);
     if (s.json[0].link_up) break;
@@ -124,7 +124,8 @@ await run('airlockd_web_auth', async () => {
   // ---- a config file, TLS, log level
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', path.join(base, 'key.pem'),
     '-out', path.join(base, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1'], { stdio: 'ignore' });
-  const port = await freePort();
+  // the port of the airlockd just stopped: its local sandbox dials there
+  const port = d.port;
   const conf = path.join(base, 'airlockd.conf');
   fs.writeFileSync(conf, `# airlockd test config\nlisten = 127.0.0.1:${port}\ndata = ${dir}\n` +
     `tls-cert = ${path.join(base, 'cert.pem')}\ntls-key = ${path.join(base, 'key.pem')}\nlog-level = info\n`);

@@ -346,7 +346,7 @@ await run('api_doc', async () => {
   await addLocalSandbox(d.port, vars.admin_key, 'box');
   for (const ex of exs) {
     const name = `api.md:${ex.line} ${ex.method} ${ex.target} -> ${ex.status}`;
-    let why = 'not sent';
+    let why;
     const upgrade = ex.req.headers.some(([n]) => n.toLowerCase() === 'upgrade');
     const until = Date.now() + (ex.method === 'GET' && !upgrade ? GET_RETRY_MS : 0);
     for (;;) {

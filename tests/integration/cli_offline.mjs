@@ -41,7 +41,7 @@ await run('cli_offline', async () => {
   await t.waitFor(lost(1), 'the status line', 10000);
   const a = 'typed-while-down:' + 'abcdefghij'.repeat(5);
   t.literal(a);
-  await sleep(1000);
+  await sleep(1000); // nothing may arrive: no condition to wait for, a fixed time
   check(typed() === expect, 'nothing reaches the program while the connection is down');
   gate.up();
   await t.waitFor(back(1), 'the reconnect', 20000);

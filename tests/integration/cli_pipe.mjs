@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { run, check, freePort, sleep } from '../interop/harness.mjs';
+import { run, check, closedPort, sleep } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import { cliServer, runCli as cli, waitLink, until, EXIT, AIRLOCK as airlock } from '../interop/cli.mjs';
 
@@ -40,7 +40,7 @@ await run('cli_pipe', async () => {
   check(r.code === EXIT.NOTFOUND && /no such terminal/.test(r.err), `an unknown terminal: exit ${EXIT.NOTFOUND} (${r.code})`);
   r = await cli(['attach', 'nope'], as(op));
   check(r.code === EXIT.NOTFOUND, `attach of an unknown terminal: exit ${EXIT.NOTFOUND} (${r.code})`);
-  const dead = await freePort();
+  const dead = await closedPort();
   r = await cli(['ls'], { env: { ...as(op).env, AIRLOCK_URL: `http://127.0.0.1:${dead}` } });
   check(r.code === EXIT.DOWN && /cannot reach the server/.test(r.err), `server down: exit ${EXIT.DOWN} (${r.code}: ${r.err.trim()})`);
   r = await cli(['sandbox', 'add', 'box', '--kind', 'local'], as(admin));

@@ -3,7 +3,7 @@
 // timings, as text and as --json; and each failure with its own exit code:
 // a wrong or missing key (77), a server that is down (69), a URL whose
 // path is not airlockd's (66).
-import { run, check, freePort } from '../interop/harness.mjs';
+import { run, check, closedPort } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import { cliServer, runCli as cli, EXIT } from '../interop/cli.mjs';
 
@@ -49,7 +49,7 @@ await run('cli_probe', async () => {
   let k = JSON.parse(r.out);
   check(r.code === EXIT.AUTH && k.exit === EXIT.AUTH && k.key.given === false && /no API key/.test(k.error),
     `no key at all: exit ${EXIT.AUTH}, and it says so`);
-  const dead = `http://127.0.0.1:${await freePort()}`;
+  const dead = `http://127.0.0.1:${await closedPort()}`;
   r = await cli(['probe'], { env: env(admin, { AIRLOCK_URL: dead }) });
   check(r.code === EXIT.DOWN && /cannot reach the server/.test(r.err) && !/^health/m.test(r.out),
     `a server that is down: exit ${EXIT.DOWN} (${r.code}: ${r.err.trim()})`);

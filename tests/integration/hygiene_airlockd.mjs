@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { run, check, tmpdir, sleep, rawHttp } from '../interop/harness.mjs';
+import { run, check, tmpdir, sleep, pollUntil, rawHttp } from '../interop/harness.mjs';
 import { T, frame } from '../interop/airlock.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 
@@ -93,8 +93,8 @@ await run('hygiene_airlockd', async () => {
   const last = links[UPGRADES - 1].ws;
   last.send(hostHello());
   last.send(errorFrame(1, 'boom\n1700000000.000 airlockd[forged] error FORGED LINE\r\x1b[2J'));
-  await sleep(500);
-  const log = fs.readFileSync(d.log, 'utf8');
+  // the ERROR's line is in the log once airlockd has read the frame
+  const log = await pollUntil(() => fs.readFileSync(d.log, 'utf8'), (l) => l.includes('FORGED LINE\\r'), 5000);
   check(!log.split('\n').some((l) => l.startsWith('1700000000.000 airlockd[forged]')), 'no forged line in the log');
   check(log.includes('boom\\n1700000000.000 airlockd[forged] error FORGED LINE\\r\\x1b[2J'), 'the ERROR text is logged escaped, on its own line');
   last.terminate();

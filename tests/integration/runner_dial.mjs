@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { WebSocketServer } from 'ws';
-import { run, check, tmpdir, keygen, mint, sleep, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, keygen, mint, BIN } from '../interop/harness.mjs';
 import { Controller } from '../interop/airlock.mjs';
 
 await run('runner_dial', async () => {

@@ -44,7 +44,7 @@ await run('runner_ring', async () => {
   await d.wait(() => d.list, 'list');
   check(d.list.some((e) => e.channel === t.id), 'within the grace time the terminal is still there');
   d.drop();
-  await sleep(4500);
+  await sleep(4500); // the behaviour under test: the grace time (3 s) passing with no controller
   const e = new Controller();
   await e.connect(r.url, auth());
   e.send(enc.list());

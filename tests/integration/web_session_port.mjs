@@ -15,7 +15,7 @@
 // Each expectation is reported, and all of them are checked, before failing.
 import http from 'node:http';
 import { WebSocket } from 'ws';
-import { run, check, rawHttp, freePort, onCleanup } from '../interop/harness.mjs';
+import { run, check, rawHttp, onCleanup } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import { startWeb, launch, newPage, signIn, sleep } from '../web/webutil.mjs';
 
@@ -66,14 +66,14 @@ await run('web_session_port', async () => {
   const { port, origin, keys } = w;
 
   // ---- the other port: serves a page, records the cookies it is sent
-  const evilPort = await freePort();
   const seen = [];
   let page = '';
   const srv = http.createServer((q, r) => {
     if (q.headers.cookie) seen.push(q.headers.cookie);
     r.writeHead(200, { 'Content-Type': 'text/html' }); r.end(page);
   });
-  await new Promise((res) => srv.listen(evilPort, '127.0.0.1', res));
+  await new Promise((res) => srv.listen(0, '127.0.0.1', res));
+  const evilPort = srv.address().port;
   onCleanup(() => new Promise((res) => srv.close(res)));
   const evil = `http://127.0.0.1:${evilPort}`;
 

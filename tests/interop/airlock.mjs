@@ -6,6 +6,7 @@
 // keeps VIEWERS, asks for TAKEOVER and records resyncs (GAP then SNAPSHOT).
 
 import WebSocket from 'ws';
+import { scaled } from './harness.mjs';
 
 export const T = {
   HELLO: 0x01, PING: 0x02, PONG: 0x03, TOKEN: 0x04, ERROR: 0x05, LIST: 0x06, LIST_REPLY: 0x07,
@@ -192,7 +193,7 @@ class Channel {
   wait(pred, what, ms = 20000) {
     if (pred()) return Promise.resolve();
     return new Promise((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what} on channel ${this.id}`)), ms);
+      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what} on channel ${this.id}`)), scaled(ms));
       this.waiters.push(() => { if (pred()) { clearTimeout(t); res(); return true; } return false; });
     });
   }
@@ -360,7 +361,7 @@ export class Controller {
   wait(pred, what, ms = 20000) {
     if (pred()) return Promise.resolve();
     return new Promise((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what}`)), ms);
+      const t = setTimeout(() => rej(new Error(`timeout waiting for ${what}`)), scaled(ms));
       this.waiters.push(() => { if (pred()) { clearTimeout(t); res(); return true; } return false; });
     });
   }

@@ -7,9 +7,10 @@ import path from 'node:path';
 import { spawn, execFileSync } from 'node:child_process';
 import xtermHeadless from '@xterm/headless';
 import { Controller } from './airlock.mjs';
-import { BIN, freePort, rawHttp, sleep, onCleanup, addLog } from './harness.mjs';
+import { BIN, rawHttp, sleep, onCleanup, addLog, reportedPort, waitFor, scaled } from './harness.mjs';
 
 const { Terminal } = xtermHeadless;
+let started = 0; // numbers the logs of airlockds started on port 0
 
 // db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
 // exe: another airlockd binary than BIN's.
@@ -22,7 +23,7 @@ export function addUser(dir, name, role, db) {
 // Local sandboxes' runners outlive airlockd by design: stop those it started
 // (each leads its own process group, recorded in its pid file).
 export function stopLocalRunners(dir) {
-  let ids = [];
+  let ids;
   try { ids = fs.readdirSync(path.join(dir, 'sandboxes')); } catch { return; }
   for (const id of ids) {
     try {
@@ -46,7 +47,7 @@ export async function removeCgroups(dir) {
   for (let i = 0; i < 20; i++) {
     let left = 0;
     for (const root of roots) {
-      let names = [];
+      let names;
       try { names = fs.readdirSync(root).filter((n) => n.startsWith(tag)); } catch { continue; }
       for (const n of names) { try { fs.rmdirSync(path.join(root, n)); } catch { left++; } }
     }
@@ -55,17 +56,29 @@ export async function removeCgroups(dir) {
   }
 }
 
+// The log line airlockd prints once it listens (api.c), with the port.
+export const SERVING_RE = /serving https? on [^ ]+:(\d+) \(/;
+
+// The port each data directory's airlockd last listened on: local sandboxes
+// started with it dial that address, so a restart on the same directory
+// listens there again (a sandbox already in the directory is started
+// before airlockd knows a port it binds as 0).
+const lastPort = new Map();
+
 // Start airlockd; resolves once /healthz answers. { p, port, log, exited, stop() }
+// port: omitted, the port of the directory's last start, or else port 0 and
+// the port airlockd reports (SERVING_RE).
 // wrap: a command line to run it under (e.g. ['prlimit', '--fsize=N', '--']).
 // db: a database URL for --db (e.g. PostgreSQL); omitted: DIR/airlock.db.
 // exe: another airlockd binary than BIN's.
 export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }) {
-  port = port || await freePort();
-  const log = path.join(path.dirname(dir), `airlockd-${port}.log`);
+  port = port || lastPort.get(dir);
+  const log = path.join(path.dirname(dir), port ? `airlockd-${port}.log` : `airlockd-0-${++started}.log`);
+  const from = fs.existsSync(log) ? fs.statSync(log).size : 0;
   const out = fs.openSync(log, 'a');
   addLog(log);
   const argv = [exe || path.join(BIN, 'airlockd'),
-    'serve', '--data', dir, ...(db ? ['--db', db] : []), '--listen', `127.0.0.1:${port}`, '--verbose', ...args];
+    'serve', '--data', dir, ...(db ? ['--db', db] : []), '--listen', `127.0.0.1:${port || 0}`, '--verbose', ...args];
   const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);
@@ -77,12 +90,17 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
     stopLocalRunners(dir);
     await removeCgroups(dir);
   });
-  for (let i = 0; i < 200; i++) {
-    if (d.dead) break;
-    try { if ((await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')).status === 200) return d; } catch { /* not yet */ }
-    await sleep(50);
+  try {
+    if (!port) d.port = port = await reportedPort(log, SERVING_RE, p, { from, what: 'airlockd to listen' });
+    lastPort.set(dir, port);
+    await waitFor(async () => {
+      if (d.dead) throw new Error('it exited');
+      try { return (await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')).status === 200; } catch { return false; }
+    }, 10000, 'airlockd to answer /healthz', 50);
+  } catch (e) {
+    throw new Error(`airlockd did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
-  throw new Error(`airlockd did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
+  return d;
 }
 
 // Add a local sandbox (admin key) and wait until its runner has linked up;
@@ -91,7 +109,7 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
 export async function addLocalSandbox(port, adminKey, id = 'box', ms = 10000, extra = {}) {
   const r = await api(port, 'POST', '/v1/sandboxes', adminKey, { ...extra, id, kind: 'local' });
   if (r.status !== 201) throw new Error(`adding sandbox ${id}: ${r.status} ${r.body}`);
-  for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
+  for (const until = Date.now() + scaled(ms); Date.now() < until; await sleep(100)) {
     const l = await api(port, 'GET', '/v1/sandboxes', adminKey);
     const sb = l.json && l.json.find((x) => x.id === id);
     if (sb && sb.link_up) return sb;

@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import https from 'node:https';
 import { spawn, execFileSync } from 'node:child_process';
-import { tmpdir, BIN, sleep, onCleanup, addLog, freePort } from './harness.mjs';
+import { tmpdir, BIN, sleep, onCleanup, addLog, reportedPort, scaled, waitFor } from './harness.mjs';
 import { addUser, startAirlockd, api, stopLocalRunners } from './airlockd.mjs';
 
 export const AIRLOCK = path.join(BIN, 'airlock');
@@ -20,7 +20,7 @@ export const sq = (a) => `'${String(a).replace(/'/g, "'\\''")}'`;
 
 // Wait until sandbox id's link is up (GET /v1/sandboxes); returns its row.
 export async function waitLink(port, key, id, ms = 20000, { https = null } = {}) {
-  const until = Date.now() + ms;
+  const until = Date.now() + scaled(ms);
   while (Date.now() < until) {
     const r = https ? await https('/v1/sandboxes') : await api(port, 'GET', '/v1/sandboxes', key);
     const s = r.json && r.json.find((x) => x.id === id);
@@ -61,7 +61,7 @@ export function runCli(args, { env = {}, shell = null, timeout = 60000 } = {}) {
     let out = '', err = '';
     p.stdout.on('data', (x) => { out += x; });
     p.stderr.on('data', (x) => { err += x; });
-    const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`airlock ${args.join(' ')}: timed out`)); }, timeout);
+    const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`airlock ${args.join(' ')}: timed out`)); }, scaled(timeout));
     p.on('exit', (code, sig) => { clearTimeout(t); resolve({ code: code ?? 128 + (sig ? 9 : 0), out, err }); });
   });
 }
@@ -95,6 +95,7 @@ export function startTmux(dir, { cols = 100, rows = 30, env = {} } = {}) {
     cursor(target = t.window) { return tmux('display-message', '-p', '-t', target, '#{cursor_x},#{cursor_y}').trim(); },
     resize(c, r) { tmux('resize-window', '-t', 'main', '-x', String(c), '-y', String(r)); },
     async waitFor(re, what, ms = 15000, target = t.window) {
+      ms = scaled(ms);
       const until = Date.now() + ms;
       let s = '';
       while (Date.now() < until) {
@@ -149,13 +150,7 @@ export async function startGate(targetPort) {
 
 // Poll fn() until it returns a truthy value; bounded by ms.
 export async function until(fn, what, ms = 15000, every = 50) {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    const v = await fn();
-    if (v) return v;
-    await sleep(every);
-  }
-  throw new Error(`waited ${ms} ms for ${what}`);
+  return waitFor(fn, ms, what, every);
 }
 
 // A self-signed certificate for 127.0.0.1 in dir: { cert, key } paths.
@@ -189,26 +184,31 @@ export function httpsApi(port, method, target, key, body) {
 // waits for plain http). { p, port, log, cert, stop() }
 export async function startTlsAirlockd({ dir, args = [] }) {
   const { cert, key } = selfSigned(path.dirname(dir));
-  const port = await freePort();
-  const log = path.join(path.dirname(dir), `airlockd-tls-${port}.log`);
+  const log = path.join(path.dirname(dir), `airlockd-tls-${++tlsStarted}.log`);
   const out = fs.openSync(log, 'a');
   addLog(log);
-  const p = spawn(path.join(BIN, 'airlockd'), ['serve', '--data', dir, '--listen', `127.0.0.1:${port}`,
+  const p = spawn(path.join(BIN, 'airlockd'), ['serve', '--data', dir, '--listen', '127.0.0.1:0',
     '--tls-cert', cert, '--tls-key', key, '--verbose', ...args], { stdio: ['ignore', out, out] });
   fs.closeSync(out);
-  const d = { p, port, log, cert, dead: false };
+  const d = { p, port: 0, log, cert, dead: false };
   d.exited = new Promise((res) => p.on('exit', (code, sig) => { d.dead = true; res({ code, sig }); }));
   d.stop = async () => { if (!d.dead) p.kill('SIGTERM'); return d.exited; };
   onCleanup(async () => {
     if (!d.dead) { p.kill('SIGKILL'); await d.exited; }
     stopLocalRunners(dir);
   });
-  for (let i = 0; i < 200 && !d.dead; i++) {
-    try { if ((await httpsApi(port, 'GET', '/healthz')).status === 200) return d; } catch { /* not yet */ }
-    await sleep(50);
+  try {
+    const port = d.port = await reportedPort(log, /serving https on [^ ]+:(\d+) \(/, p, { what: 'airlockd (TLS) to listen' });
+    await waitFor(async () => {
+      if (d.dead) throw new Error('it exited');
+      try { return (await httpsApi(port, 'GET', '/healthz')).status === 200; } catch { return false; }
+    }, 10000, 'airlockd (TLS) to answer /healthz', 50);
+  } catch (e) {
+    throw new Error(`airlockd (TLS) did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
-  throw new Error(`airlockd (TLS) did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
+  return d;
 }
+let tlsStarted = 0;
 
 // Start a command line (as printed for a person) with bash in cwd; it is
 // stopped by PID at clean-up (TERM, then KILL after 5 s) and must have

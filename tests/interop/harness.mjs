@@ -1,6 +1,13 @@
 // Shared set-up for the integration tests: a temporary data dir with a
 // signing key, tokens minted by the real airlockd, a real airlock-runner on
-// a free 127.0.0.1 port, and clean-up of everything started (by PID).
+// 127.0.0.1, and clean-up of everything started (by PID).
+//
+// Ports: a program under test binds port 0 itself and says which port it
+// got in its start-up log line (reportedPort); nothing hands a port from
+// one process to another. Times: every wait and time limit here scales
+// with AIRLOCK_TEST_TIMEOUT_MULT (CMakeLists.txt sets it, 3 under the
+// sanitizers; scaled()), and waits poll a condition (waitFor) rather than
+// sleep a fixed time.
 
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -43,7 +50,9 @@ export function mint(dir, aud, scope = 'runner:connect', ttl = 300, sub = 'test'
     { stdio: ['ignore', 'pipe', 'pipe'] }).toString().trim();
 }
 
-export function freePort() {
+// A port nothing listens on, for tests of a refused connection only: no
+// server is to be started on it (a server binds port 0 itself).
+export function closedPort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.on('error', reject);
@@ -52,6 +61,52 @@ export function freePort() {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// The timeout multiplier for slow machines (sanitizers, a loaded host).
+export const TIMEOUT_MULT = Math.max(1, Number(process.env.AIRLOCK_TEST_TIMEOUT_MULT) || 1);
+export const scaled = (ms) => ms * TIMEOUT_MULT;
+
+// Poll fn() (may be async) every `every` ms until it returns a truthy value,
+// which is returned; throws after ms (scaled) naming what was awaited.
+export async function waitFor(fn, ms, what, every = 20) {
+  const limit = scaled(ms);
+  const end = Date.now() + limit;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() >= end) throw new Error(`waited ${limit} ms for ${what}`);
+    await sleep(every);
+  }
+}
+
+// Poll fn() until pred(value) holds or ms (scaled) pass, and return the
+// last value either way: the check that follows says what was wrong.
+// For a fixed sleep before a check of something that settles.
+export async function pollUntil(fn, pred, ms, every = 50) {
+  const end = Date.now() + scaled(ms);
+  for (;;) {
+    const v = await fn();
+    if (pred(v) || Date.now() >= end) return v;
+    await sleep(every);
+  }
+}
+
+// The port a child bound (it was told port 0), read from its log file:
+// the first match of re (one group: the port) in what the log holds from
+// byte `from` on. Fails early, with the log, if the child exits first.
+export async function reportedPort(log, re, proc, { from = 0, ms = 10000, what = 'the port in the log' } = {}) {
+  let text = '';
+  const port = await waitFor(() => {
+    try { text = fs.readFileSync(log, 'latin1').slice(from); } catch { text = ''; }
+    const m = re.exec(text);
+    if (m) return Number(m[1]);
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what}: it exited first`);
+    return 0;
+  }, ms, what).catch((e) => { throw new Error(`${e.message}; log:\n${text}`, { cause: e }); });
+  return port;
+}
+
+let started = 0; // numbers the logs of children started without a port
 
 // A raw HTTP exchange: returns { status, headers, body } of the response.
 export function rawHttp(port, request, ms = 5000) {
@@ -79,17 +134,19 @@ export function rawHttp(port, request, ms = 5000) {
 }
 
 // Start airlock-runner; resolves once /healthz answers.
+// port: a port to listen on again (a restart); omitted, it binds port 0 and
+// reports the one it got ("listening on 127.0.0.1:PORT", runner_main.c).
 export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}, wrap = [], bin } = {}) {
-  port = port || await freePort();
-  const log = path.join(dir, `runner-${port}.log`);
+  const log = path.join(dir, port ? `runner-${port}.log` : `runner-${id}-${++started}.log`);
+  const from = fs.existsSync(log) ? fs.statSync(log).size : 0;
   const out = fs.openSync(log, 'a');
   logs.push(log);
   const argv = [bin || path.join(BIN, 'airlock-runner'),
-    '--listen', `127.0.0.1:${port}`, '--identifier', id, '--jwks', path.join(dir, 'jwks.json'), ...args];
+    '--listen', `127.0.0.1:${port || 0}`, '--identifier', id, '--jwks', path.join(dir, 'jwks.json'), ...args];
   const cmd = [...wrap, ...argv];
   const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
   fs.closeSync(out);
-  const r = { proc: p, port, id, log, dir, url: `ws://127.0.0.1:${port}/?identifier=${id}&api-version=2024-02-02-preview` };
+  const r = { proc: p, port, id, log, dir };
   r.exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
   cleanups.push(async () => {
     let st;
@@ -105,15 +162,20 @@ export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}
       throw new Error(`runner on port ${port} stopped badly: ${JSON.stringify(st)} (see ${log})`);
     }
   });
-  for (let i = 0; i < 100; i++) {
-    try {
-      const res = await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 1000);
-      if (res.status === 200) return r;
-    } catch { /* not up yet */ }
-    if (p.exitCode !== null) break;
-    await sleep(50);
+  try {
+    if (!port) {
+      port = r.port = await reportedPort(log, /listening on [^ ]+:(\d+) for identifier/, p,
+        { from, what: 'the runner to listen' });
+    }
+    r.url = `ws://127.0.0.1:${port}/?identifier=${id}&api-version=2024-02-02-preview`;
+    await waitFor(async () => {
+      if (p.exitCode !== null) throw new Error('it exited');
+      try { return (await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', 1000)).status === 200; } catch { return false; }
+    }, 5000, 'the runner to answer /healthz', 50);
+  } catch (e) {
+    throw new Error(`runner did not start (${e.message}); log:\n${fs.readFileSync(log, 'utf8')}`, { cause: e });
   }
-  throw new Error(`runner did not start; log:\n${fs.readFileSync(log, 'utf8')}`);
+  return r;
 }
 
 // Start airlock-runner --connect towards a controller that a test runs as a
@@ -159,6 +221,7 @@ export function rssKb(pid) {
 
 // Run a test body with clean-up and a hard time limit; exit code says it all.
 export async function run(name, body, limitMs = 240000) {
+  limitMs = scaled(limitMs);
   const t = setTimeout(() => { console.error(`${name}: time limit of ${limitMs} ms reached`); process.exit(1); }, limitMs);
   try {
     await body();
