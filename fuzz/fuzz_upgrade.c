@@ -41,10 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(buf);
         abort();
     }
-    struct upg_config cfg = {"fuzz-sb", ks, 1800000000, 30};
-    struct upg_request req = {part[0], data[0] & 1, part[1], part[2], part[3], part[4]};
-    struct upg_result res;
-    upg_decide(&cfg, &req, &res);
+    struct upgrade_config cfg = {"fuzz-sb", ks, 1800000000, 30};
+    struct upgrade_request req = {part[0], data[0] & 1, part[1], part[2], part[3], part[4]};
+    struct upgrade_result res;
+    upgrade_decide(&cfg, &req, &res);
     if (res.status != 101 && res.status != 200 && res.status != 400 && res.status != 403 &&
         res.status != 404)
         abort();

@@ -159,36 +159,36 @@ static int http_reply(struct lws *wsi, unsigned status, const char *body)
 static int confirm_upgrade(struct app *a, struct lws *wsi)
 {
     char path[512] = "", idb[300], apib[128];
-    char auth[UPG_MAX_HEADER + 1];
+    char auth[UPGRADE_MAX_HEADER + 1];
     if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
         path[0] = 0;
-    struct upg_request req;
+    struct upgrade_request req;
     memset(&req, 0, sizeof req);
     req.path = path;
     req.is_upgrade = 1;
     req.identifier = wsg_urlarg(wsi, "identifier", idb, sizeof idb);
     req.api_version = wsg_urlarg(wsi, "api-version", apib, sizeof apib);
-    char protob[UPG_MAX_HEADER + 1];
+    char protob[UPGRADE_MAX_HEADER + 1];
     int n = lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL);
-    if (n > UPG_MAX_HEADER)
+    if (n > UPGRADE_MAX_HEADER)
         req.subprotocols = "?"; /* too long to read: refused as an offer without ours */
     else if (n > 0 && lws_hdr_copy(wsi, protob, sizeof protob, WSI_TOKEN_PROTOCOL) > 0)
         req.subprotocols = protob;
     if (a->header_is_auth) {
         n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-        if (n > 0 && n <= UPG_MAX_HEADER &&
+        if (n > 0 && n <= UPGRADE_MAX_HEADER &&
             lws_hdr_copy(wsi, auth, sizeof auth, WSI_TOKEN_HTTP_AUTHORIZATION) > 0)
             req.auth = auth;
     } else {
         int nl = (int)strlen(a->token_header_lc);
         n = lws_hdr_custom_length(wsi, a->token_header_lc, nl);
-        if (n > 0 && n <= UPG_MAX_HEADER &&
+        if (n > 0 && n <= UPGRADE_MAX_HEADER &&
             lws_hdr_custom_copy(wsi, auth, sizeof auth, a->token_header_lc, nl) > 0)
             req.auth = auth;
     }
-    struct upg_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
-    struct upg_result res;
-    upg_decide(&cfg, &req, &res);
+    struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upgrade_result res;
+    upgrade_decide(&cfg, &req, &res);
     char peer[64] = "?";
     lws_get_peer_simple(wsi, peer, sizeof peer);
     if (res.status != 101) {
@@ -318,7 +318,7 @@ static int read_token_file(struct app *a, char *why, size_t cap)
         n--;
     a->token[n] = 0;
     struct tok_verify_params p;
-    tok_verify_params_init(&p, a->identifier, UPG_SCOPE, (int64_t)time(NULL));
+    tok_verify_params_init(&p, a->identifier, UPGRADE_SCOPE, (int64_t)time(NULL));
     struct tok_claims cl;
     char r[TOK_REASON_MAX];
     int rc = tok_verify(a->keys, a->token, (size_t)n, &p, &cl, r, sizeof r);
@@ -430,10 +430,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         char path[256] = "";
         if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
             path[0] = 0;
-        struct upg_request req = {path, 0, NULL, NULL, NULL, NULL};
-        struct upg_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
-        struct upg_result res;
-        upg_decide(&cfg, &req, &res);
+        struct upgrade_request req = {path, 0, NULL, NULL, NULL, NULL};
+        struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+        struct upgrade_result res;
+        upgrade_decide(&cfg, &req, &res);
         return http_reply(wsi, (unsigned)res.status, res.body);
     }
     case LWS_CALLBACK_ESTABLISHED: {

@@ -12,14 +12,15 @@
 #include "bearer.h"
 #include "subproto.h"
 
-static void answer(struct upg_result *out, int status, const char *body, const char *why)
+static void answer(struct upgrade_result *out, int status, const char *body, const char *why)
 {
     out->status = status;
     out->body = body;
     snprintf(out->log, sizeof out->log, "%s", why);
 }
 
-void upg_decide(const struct upg_config *cfg, const struct upg_request *req, struct upg_result *out)
+void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_request *req,
+                    struct upgrade_result *out)
 {
     memset(out, 0, sizeof *out);
     const char *path = req->path ? req->path : "";
@@ -34,7 +35,7 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
         answer(out, 404, "Not Found\n", "upgrade on a path other than /");
         return;
     }
-    if (!req->api_version || strcmp(req->api_version, UPG_API_VERSION) != 0) {
+    if (!req->api_version || strcmp(req->api_version, UPGRADE_API_VERSION) != 0) {
         answer(out, 400, "Bad Request\n",
                req->api_version ? "unknown api-version" : "missing api-version");
         return;
@@ -55,7 +56,7 @@ void upg_decide(const struct upg_config *cfg, const struct upg_request *req, str
         return;
     }
     struct tok_verify_params p;
-    tok_verify_params_init(&p, cfg->identifier, UPG_SCOPE, cfg->now);
+    tok_verify_params_init(&p, cfg->identifier, UPGRADE_SCOPE, cfg->now);
     if (cfg->leeway >= 0)
         p.leeway = cfg->leeway;
     char why[TOK_REASON_MAX];

@@ -21,11 +21,11 @@
 
 #include "token.h"
 
-#define UPG_API_VERSION "2024-02-02-preview"
-#define UPG_SCOPE "runner:connect"
-#define UPG_MAX_HEADER 4096 /* bytes of the token header's value */
+#define UPGRADE_API_VERSION "2024-02-02-preview"
+#define UPGRADE_SCOPE "runner:connect"
+#define UPGRADE_MAX_HEADER 4096 /* bytes of the token header's value */
 
-struct upg_request {
+struct upgrade_request {
     const char *path;         /* without the query */
     int is_upgrade;           /* a WebSocket upgrade (else plain HTTP) */
     const char *identifier;   /* query argument, NULL if absent */
@@ -34,14 +34,14 @@ struct upg_request {
     const char *subprotocols; /* Sec-WebSocket-Protocol's value, NULL if absent */
 };
 
-struct upg_config {
+struct upgrade_config {
     const char *identifier;
     const struct tok_keyset *keys;
     int64_t now; /* Unix seconds */
     int64_t leeway;
 };
 
-struct upg_result {
+struct upgrade_result {
     int status;               /* 101, 200, 400, 403, 404 */
     const char *body;         /* response body for non-101 answers */
     char log[640];            /* the precise reason, for the runner's log only */
@@ -49,7 +49,7 @@ struct upg_result {
 };
 
 /* Decide; never fails (a bad request is a status). */
-void upg_decide(const struct upg_config *cfg, const struct upg_request *req,
-                struct upg_result *out);
+void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_request *req,
+                    struct upgrade_result *out);
 
 #endif

@@ -71,16 +71,16 @@ static void mint(struct fix *f, const char *aud, const char *scope, int64_t now,
 }
 
 static int decide_sp(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
-                     const char *auth, const char *subprotocols, struct upg_result *res)
+                     const char *auth, const char *subprotocols, struct upgrade_result *res)
 {
-    struct upg_config cfg = {"sbx-1", f->ks, NOW, 0};
-    struct upg_request req = {path, upgrade, id, api, auth, subprotocols};
-    upg_decide(&cfg, &req, res);
+    struct upgrade_config cfg = {"sbx-1", f->ks, NOW, 0};
+    struct upgrade_request req = {path, upgrade, id, api, auth, subprotocols};
+    upgrade_decide(&cfg, &req, res);
     return res->status;
 }
 
 static int decide(struct fix *f, const char *path, int upgrade, const char *id, const char *api,
-                  const char *auth, struct upg_result *res)
+                  const char *auth, struct upgrade_result *res)
 {
     return decide_sp(f, path, upgrade, id, api, auth, NULL, res);
 }
@@ -88,13 +88,13 @@ static int decide(struct fix *f, const char *path, int upgrade, const char *id, 
 static void test_matrix(void **state)
 {
     struct fix *f = *state;
-    struct upg_result r;
+    struct upgrade_result r;
     char good[5000], aud2[5000], scope2[5000], old[5000];
     mint(f, "sbx-1", "runner:connect", NOW, good, sizeof good);
     mint(f, "sbx-2", "runner:connect", NOW, aud2, sizeof aud2);
     mint(f, "sbx-1", "terminal:write", NOW, scope2, sizeof scope2);
     mint(f, "sbx-1", "runner:connect", NOW - 1000, old, sizeof old);
-    const char *api = UPG_API_VERSION;
+    const char *api = UPGRADE_API_VERSION;
 
     assert_int_equal(decide(f, "/", 1, "sbx-1", api, good, &r), 101);
     assert_string_equal(r.claims.sub, "tester");
