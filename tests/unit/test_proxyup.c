@@ -16,190 +16,12 @@
 #include <cmocka.h>
 
 #include "al_err.h"
+#include "httpsrv.h"
 #include "proxyup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- the upstream: one scripted answer per path ---- */
-
-struct conn {
-    uv_tcp_t tcp;
-    uv_timer_t t;
-    char in[65536];
-    size_t len;
-    int answered, closed, step, open;
-    char path[64];
-    struct srv *s;
-    struct conn *next;
-};
-
-struct srv {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    int port;
-    int eof_seen; /* a connection the client closed */
-    char body[65536];
-    size_t body_len;
-    struct conn *conns;
-};
-
-static void alloc_cb(uv_handle_t *h, size_t sz, uv_buf_t *b)
-{
-    struct conn *c = h->data;
-    (void)sz;
-    b->base = c->in + c->len;
-    b->len = sizeof c->in - c->len - 1;
-}
-
-static void write_done(uv_write_t *w, int st)
-{
-    (void)st;
-    free(w);
-}
-
-static void send_text(struct conn *c, const char *text)
-{
-    if (c->closed)
-        return;
-    size_t n = strlen(text);
-    uv_write_t *w = malloc(sizeof *w + n);
-    assert_non_null(w);
-    memcpy((char *)(w + 1), text, n);
-    uv_buf_t b = uv_buf_init((char *)(w + 1), (unsigned)n);
-    uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, write_done);
-}
-
-static void conn_closed(uv_handle_t *h)
-{
-    struct conn *c = h->data;
-    if (--c->open > 0)
-        return;
-    struct conn **pp = &c->s->conns;
-    while (*pp != c)
-        pp = &(*pp)->next;
-    *pp = c->next;
-    free(c);
-}
-
-static void close_conn(struct conn *c)
-{
-    if (c->closed)
-        return;
-    c->closed = 1;
-    uv_timer_stop(&c->t);
-    uv_close((uv_handle_t *)&c->t, conn_closed);
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    struct conn *c = t->data;
-    char ev[128];
-    c->step++;
-    if (strcmp(c->path, "/stream") == 0) {
-        snprintf(ev, sizeof ev, "event: delta\ndata: {\"n\":%d}\n\n", c->step);
-        send_text(c, ev);
-        if (c->step == 3) {
-            send_text(c, "event: stop\ndata: {}\n\n");
-            close_conn(c); /* Connection: close ends the body */
-        }
-    } else if (strcmp(c->path, "/forever") == 0) {
-        send_text(c, "data: tick\n\n");
-    }
-}
-
-static void answer(struct conn *c, const char *head_end)
-{
-    c->answered = 1;
-    char resp[70000];
-    const char *body = head_end + 4;
-    size_t blen = c->len - (size_t)(body - c->in);
-    if (strcmp(c->path, "/stream") == 0 || strcmp(c->path, "/forever") == 0) {
-        send_text(
-            c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n");
-        uv_timer_start(&c->t, on_tick, strcmp(c->path, "/stream") == 0 ? 400 : 50,
-                       strcmp(c->path, "/stream") == 0 ? 400 : 50);
-    } else if (strcmp(c->path, "/echo") == 0) {
-        memcpy(c->s->body, body, blen);
-        c->s->body_len = blen;
-        snprintf(resp, sizeof resp,
-                 "HTTP/1.1 201 Created\r\nContent-Length: %zu\r\nX-Seen: yes\r\n\r\n", blen);
-        send_text(c, resp);
-        memcpy(resp, body, blen);
-        resp[blen] = '\0';
-        send_text(c, resp);
-        c->answered = 0; /* keep-alive: the next request may come on this connection */
-        c->len = 0;
-    } else if (strcmp(c->path, "/broken") == 0) {
-        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
-        close_conn(c);
-    } else if (strcmp(c->path, "/big") == 0) {
-        static char big[40001];
-        memset(big, 'b', 40000);
-        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n");
-        send_text(c, big);
-    }
-    /* /hang: never answers */
-}
-
-static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
-{
-    struct conn *c = st->data;
-    (void)b;
-    if (n < 0) {
-        c->s->eof_seen++;
-        close_conn(c);
-        return;
-    }
-    c->len += (size_t)n;
-    c->in[c->len] = '\0';
-    char *e = strstr(c->in, "\r\n\r\n");
-    if (!e || c->answered)
-        return;
-    sscanf(c->in, "%*s %63s", c->path);
-    const char *cl = strstr(c->in, "Content-Length: ");
-    if (cl && cl < e && c->len - (size_t)(e + 4 - c->in) < strtoul(cl + 16, NULL, 10))
-        return; /* the body is not all in */
-    if (strstr(c->in, "Transfer-Encoding: chunked") && !strstr(e, "\r\n0\r\n\r\n"))
-        return;
-    answer(c, e);
-}
-
-static void on_conn(uv_stream_t *l, int st)
-{
-    struct srv *s = l->data;
-    assert_int_equal(st, 0);
-    struct conn *c = calloc(1, sizeof *c);
-    assert_non_null(c);
-    c->s = s;
-    uv_tcp_init(s->loop, &c->tcp);
-    uv_timer_init(s->loop, &c->t);
-    c->tcp.data = c;
-    c->t.data = c;
-    c->open = 2;
-    c->next = s->conns;
-    s->conns = c;
-    assert_int_equal(uv_accept(l, (uv_stream_t *)&c->tcp), 0);
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read);
-}
-
-static void srv_start(struct srv *s, uv_loop_t *loop)
-{
-    memset(s, 0, sizeof *s);
-    s->loop = loop;
-    uv_tcp_init(loop, &s->listener);
-    s->listener.data = s;
-    struct sockaddr_in a;
-    uv_ip4_addr("127.0.0.1", 0, &a);
-    assert_int_equal(uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&s->listener, 16, on_conn), 0);
-    struct sockaddr_in got;
-    int len = sizeof got;
-    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&got, &len);
-    s->port = ntohs(got.sin_port);
-}
 
 /* ---- the caller ---- */
 
@@ -299,16 +121,28 @@ static void c_done(void *ud, enum proxyup_result r, const char *why)
 
 static const struct proxyup_cb cbs = {c_status, c_header, c_head_done, c_body, c_read, c_done};
 
+static void wake(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Run the loop until the call is done or max_ms have passed; a timer
+ * wakes the loop at the deadline, so an idle loop never blocks for good. */
 static void run_until_done(uv_loop_t *loop, struct call *c, unsigned max_ms)
 {
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    uv_timer_start(&t, wake, max_ms, 0);
     uint64_t end = uv_now(loop) + max_ms;
     while (!c->done && uv_now(loop) < end)
         uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
 }
 
 struct fixture {
     uv_loop_t loop;
-    struct srv srv;
+    struct httpsrv srv;
     struct proxyup *u;
     struct call calls[4];
     int ncalls;
@@ -319,7 +153,7 @@ static int setup(void **state)
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
     uv_loop_init(&f->loop);
-    srv_start(&f->srv, &f->loop);
+    httpsrv_start(&f->srv, &f->loop);
     assert_int_equal(proxyup_new(&f->loop, &f->u), AL_OK);
     *state = f;
     return 0;
@@ -336,13 +170,9 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     proxyup_free(f->u);
-    while (f->srv.conns && !f->srv.conns->closed)
-        close_conn(f->srv.conns);
-    for (struct conn *k = f->srv.conns; k; k = k->next)
-        close_conn(k);
+    httpsrv_stop(&f->srv);
     for (int i = 0; i < f->ncalls; i++)
         uv_close((uv_handle_t *)&f->calls[i].resume, NULL);
-    uv_close((uv_handle_t *)&f->srv.listener, NULL);
     uv_walk(&f->loop, walk_close, NULL);
     while (uv_run(&f->loop, UV_RUN_NOWAIT))
         ;
@@ -457,9 +287,9 @@ static void test_cancel_closes_upstream(void **state)
     assert_true(c->done);
     size_t got = c->body_len;
     /* the upstream sees its connection closed; no callback runs again */
-    uint64_t end = uv_now(&f->loop) + 2000;
-    while (!f->srv.eof_seen && uv_now(&f->loop) < end)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    struct call waiter = {0};
+    for (int i = 0; i < 20 && !f->srv.eof_seen; i++)
+        run_until_done(&f->loop, &waiter, 100);
     assert_int_equal(f->srv.eof_seen, 1);
     assert_int_equal(c->body_len, got);
     assert_int_equal(proxyup_active(f->u), 0);
