@@ -166,7 +166,8 @@ static void record(struct proxyconn *c, int status)
 static void finish_call(struct proxyconn *c)
 {
     if (c->terminal[0] && c->gate->end)
-        c->gate->end(c->gate_ud, c->terminal, c->bytes_up + c->bytes_down);
+        c->gate->end(c->gate_ud, c->terminal, c->pc.up ? c->pc.up->name : "",
+                     c->bytes_up + c->bytes_down);
     c->terminal[0] = '\0';
 }
 

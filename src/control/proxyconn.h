@@ -69,7 +69,7 @@ struct proxyconn_gate {
     int (*begin)(void *gate_ud, const struct proxy_upstream *up, const char *credential,
                  char *terminal, size_t tcap, char *secret, size_t scap, unsigned *retry_after,
                  char *why, size_t wcap);
-    void (*end)(void *gate_ud, const char *terminal, uint64_t bytes);
+    void (*end)(void *gate_ud, const char *terminal, const char *upstream, uint64_t bytes);
     void (*record)(void *gate_ud, const struct proxyconn_record *rec);
 };
 

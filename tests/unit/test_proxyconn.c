@@ -90,10 +90,11 @@ static int g_begin(void *ud, const struct proxy_upstream *up, const char *cred, 
     return 0;
 }
 
-static void g_end(void *ud, const char *terminal, uint64_t bytes)
+static void g_end(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
 {
     struct fixture *f = ud;
     (void)bytes;
+    assert_true(strcmp(upstream, "up") == 0 || strcmp(upstream, "dead") == 0);
     assert_string_equal(terminal, "t-one");
     f->ended++;
 }
