@@ -13,6 +13,7 @@ DEB_PKGS=(
   # libraries (see STYLE.md: chosen dependencies)
   libssl-dev libjansson-dev libcmocka-dev
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libseccomp-dev libsqlite3-dev libpq-dev
+  libhttp-parser-dev libcurl4-openssl-dev
   # run: local sandboxes (bubblewrap), make run (curl)
   bubblewrap curl
   # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests;

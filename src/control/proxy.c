@@ -1,0 +1,424 @@
+/*
+ * proxy: the credential proxy's owner (proxy.h): the gate each agent
+ * connection passes, the secrets' cache, the limits' table, the metrics.
+ *
+ * Secrets are read when a call needs one and kept for the upstream's
+ * secret-ttl; a secret-command runs under /bin/sh -c with its output read
+ * for at most PROXY_COMMAND_TIMEOUT_MS (it blocks the loop that long at
+ * worst, once per ttl: a command such as `gh auth token` answers in
+ * milliseconds). A secret never goes into a log, an error or a metric.
+ */
+#include "proxy.h"
+
+#include "al_err.h"
+#include "b64url.h"
+#include "ratelim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+const uint64_t proxy_latency_bounds_ms[PROXY_LATENCY_BUCKETS] = {
+    5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000, 60000, UINT64_MAX,
+};
+
+struct quota {
+    char terminal[PROXYCONN_TERMINAL_MAX + 1]; /* "" : a free entry */
+    unsigned upstream;                         /* index in the config */
+    unsigned active;                           /* calls in flight */
+    uint64_t bytes;                            /* moved over its life */
+    struct ratelim rate;
+};
+
+struct secret {
+    char value[PROXY_SECRET_MAX + 1];
+    uint64_t until_ms; /* 0: none held */
+};
+
+struct proxy {
+    struct proxycfg cfg;
+    uv_loop_t *loop;
+    struct proxyup *up;
+    struct proxy_store store;
+    struct secret secrets[PROXY_MAX_UPSTREAMS];
+    struct proxy_metrics metrics[PROXY_MAX_UPSTREAMS];
+    struct quota *quotas; /* PROXY_MAX_QUOTAS entries */
+};
+
+static unsigned index_of(const struct proxy *p, const struct proxy_upstream *up)
+{
+    return (unsigned)(up - p->cfg.up);
+}
+
+/* ---- credentials ---- */
+
+void proxy_hash(const char *cred, char hash[PROXY_HASH_HEX + 1])
+{
+    unsigned char md[32];
+    unsigned int len = 0;
+    if (EVP_Digest(cred, strlen(cred), md, &len, EVP_sha256(), NULL) != 1 || len != sizeof md)
+        memset(md, 0, sizeof md);
+    for (size_t i = 0; i < sizeof md; i++)
+        snprintf(hash + 2 * i, 3, "%02x", md[i]);
+}
+
+int proxy_mint(char cred[PROXY_CRED_LEN + 1], char hash[PROXY_HASH_HEX + 1])
+{
+    uint8_t raw[PROXY_CRED_RAW];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return AL_E_CRYPTO;
+    size_t n = 0;
+    memcpy(cred, PROXY_CRED_PREFIX, 4);
+    int rc = b64u_encode(raw, sizeof raw, cred + 4, PROXY_CRED_LEN + 1 - 4, &n);
+    OPENSSL_cleanse(raw, sizeof raw);
+    if (rc != AL_OK || n != PROXY_CRED_LEN - 4)
+        return AL_E_CRYPTO;
+    cred[PROXY_CRED_LEN] = '\0';
+    proxy_hash(cred, hash);
+    return AL_OK;
+}
+
+/* ---- secrets ---- */
+
+/* Run `cmd` under /bin/sh -c and keep the first line it prints. */
+static int run_command(const char *cmd, char *out, size_t cap, char *why, size_t wcap,
+                       const char *name)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        al_errf(why, wcap, "upstream %s: cannot run its secret-command: %s", name, strerror(errno));
+        return AL_E_IO;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* its own process group, so that a timeout ends all it started */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&at, 0);
+    char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+    pid_t pid;
+    int e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(fds[1]);
+    if (e != 0) {
+        close(fds[0]);
+        al_errf(why, wcap, "upstream %s: cannot run its secret-command: %s", name, strerror(e));
+        return AL_E_IO;
+    }
+    size_t len = 0;
+    int rc = AL_OK;
+    uint64_t end = uv_hrtime() / 1000000u + PROXY_COMMAND_TIMEOUT_MS;
+    for (;;) {
+        uint64_t now = uv_hrtime() / 1000000u;
+        if (now >= end) {
+            rc = AL_E_TIMEOUT;
+            break;
+        }
+        struct pollfd pf = {fds[0], POLLIN, 0};
+        int k = poll(&pf, 1, (int)(end - now));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            rc = k == 0 ? AL_E_TIMEOUT : AL_E_IO;
+            break;
+        }
+        if (len + 1 >= cap) {
+            rc = AL_E_TOOBIG;
+            break;
+        }
+        ssize_t r = read(fds[0], out + len, cap - 1 - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? AL_E_IO : AL_OK;
+            break;
+        }
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    /* its exit, within what is left of the time (it may have closed its
+     * output and gone on running) */
+    int st = 0;
+    for (;;) {
+        pid_t w = rc == AL_OK ? waitpid(pid, &st, WNOHANG) : 0;
+        if (w == pid || (w < 0 && errno != EINTR)) {
+            kill(-pid, SIGKILL); /* what it left running in its group */
+            break;
+        }
+        if (rc != AL_OK || uv_hrtime() / 1000000u >= end) {
+            kill(-pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+            if (rc == AL_OK)
+                rc = AL_E_TIMEOUT;
+            break;
+        }
+        usleep(1000);
+    }
+    if (rc == AL_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        rc = AL_E_IO;
+    out[len] = '\0';
+    size_t line = strcspn(out, "\r\n");
+    if (rc == AL_OK && line == 0)
+        rc = AL_E_FORMAT;
+    out[line] = '\0';
+    if (rc != AL_OK) {
+        OPENSSL_cleanse(out, cap);
+        static const struct {
+            int rc;
+            const char *what;
+        } whats[] = {
+            {AL_E_TIMEOUT, "did not finish in time"},
+            {AL_E_TOOBIG, "printed too much"},
+            {AL_E_FORMAT, "printed no secret"},
+            {AL_E_IO, "failed"},
+        };
+        const char *what = "failed";
+        for (size_t i = 0; i < sizeof whats / sizeof whats[0]; i++)
+            if (whats[i].rc == rc)
+                what = whats[i].what;
+        al_errf(why, wcap, "upstream %s: its secret-command %s", name, what);
+    }
+    return rc;
+}
+
+/* The secret of an upstream, from the cache or read anew. */
+static int secret_of(struct proxy *p, const struct proxy_upstream *up, char *out, size_t cap,
+                     char *why, size_t wcap)
+{
+    struct secret *s = &p->secrets[index_of(p, up)];
+    uint64_t now = uv_now(p->loop);
+    if (!s->until_ms || now >= s->until_ms) {
+        char detail[PROXYCONN_REASON_MAX];
+        int rc = up->secret_file[0]
+                     ? proxycfg_read_secret_file(up->secret_file, s->value, sizeof s->value, detail,
+                                                 sizeof detail)
+                     : run_command(up->secret_command, s->value, sizeof s->value, detail,
+                                   sizeof detail, up->name);
+        if (rc != AL_OK) {
+            s->until_ms = 0;
+            al_errf(why, wcap, "%s", detail);
+            return rc;
+        }
+        s->until_ms = now + (uint64_t)up->secret_ttl_s * 1000u;
+    }
+    size_t n = strlen(s->value);
+    if (n + 1 > cap)
+        return AL_E_TOOBIG;
+    memcpy(out, s->value, n + 1);
+    return AL_OK;
+}
+
+int proxy_check_secrets(struct proxy *p, char *why, size_t cap)
+{
+    for (unsigned i = 0; i < p->cfg.n; i++) {
+        char s[PROXY_SECRET_MAX + 1];
+        int rc = secret_of(p, &p->cfg.up[i], s, sizeof s, why, cap);
+        OPENSSL_cleanse(s, sizeof s);
+        if (rc != AL_OK)
+            return rc;
+    }
+    return AL_OK;
+}
+
+/* ---- limits ---- */
+
+static struct quota *quota_of(struct proxy *p, const char *terminal, unsigned upstream, int make)
+{
+    struct quota *free_slot = NULL;
+    for (unsigned i = 0; i < PROXY_MAX_QUOTAS; i++) {
+        struct quota *q = &p->quotas[i];
+        if (!q->terminal[0]) {
+            if (!free_slot)
+                free_slot = q;
+            continue;
+        }
+        if (q->upstream == upstream && strcmp(q->terminal, terminal) == 0)
+            return q;
+    }
+    if (!make || !free_slot)
+        return NULL;
+    const struct proxy_upstream *up = &p->cfg.up[upstream];
+    memset(free_slot, 0, sizeof *free_slot);
+    snprintf(free_slot->terminal, sizeof free_slot->terminal, "%s", terminal);
+    free_slot->upstream = upstream;
+    unsigned burst = up->rpm / 10 ? up->rpm / 10 : 1;
+    ratelim_init(&free_slot->rate, 60000000ull / up->rpm, burst);
+    return free_slot;
+}
+
+void proxy_forget_terminal(struct proxy *p, const char *terminal)
+{
+    for (unsigned i = 0; i < PROXY_MAX_QUOTAS; i++)
+        if (strcmp(p->quotas[i].terminal, terminal) == 0 && p->quotas[i].active == 0)
+            p->quotas[i].terminal[0] = '\0';
+}
+
+/* ---- the gate ---- */
+
+int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const char *cred,
+                     char *terminal, size_t tcap, char *secret, size_t scap, unsigned *retry,
+                     char *why, size_t wcap)
+{
+    char hash[PROXY_HASH_HEX + 1];
+    proxy_hash(cred, hash);
+    int rc = p->store.lookup(p->store.ud, hash, up->name, terminal, tcap);
+    OPENSSL_cleanse(hash, sizeof hash);
+    if (rc == AL_E_NOENT) {
+        al_errf(why, wcap, "unknown, revoked or foreign credential for upstream %s", up->name);
+        return 401;
+    }
+    if (rc != AL_OK) {
+        al_errf(why, wcap, "cannot check the credential now");
+        return 503;
+    }
+    unsigned ui = index_of(p, up);
+    struct quota *q = quota_of(p, terminal, ui, 1);
+    if (!q) {
+        al_errf(why, wcap, "too many terminals use the proxy at once");
+        *retry = 1;
+        return 429;
+    }
+    uint64_t now_us = uv_now(p->loop) * 1000u;
+    if (q->active >= up->concurrent) {
+        al_errf(why, wcap, "terminal %s: %u requests at once to upstream %s", terminal,
+                up->concurrent, up->name);
+        *retry = 1;
+        return 429;
+    }
+    if (q->bytes >= up->max_bytes) {
+        al_errf(why, wcap, "terminal %s: %llu bytes through upstream %s", terminal,
+                (unsigned long long)up->max_bytes, up->name);
+        *retry = 3600;
+        return 429;
+    }
+    if (!ratelim_take(&q->rate, now_us)) {
+        uint64_t wait_us = ratelim_next(&q->rate, now_us) - now_us;
+        al_errf(why, wcap, "terminal %s: %u requests a minute to upstream %s", terminal, up->rpm,
+                up->name);
+        *retry = (unsigned)((wait_us + 999999) / 1000000);
+        return 429;
+    }
+    char detail[PROXYCONN_REASON_MAX];
+    rc = secret_of(p, up, secret, scap, detail, sizeof detail);
+    if (rc != AL_OK) {
+        al_errf(why, wcap, "%s", detail);
+        return 502;
+    }
+    q->active++;
+    return 0;
+}
+
+static int gate_begin(void *ud, const struct proxy_upstream *up, const char *cred, char *terminal,
+                      size_t tcap, char *secret, size_t scap, unsigned *retry, char *why,
+                      size_t wcap)
+{
+    return proxy_gate_begin(ud, up, cred, terminal, tcap, secret, scap, retry, why, wcap);
+}
+
+static void gate_end(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    struct proxy *p = ud;
+    const struct proxy_upstream *up = proxycfg_find(&p->cfg, upstream);
+    if (!up)
+        return;
+    struct quota *q = quota_of(p, terminal, index_of(p, up), 0);
+    if (!q)
+        return;
+    if (q->active)
+        q->active--;
+    q->bytes += bytes;
+}
+
+static void gate_record(void *ud, const struct proxyconn_record *rec)
+{
+    struct proxy *p = ud;
+    const struct proxy_upstream *up = proxycfg_find(&p->cfg, rec->upstream);
+    if (up) {
+        struct proxy_metrics *m = &p->metrics[index_of(p, up)];
+        m->requests++;
+        m->by_class[rec->status >= 100 && rec->status < 600 ? rec->status / 100 : 0]++;
+        m->bytes_up += rec->bytes_up;
+        m->bytes_down += rec->bytes_down;
+        m->latency_sum_ms += rec->latency_ms;
+        for (unsigned i = 0; i < PROXY_LATENCY_BUCKETS; i++)
+            if (rec->latency_ms <= proxy_latency_bounds_ms[i])
+                m->latency_le[i]++;
+    }
+    if (p->store.record)
+        p->store.record(p->store.ud, rec);
+}
+
+void proxy_gate_end(struct proxy *p, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    gate_end(p, terminal, upstream, bytes);
+}
+
+static const struct proxyconn_gate the_gate = {gate_begin, gate_end, gate_record};
+
+/* ---- life ---- */
+
+int proxy_new(const struct proxycfg *cfg, uv_loop_t *loop, const struct proxy_store *store,
+              struct proxy **out, char *why, size_t cap)
+{
+    if (!cfg || !loop || !store || !store->lookup || !out)
+        return AL_E_INVAL;
+    struct proxy *p = calloc(1, sizeof *p);
+    if (!p)
+        return AL_E_NOMEM;
+    p->quotas = calloc(PROXY_MAX_QUOTAS, sizeof *p->quotas);
+    int rc = p->quotas ? proxyup_new(loop, &p->up) : AL_E_NOMEM;
+    if (rc != AL_OK) {
+        free(p->quotas);
+        free(p);
+        al_errf(why, cap, "cannot start the credential proxy: %s", al_strerror(rc));
+        return rc;
+    }
+    p->cfg = *cfg;
+    p->loop = loop;
+    p->store = *store;
+    *out = p;
+    return AL_OK;
+}
+
+void proxy_free(struct proxy *p)
+{
+    if (!p)
+        return;
+    proxyup_free(p->up);
+    OPENSSL_cleanse(p->secrets, sizeof p->secrets);
+    free(p->quotas);
+    free(p);
+}
+
+const struct proxycfg *proxy_config(const struct proxy *p)
+{
+    return &p->cfg;
+}
+
+int proxy_conn(struct proxy *p, const struct proxyconn_ops *ops, void *ud, struct proxyconn **out)
+{
+    return proxyconn_new(&p->cfg, p->up, &the_gate, p, ops, ud, out);
+}
+
+const struct proxy_metrics *proxy_metrics_of(const struct proxy *p, const char *upstream)
+{
+    const struct proxy_upstream *up = proxycfg_find(&p->cfg, upstream);
+    return up ? &p->metrics[index_of(p, up)] : NULL;
+}
