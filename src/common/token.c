@@ -337,7 +337,7 @@ int tok_keyset_from_file(const char *path, struct tok_keyset **out, char *reason
     if (fd < 0) {
         int e = errno;
         al_errf(reason, reason_cap, "jwks: cannot open %s: %s", path, strerror(e));
-        return e == ENOENT ? AL_E_NOENT : (e == EACCES || e == EPERM) ? AL_E_PERM : AL_E_IO;
+        return al_err_from_errno(e);
     }
     int rc = AL_OK;
     char *buf = NULL;

@@ -56,7 +56,7 @@ int rkey_load(const char *data_dir, const char *id, char out[RKEY_HASH_HEX + 1])
         return AL_E_INVAL;
     int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return errno == ENOENT ? AL_E_NOENT : AL_E_IO;
+        return al_err_from_errno(errno);
     ssize_t n = read(fd, out, RKEY_HASH_HEX);
     (void)close(fd);
     if (n != RKEY_HASH_HEX)
