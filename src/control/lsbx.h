@@ -51,7 +51,7 @@
 #define LSBX_DEFAULT_CPU 100 /* percent of one core */
 #define LSBX_MAX_ARGS 128
 /* The runner's option that cuts its agents off, and how it reads in the
- * runner's /proc/PID/cmdline with its NULs as spaces (relay.c adopts a
+ * runner's /proc/PID/cmdline with its NULs as spaces (relay_spawn.c adopts a
  * runner from an earlier airlockd only if its agents' network is right). */
 #define LSBX_NET_OPT "--agent-network"
 #define LSBX_NET_NONE "none"

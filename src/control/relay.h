@@ -23,6 +23,11 @@
  * Ownership: the relay owns everything; rl_* pointers handed out stay valid
  * until the matching *_gone / relay_free.
  *
+ * Files: a function's prefix names the file that holds it (relay_int.h
+ * maps them): relay.c (relay_new, relay_tick, ...), relay_cred.c,
+ * relay_sandbox.c, relay_runner.c (the link), relay_spawn.c,
+ * relay_terminal.c, relay_output.c, relay_client.c. Types keep rl_.
+ *
  * Durability: output is acknowledged to the runner only once it is in the
  * recording and the pair (stream offset, recording size) is in the
  * database (docs/recording.md). After a crash airlockd adopts every live
@@ -77,7 +82,7 @@ struct rl_client;
 typedef void rl_wake_fn(void *conn);
 /* Dial a static sandbox: the glue connects to url with the bearer token and
  * calls relay_runner_up() when the WebSocket is established (or
- * relay_dial_failed()). 0, or AL_E_* when it could not even start. */
+ * relay_runner_dial_failed()). 0, or AL_E_* when it could not even start. */
 typedef int rl_dial_fn(void *ud, struct rl_sbx *sb, const char *url, const char *token);
 
 struct relay_config {
@@ -109,21 +114,21 @@ uint64_t relay_now_us(void);
 
 struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
 /* Whether a runner:connect bearer token is valid for this sandbox. */
-int relay_runner_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
-                          size_t cap);
+int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
+                        size_t cap);
 /* Whether a dialing runner's key (AL_RUNNER_KEY_HEADER) is the sandbox's
  * pinned one (rkey.h); the first key of a sandbox without a pin is pinned. */
-int relay_runner_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
-                        size_t cap);
+int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
+                      size_t cap);
 /* Forget the pin (a reverse sandbox enrolled again). */
-int relay_runner_key_forget(struct relay *r, const char *sandbox_id);
+int relay_cred_key_forget(struct relay *r, const char *sandbox_id);
 /* A link to the sandbox's runner is up (dialed or accepted). A newer link
  * replaces an older one: the relay forgets it, and *replaced (when not
  * NULL) is set to it (or NULL) for the glue to close; every replaced link
  * is closed, however many replace each other before they get to write. */
 int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced);
 void relay_runner_down(struct rl_sbx *sb, void *conn);
-void relay_dial_failed(struct rl_sbx *sb, const char *why);
+void relay_runner_dial_failed(struct rl_sbx *sb, const char *why);
 int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len);
 /* The WebSocket layer refused a message (wsglue's WSG_REFUSED): fail the
  * link with ERROR code, then close (ep_fail). */
@@ -144,8 +149,8 @@ struct rl_attach {
 /* 0, AL_E_NOENT (no such live terminal), AL_E_LIMIT (no slot for this
  * user: RL_MAX_CLIENTS, RL_MAX_CLIENTS_PER_USER, RL_RESERVED_CLIENTS; why
  * says which). */
-int relay_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out, char *why,
-                 size_t cap);
+int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_client **out,
+                        char *why, size_t cap);
 void relay_client_gone(struct rl_client *c);
 int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len);
 /* As relay_runner_refuse, for a client's link. */
@@ -195,5 +200,13 @@ void relay_metrics(const struct relay *r, struct rl_metrics *m);
  * (microseconds; negative when none was measured yet). */
 typedef void rl_link_fn(void *ud, const char *sandbox, int up, int64_t rtt_us);
 void relay_each_link(const struct relay *r, rl_link_fn *fn, void *ud);
+
+/* Former names, so that callers not yet moved to the names above (api.c)
+ * still compile; drop them once none is left. */
+#define relay_runner_token_ok relay_cred_token_ok
+#define relay_runner_key_ok relay_cred_key_ok
+#define relay_runner_key_forget relay_cred_key_forget
+#define relay_dial_failed relay_runner_dial_failed
+#define relay_attach relay_client_attach
 
 #endif

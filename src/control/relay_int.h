@@ -1,0 +1,239 @@
+/*
+ * relay_int: what the relay's files share and nothing else includes. The
+ * structures relay.h keeps opaque (its "Data model" says what each one
+ * represents and who owns what), the limits only the relay uses, and the
+ * functions one relay file calls in another, grouped by the file that
+ * defines them: a function's prefix is its file's name.
+ *
+ *   relay.c           struct relay: start, stop, ticks, metrics; logging,
+ *                     audit, wake and data-directory paths for the others
+ *   relay_cred.c      runner:connect tokens minted and checked, runner keys
+ *   relay_sandbox.c   struct rl_sbx: one per sandbox row, its tick
+ *   relay_runner.c    a sandbox's link to its runner: the controller
+ *                     endpoint's events, replaced links, redials
+ *   relay_spawn.c     a local sandbox's runner process and its files
+ *   relay_terminal.c  struct rl_term: open, adopt, exit, drop; its input
+ *                     towards the runner; the API's terminal actions
+ *   relay_output.c    a terminal's shared output log, its recording and
+ *                     durable offsets, its snapshot cache
+ *   relay_client.c    struct rl_client: attach, the writer and viewers,
+ *                     what each client is sent
+ *
+ * Not for api.c or any other file: relay.h is the relay's interface.
+ */
+#ifndef AL_RELAY_INT_H
+#define AL_RELAY_INT_H
+
+#include "backoff.h"
+#include "frame.h"
+#include "ratelim.h"
+#include "relay.h"
+#include "ring.h"
+
+struct ep;
+struct ep_event;
+struct cast;
+struct lsbx_proc;
+struct tok_keyset;
+
+#define RL_IN_CAP (2 * RL_CLIENT_WINDOW)
+#define RL_PATH_MAX 4096
+#define RL_HIST 32                 /* durable (offset, size) pairs kept */
+#define RL_CLIENT_LAG (512u << 10) /* how far behind a client may hold the runner's ring */
+/* Kept pairs lie at least this far apart (the newest excepted), so that
+ * RL_HIST of them always reach back past RL_CLIENT_LAG and the credit can
+ * move however small the syncs are. */
+#define RL_HIST_STEP (RL_CLIENT_LAG / (RL_HIST / 2))
+/* Liveness: with a client held back, the runner stops at (last ACK's
+ * consumed) + window; the credit we can then pick lies within the lag, a
+ * sync and a step of that, and must still be a quarter window past the
+ * last ACK, or the endpoint sends none and nothing moves again. */
+_Static_assert(RL_CLIENT_LAG + RL_SYNC_BYTES + RL_HIST_STEP + RL_RUNNER_WINDOW / 4 <
+                   RL_RUNNER_WINDOW,
+               "a client held at the lag must still let the runner's credit move");
+
+struct rl_term;
+
+struct rl_client {
+    struct rl_term *t;
+    struct rl_client *next;
+    struct ep *ep;
+    void *conn;
+    char user[DB_NAME_MAX + 1];
+    int may_write;   /* operator or admin, and not read-only */
+    int wants_write; /* attached interactively */
+    uint32_t ch;     /* the channel the client attached (0: not yet) */
+    uint64_t cur[FR_NSTREAMS];
+    int need_resync;
+    int resynced;            /* at least once */
+    uint64_t resync_at;      /* its stdout acknowledged offset then */
+    int role_due;            /* send ROLE after this input */
+    struct ratelim snap_lim; /* its SNAPSHOT_REQs */
+    uint64_t snap_due_us;    /* a deferred SNAPSHOT_REQ is served then (0: none) */
+    int exit_sent;
+    int gone;
+};
+
+struct rl_term {
+    struct rl_sbx *sb;
+    struct rl_term *next;
+    char id[DB_NAME_MAX + 1];
+    uint32_t ch;
+    uint8_t mode;
+    uint16_t cols, rows;
+    char creator[DB_NAME_MAX + 1]; /* "": none known */
+    uint16_t prev_cols, prev_rows; /* the size before the last RESIZE sent */
+    enum db_term_state state;
+    int exited, exit_code, exit_signal;
+    int closing;
+    struct ring log[FR_NSTREAMS];
+    /* durability */
+    uint64_t consumed[FR_NSTREAMS]; /* credited to the runner */
+    uint64_t rec_base;              /* stdout offset when the writer opened */
+    struct cast *cast;
+    int rec_failed;
+    char rec_error[128];
+    int64_t rec_bytes;
+    struct rl_pair {
+        uint64_t off;
+        int64_t size;
+    } hist[RL_HIST], persisted; /* recent durable (offset, size) pairs */
+    unsigned nhist;
+    uint64_t unsynced;
+    uint64_t sync_due_us; /* 0: nothing to sync */
+    int record_input;
+    /* snapshot cache */
+    uint8_t *snap;
+    size_t snap_len;
+    uint64_t snap_off;
+    uint16_t snap_cols, snap_rows;
+    int snap_have, snap_asked;
+    uint64_t snap_asked_us; /* when snap_asked was set */
+    /* input */
+    uint8_t in[RL_IN_CAP];
+    size_t in_len, in_owned; /* owned: the writer's bytes, at the tail */
+    int in_eof, in_eof_sent; /* the writer closed stdin */
+    struct rl_client *clients, *writer;
+    unsigned nclients;
+    int viewers_due;
+};
+
+struct rl_sbx {
+    struct relay *r;
+    struct rl_sbx *next;
+    char id[DB_NAME_MAX + 1];
+    enum db_sandbox_kind kind;
+    enum db_sandbox_network network; /* local: as its row says (maybe the default) */
+    char url[DB_SANDBOX_URL_MAX + 1];
+    struct ep *ep;
+    void *conn;     /* the current link */
+    void *old_conn; /* a replaced link, to be closed */
+    int up;
+    int64_t since_ms; /* when up last changed */
+    uint64_t token_due_us;
+    uint64_t file_due_us; /* local: when the runner's token file is next rewritten */
+    int64_t rtt_us;
+    /* static: redial */
+    struct backoff redial; /* static sandboxes: redials after a failure */
+    uint64_t redial_us;    /* 0: none scheduled */
+    int dialing;
+    /* local: the runner process */
+    struct lsbx_proc *proc; /* borrowed from lsbx until its exit callback */
+    int proc_live;
+    int pid;
+    uint64_t proc_check_us;
+    struct rl_term *terms;
+    int removed;
+};
+
+struct relay {
+    struct relay_config cfg;
+    struct tok_keyset *keys;
+    struct rl_sbx *sbxs;
+    uint64_t bytes_out, bytes_in, resyncs, rec_errors;
+};
+
+/* ---- relay.c ------------------------------------------------------------------ */
+
+__attribute__((format(printf, 3, 4))) void relay_log(const struct relay *r, int level,
+                                                     const char *fmt, ...);
+int64_t relay_wall_ms(void);
+void relay_audit(struct relay *r, const char *actor, const char *action, const char *target,
+                 const char *detail);
+/* Ask the glue for a writable callback on conn (NULL: none). */
+void relay_wake(struct relay *r, void *conn);
+/* DATA_DIR/fmt... into out: AL_OK or AL_E_TOOBIG. */
+int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- relay_cred.c ------------------------------------------------------------- */
+
+/* Mint a runner:connect token for a sandbox through the signer; `purpose`
+ * says why, in the audit. */
+int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out,
+                    size_t cap);
+
+/* ---- relay_sandbox.c ---------------------------------------------------------- */
+
+int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_sbx **out);
+/* Spawn or dial at the next tick. */
+void relay_sandbox_start(struct rl_sbx *sb);
+void relay_sandbox_tick(struct rl_sbx *sb, uint64_t now);
+
+/* ---- relay_runner.c ----------------------------------------------------------- */
+
+/* The controller endpoint's events (its on_event, ud = the sandbox). */
+void relay_runner_event(void *ud, const struct ep_event *ev);
+/* The link's timers: the endpoint's, the in-band token refresh, a redial. */
+void relay_runner_tick(struct rl_sbx *sb, uint64_t now);
+
+/* ---- relay_spawn.c ------------------------------------------------------------ */
+
+/* A local sandbox's runner: started again when gone, its token file kept fresh. */
+void relay_spawn_tick(struct rl_sbx *sb, uint64_t now);
+
+/* ---- relay_terminal.c --------------------------------------------------------- */
+
+struct rl_term *relay_terminal_by_ch(const struct rl_sbx *sb, uint32_t ch);
+struct rl_term *relay_terminal_by_id(const struct relay *r, const char *id);
+/* A terminal from its row (created or adopted at start), with its recording. */
+int relay_terminal_new(struct rl_sbx *sb, const struct db_terminal *row, struct rl_term **out);
+void relay_terminal_free(struct rl_term *t);
+void relay_terminal_state(struct rl_term *t, enum db_term_state s);
+void relay_terminal_exit(struct rl_term *t, int code, int signo);
+/* Forget a terminal whose channel is gone (its clients are told). */
+void relay_terminal_drop(struct rl_term *t, enum db_term_state final);
+/* The runner refused the last RESIZE (msg: its ERROR's text). */
+void relay_terminal_resize_refused(struct rl_term *t, const uint8_t *msg, size_t len);
+/* Move the writer's queued input towards the runner as its ring has room. */
+void relay_terminal_flush_input(struct rl_term *t);
+/* The terminal's merged input stream: where the next writer goes on. */
+uint64_t relay_terminal_in_next(const struct rl_term *t);
+/* Pump every client of t. */
+void relay_terminal_pump(struct rl_term *t);
+void relay_terminal_tick(struct rl_term *t, uint64_t now);
+
+/* ---- relay_output.c ----------------------------------------------------------- */
+
+/* Open (or resume) the terminal's recording as its row says. */
+int relay_output_rec_open(struct rl_term *t, const struct db_terminal *row);
+/* The recording failed with rc: noted once, the terminal keeps running. */
+void relay_output_rec_fail(struct rl_term *t, int rc);
+/* The runner's output: into the log and the recording, then to the clients. */
+void relay_output_data(struct rl_term *t, unsigned s, uint64_t off, const uint8_t *p, size_t n);
+void relay_output_gap(struct rl_term *t, unsigned s, uint64_t from, uint64_t to);
+/* Durable, persisted, credited (see the file). */
+void relay_output_sync(struct rl_term *t);
+void relay_output_snapshot_want(struct rl_term *t);
+void relay_output_snapshot_failed(struct rl_term *t, const char *why);
+/* The snapshot the runner sent (ev: EP_EV_SNAPSHOT) becomes the cache. */
+void relay_output_snapshot(struct rl_term *t, const struct ep_event *ev);
+int relay_output_snapshot_usable(const struct rl_term *t, uint64_t cur);
+
+/* ---- relay_client.c ----------------------------------------------------------- */
+
+/* Fill the client's endpoint, and wake its connection if that queued anything. */
+void relay_client_pump(struct rl_client *c);
+void relay_client_tick(struct rl_client *c, uint64_t now);
+
+#endif

@@ -1,0 +1,244 @@
+/*
+ * relay_runner: a sandbox's link to its runner (relay.h, "runners"). The
+ * controller endpoint outlives its links: a link that comes up (dialed or
+ * accepted) is linked to it, a newer one replaces an older one (closed
+ * with EP_CLOSE_REPLACED), one that goes down leaves the terminals to be
+ * adopted again on the next. Its events are dispatched here to the
+ * terminals they concern; the link's state (up since, RTT) goes to the
+ * database; a static sandbox is redialed with backoff after a failure;
+ * the runner gets a fresh token in band every RL_TOKEN_REFRESH_US.
+ *
+ * Not here: what the terminals do with the events (relay_terminal.c,
+ * relay_output.c), the tokens themselves (relay_cred.c), the sockets
+ * (api.c).
+ */
+#include "relay_int.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_err.h"
+#include "al_limits.h"
+#include "endpoint.h"
+
+static void set_link(struct rl_sbx *sb, int up)
+{
+    struct relay *r = sb->r;
+    sb->up = up;
+    sb->since_ms = relay_wall_ms();
+    if (db_sandbox_set_link(r->cfg.db, sb->id, up, sb->since_ms, sb->rtt_us) != AL_OK)
+        relay_log(r, 0, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
+    relay_audit(r, "system", up ? "link_up" : "link_down", sb->id, NULL);
+    relay_log(r, 1, "sandbox %s: link %s", sb->id, up ? "up" : "down");
+}
+
+void relay_runner_event(void *ud, const struct ep_event *ev)
+{
+    struct rl_sbx *sb = ud;
+    struct relay *r = sb->r;
+    struct rl_term *t = ev->channel ? relay_terminal_by_ch(sb, ev->channel) : NULL;
+    switch (ev->type) {
+    case EP_EV_READY: {
+        char tok[AL_MAX_TOKEN];
+        if (relay_cred_mint(r, sb->id, "link", tok, sizeof tok) == AL_OK)
+            (void)ep_send_token(sb->ep, tok, strlen(tok));
+        (void)ep_ping(sb->ep); /* the link's RTT, shown at once */
+        sb->token_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
+        set_link(sb, 1);
+        return;
+    }
+    case EP_EV_OPENED:
+    case EP_EV_ATTACHED:
+        if (!t)
+            return;
+        if (ev->type == EP_EV_OPENED || t->state == DB_TERM_OPENING)
+            relay_terminal_state(t, DB_TERM_RUNNING);
+        for (struct rl_client *c = t->clients; c; c = c->next)
+            if (c->need_resync)
+                relay_output_snapshot_want(t);
+        relay_terminal_flush_input(t);
+        return;
+    case EP_EV_LOST:
+        if (t) {
+            relay_log(r, 0, "terminal %s: the runner no longer knows it", t->id);
+            relay_terminal_drop(t, DB_TERM_LOST);
+        }
+        return;
+    case EP_EV_DATA:
+        if (t)
+            relay_output_data(t, ev->stream, ev->offset, ev->data, ev->len);
+        return;
+    case EP_EV_GAP:
+        if (t)
+            relay_output_gap(t, ev->stream, ev->offset, ev->to);
+        return;
+    case EP_EV_EXIT:
+        if (t)
+            relay_terminal_exit(t, ev->signo ? -1 : ev->exit_code, ev->signo);
+        return;
+    case EP_EV_CLOSED:
+        if (t)
+            relay_terminal_drop(t, DB_TERM_CLOSED);
+        return;
+    case EP_EV_SNAPSHOT:
+        if (t)
+            relay_output_snapshot(t, ev);
+        return;
+    case EP_EV_PONG:
+        sb->rtt_us = (int64_t)ev->rtt_us;
+        if (db_sandbox_set_link(r->cfg.db, sb->id, 1, sb->since_ms, sb->rtt_us) != AL_OK)
+            relay_log(r, 2, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
+        return;
+    case EP_EV_ERROR:
+        relay_log(r, 1, "sandbox %s: runner says (%u) %.*s", sb->id, ev->code, (int)ev->len,
+                  (const char *)ev->data);
+        if (t && (ev->code == FR_ERR_OPEN_FAILED ||
+                  (ev->code == FR_ERR_LIMIT && t->state == DB_TERM_OPENING))) {
+            char detail[AL_MAX_ERRMSG + 32];
+            json_t *d = json_pack("{s:s%}", "error", (const char *)ev->data, (size_t)ev->len);
+            char *dj = d ? json_dumps(d, JSON_COMPACT) : NULL;
+            (void)snprintf(detail, sizeof detail, "%s", dj ? dj : "{}");
+            free(dj);
+            json_decref(d);
+            relay_audit(r, "system", "open_failed", t->id, detail);
+            relay_terminal_exit(t, 127, 0);
+            relay_terminal_drop(t, DB_TERM_LOST);
+        } else if (t && ev->code == FR_ERR_LIMIT) {
+            relay_terminal_resize_refused(t, ev->data, ev->len);
+        } else if (t && t->snap_asked && (ev->code == FR_ERR_STATE || ev->code == FR_ERR_TOO_BIG)) {
+            /* a runner's answer to SNAPSHOT_REQ when it cannot make one
+             * (older runners said TOO_BIG above AL_MAX_SNAPSHOT) */
+            char why[AL_MAX_ERRMSG + 16];
+            (void)snprintf(why, sizeof why, "the runner says: %.*s", (int)ev->len,
+                           (const char *)ev->data);
+            relay_output_snapshot_failed(t, why);
+        }
+        return;
+    case EP_EV_WRITABLE:
+        if (t && ev->stream == FR_STDIN)
+            relay_terminal_flush_input(t);
+        return;
+    default:
+        return;
+    }
+}
+
+int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
+{
+    if (replaced)
+        *replaced = NULL;
+    if (sb->conn && sb->conn != conn) {
+        if (replaced)
+            *replaced = sb->conn;
+        sb->old_conn = sb->conn;
+        relay_wake(sb->r, sb->old_conn);
+    }
+    sb->conn = conn;
+    backoff_reset(&sb->redial);
+    sb->dialing = 0;
+    ep_link_up(sb->ep, relay_now_us());
+    relay_wake(sb->r, conn);
+    return AL_OK;
+}
+
+static void schedule_redial(struct rl_sbx *sb)
+{
+    if (sb->kind != DB_SANDBOX_STATIC || sb->removed)
+        return;
+    sb->redial_us = relay_now_us() + backoff_next(&sb->redial) * 1000;
+}
+
+void relay_runner_down(struct rl_sbx *sb, void *conn)
+{
+    if (sb->old_conn == conn) {
+        sb->old_conn = NULL;
+        return;
+    }
+    if (sb->conn != conn)
+        return;
+    sb->conn = NULL;
+    ep_link_down(sb->ep);
+    for (struct rl_term *t = sb->terms; t; t = t->next)
+        t->snap_asked = 0;
+    if (sb->up)
+        set_link(sb, 0);
+    sb->dialing = 0;
+    schedule_redial(sb);
+}
+
+void relay_runner_dial_failed(struct rl_sbx *sb, const char *why)
+{
+    relay_log(sb->r, 1, "sandbox %s: dial failed: %s", sb->id, why);
+    sb->dialing = 0;
+    schedule_redial(sb);
+}
+
+int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len)
+{
+    if (conn != sb->conn)
+        return AL_OK;
+    int rc = ep_input(sb->ep, msg, len, relay_now_us());
+    if (rc != AL_OK)
+        relay_log(sb->r, 1, "sandbox %s: runner broke the protocol: %s", sb->id, al_strerror(rc));
+    relay_wake(sb->r, conn);
+    return rc;
+}
+
+int relay_runner_refuse(struct rl_sbx *sb, void *conn, uint16_t code, const char *why)
+{
+    if (conn != sb->conn)
+        return AL_OK;
+    relay_log(sb->r, 1, "sandbox %s: runner's message refused: %s", sb->id, why);
+    int rc = ep_fail(sb->ep, code, why);
+    relay_wake(sb->r, conn);
+    return rc;
+}
+
+long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap)
+{
+    if (conn != sb->conn)
+        return 0;
+    return ep_output(sb->ep, buf, cap, relay_now_us());
+}
+
+int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason)
+{
+    if (conn == sb->old_conn || (sb->removed && conn == sb->conn)) {
+        *code = EP_CLOSE_REPLACED;
+        *reason = sb->removed ? "sandbox removed" : "replaced by a newer connection";
+        return 1;
+    }
+    if (conn != sb->conn)
+        return 0;
+    return ep_closing(sb->ep, code, reason);
+}
+
+void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
+{
+    struct relay *r = sb->r;
+    int due = ep_next_deadline(sb->ep) <= now; /* a PING or a timeout may be queued */
+    ep_tick(sb->ep, now);
+    if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
+        char tok[AL_MAX_TOKEN];
+        if (relay_cred_mint(r, sb->id, "refresh", tok, sizeof tok) == AL_OK &&
+            ep_send_token(sb->ep, tok, strlen(tok)) == AL_OK)
+            due = 1;
+        sb->token_due_us = now + RL_TOKEN_REFRESH_US;
+    }
+    if (sb->conn && (due || ep_closing(sb->ep, NULL, NULL)))
+        relay_wake(r, sb->conn);
+    if (sb->kind == DB_SANDBOX_STATIC && !sb->removed && !sb->conn && !sb->dialing &&
+        sb->redial_us && now >= sb->redial_us) {
+        sb->redial_us = 0;
+        char tok[AL_MAX_TOKEN];
+        if (relay_cred_mint(r, sb->id, "dial", tok, sizeof tok) == AL_OK && r->cfg.dial) {
+            sb->dialing = 1;
+            if (r->cfg.dial(r->cfg.dial_ud, sb, sb->url, tok) != AL_OK)
+                relay_runner_dial_failed(sb, "cannot start the connection");
+        } else {
+            schedule_redial(sb);
+        }
+    }
+}
