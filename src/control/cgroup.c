@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
+#include "fsutil.h"
 
 #define CG_PATH_MAX 512
 #define CG_STR2(x) #x
@@ -76,14 +77,8 @@ static int mkdir_ok(const char *p)
 static int unified(void)
 {
     char buf[512];
-    int fd = open(CG_ROOT "/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fsutil_read(CG_ROOT "/cgroup.controllers", buf, sizeof buf) <= 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    (void)close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     for (size_t i = 0; i < CG_NKNOBS; i++)
         if (!strstr(buf, knobs[i].ctrl))
             return 0;

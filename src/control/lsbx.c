@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
+#include "fsutil.h"
 
 #define LSBX_PATH_MAX 4096
 #define LSBX_CHECK_MS 10000 /* the start-up check of bubblewrap */
@@ -186,14 +187,8 @@ void lsbx_proc_forget(struct lsbx_proc *p)
 static long read_long(const char *path, long dflt)
 {
     char buf[32];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fsutil_read(path, buf, sizeof buf) <= 0)
         return dflt;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    (void)close(fd);
-    if (n <= 0)
-        return dflt;
-    buf[n] = 0;
     return strtol(buf, NULL, 10);
 }
 
