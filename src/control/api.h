@@ -2,7 +2,7 @@
  * api: `airlockd serve`, the control plane's network side: the JSON API
  * behind API keys, the WebSocket endpoints (runners dialing in at
  * /v1/runners/connect, clients attaching at /v1/terminals/ID/attach), and
- * the dialer for static sandboxes. The live state is relay.c's; the api*.c
+ * the dialer for static sandboxes. The live state is relay.h's; the api*.c
  * files are the libwebsockets glue and the routes (api.c lists them; they
  * share api_local.h, and this header is all the rest of airlockd sees).
  *

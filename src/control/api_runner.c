@@ -7,8 +7,8 @@
  * backoff), presenting a token as Bearer. Either way a link that comes up
  * replaces the sandbox's current one, which is closed (4005).
  *
- * Not here: the tokens and keys' checks and the redials (relay.c), the
- * link's messages (api_ws.c).
+ * Not here: the tokens and keys' checks and the redials (relay_cred.c,
+ * relay_runner.c), the link's messages (api_ws.c).
  */
 #include <libwebsockets.h>
 #include <openssl/crypto.h>
@@ -47,7 +47,7 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
     char auth[AL_MAX_TOKEN + 16];
     const char *tok = api_auth_bearer(wsi, auth, sizeof auth);
-    int rc = !sb ? AL_E_NOENT : relay_runner_token_ok(a->relay, ident, tok, why, sizeof why);
+    int rc = !sb ? AL_E_NOENT : relay_cred_token_ok(a->relay, ident, tok, why, sizeof why);
     if (rc != AL_OK) {
         api_audit_refused(a, peer, "runner_refused", !sb ? "unknown sandbox" : why,
                           ident ? ident : "");
@@ -59,7 +59,7 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     char key[AL_RUNNER_KEY_LEN + 8] = "";
     int kn = lws_hdr_custom_copy(wsi, key, sizeof key, AL_RUNNER_KEY_HEADER ":",
                                  (int)strlen(AL_RUNNER_KEY_HEADER ":"));
-    rc = relay_runner_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
+    rc = relay_cred_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
     OPENSSL_cleanse(key, sizeof key);
     if (rc != AL_OK) {
         char detail[300];
@@ -130,7 +130,7 @@ void api_runner_dial_failed(struct lws *wsi, const void *in)
 {
     struct conn *c = api_ws_conn(wsi);
     if (c) {
-        relay_dial_failed(c->sb, in ? (const char *)in : "connection failed");
+        relay_runner_dial_failed(c->sb, in ? (const char *)in : "connection failed");
         api_ws_free(wsi, c);
     }
 }

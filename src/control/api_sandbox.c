@@ -6,7 +6,7 @@
  * change is audited.
  *
  * Not here: who may call them (the route table, api_route.c), the live
- * sandboxes and their runners (relay.c).
+ * sandboxes and their runners (relay_sandbox.c, relay_spawn.c).
  */
 #include <jansson.h>
 #include <limits.h>
@@ -121,7 +121,7 @@ int api_sandbox_enroll(struct api *a, struct lws *wsi, struct call *c)
                    ttl, t->jti, t->kid);
     api_audit(a, u->name, "token_mint", id, detail);
     /* a new enrollment: the next runner to link is pinned afresh */
-    if (relay_runner_key_forget(a->relay, id) != AL_OK)
+    if (relay_cred_key_forget(a->relay, id) != AL_OK)
         api_log(a, 0, "sandbox %s: cannot forget the pinned runner key", id);
     char url[600], cmd[1200];
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", a->self_url, id);

@@ -6,7 +6,7 @@
  * audited.
  *
  * Not here: who may call them and the loading of {id}'s row
- * (ROUTE_TERMINAL, api_route.c), the live terminals (relay.c), the
+ * (ROUTE_TERMINAL, api_route.c), the live terminals (relay_terminal.c), the
  * attached client's WebSocket (api_ws.c).
  */
 #include <jansson.h>
@@ -117,7 +117,7 @@ int api_terminal_attach(struct api *a, struct lws *wsi, struct call *c)
     char argb[300], why[256];
     const char *mode = wsg_urlarg(wsi, "mode", argb, sizeof argb);
     struct rl_attach at = {c->id, c->u.name, c->u.role, mode && !strcmp(mode, "read"), wsi};
-    int rc = relay_attach(a->relay, &at, &c->conn->cl, why, sizeof why);
+    int rc = relay_client_attach(a->relay, &at, &c->conn->cl, why, sizeof why);
     if (rc != AL_OK) {
         api_log(a, 1, "attach of %s by %s refused: %s", c->id, c->u.name, why);
         (void)api_reply_error(wsi, api_reply_status(rc),

@@ -11,7 +11,7 @@
  * message being reassembled and the close state (struct wsg).
  *
  * Not here: who may connect (api_route.c, api_terminal.c, api_runner.c),
- * the protocol (relay.c's endpoints).
+ * the protocol (the relay's endpoints, relay.h).
  */
 #include <libwebsockets.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * db_sandbox: the sandboxes of the data layer (db.h "Sandboxes"): create
  * one with every setting in place (a static one's url, a local one's
  * network), get, list, keep its link state, set record_input, remove. Not
- * here: the live link (relay.c), storing (the backends' sandbox_* calls).
+ * here: the live link (relay_runner.c), storing (the backends' sandbox_* calls).
  */
 #include "db.h"
 
