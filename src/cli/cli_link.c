@@ -79,14 +79,14 @@ static void flush_output(struct cli_session *a)
     const char *reason;
     if (ep_closing(a->ep, &code, &reason)) {
         cli_ws_close(a->ws, code, reason ? reason : "closing");
-        if (code == EP_CLOSE_PROTOCOL || code == EP_CLOSE_VERSION || code == EP_CLOSE_LIMIT) {
+        if (code == AL_CLOSE_PROTOCOL || code == AL_CLOSE_VERSION || code == AL_CLOSE_LIMIT) {
             if (!a->done) {
                 cli_session_finish(a, CLI_EXIT_PROTO);
                 cli_output_status(a, "protocol error with the server: %s", reason ? reason : "?");
             }
         }
     } else if (a->done) {
-        cli_ws_close(a->ws, EP_CLOSE_NORMAL, a->detached ? "detached" : "done");
+        cli_ws_close(a->ws, AL_CLOSE_NORMAL, a->detached ? "detached" : "done");
     }
 }
 

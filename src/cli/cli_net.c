@@ -18,7 +18,7 @@
 #include "al_limits.h"
 #include "endpoint.h"
 #include "wsctx.h"
-#include "wsglue.h"
+#include "wsg.h"
 
 #define PROTO_NAME AL_SUBPROTOCOL
 /* lws 4.1's private value for a close frame (the public enum skips 4). */

@@ -10,7 +10,7 @@
  * code. 1000 and 1011 are RFC 6455's; 4000-4999 are private use.
  *
  * Not here: which ERROR code is followed by which close (the endpoint's
- * table, ep_close_code_of()), and how a close frame is written (wsglue).
+ * table, ep_close_code_of()), and how a close frame is written (wsg).
  * Header only: no code, so that every program may include it.
  */
 #ifndef AL_CLOSE_H

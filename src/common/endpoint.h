@@ -27,16 +27,7 @@
 
 struct ep;
 
-/* The close codes (ep_closing) are al_close.h's AL_CLOSE_*. The EP_CLOSE_*
- * names are aliases kept while callers move to AL_CLOSE_*. */
-#define EP_CLOSE_NORMAL AL_CLOSE_NORMAL
-#define EP_CLOSE_PROTOCOL AL_CLOSE_PROTOCOL
-#define EP_CLOSE_VERSION AL_CLOSE_VERSION
-#define EP_CLOSE_TOKEN_EXPIRED AL_CLOSE_TOKEN_EXPIRED
-#define EP_CLOSE_IDLE AL_CLOSE_IDLE
-#define EP_CLOSE_LIMIT AL_CLOSE_LIMIT
-#define EP_CLOSE_REPLACED AL_CLOSE_REPLACED
-#define EP_CLOSE_INTERNAL AL_CLOSE_INTERNAL
+/* The close codes (ep_closing) are al_close.h's AL_CLOSE_*. */
 
 /* The close that follows a fatal ERROR code (docs/protocol.md §10), or 0
  * when the code is not fatal. */

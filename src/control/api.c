@@ -49,7 +49,7 @@
 #include "relay.h"
 #include "signer.h"
 #include "wsctx.h"
-#include "wsglue.h"
+#include "wsg.h"
 #include "wslisten.h"
 
 #define API_TIMEOUT_S 10

@@ -26,7 +26,7 @@
 #include "api.h"
 #include "db.h"
 #include "websess.h"
-#include "wsglue.h"
+#include "wsg.h"
 
 #define API_MAX_URI 512
 #define API_MAX_AUTH 512        /* an API key or token header is far shorter */

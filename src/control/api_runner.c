@@ -22,7 +22,7 @@
 #include "db.h"
 #include "endpoint.h"
 #include "relay.h"
-#include "wsglue.h"
+#include "wsg.h"
 
 /* A runner link is up; the one it replaces, if any, is closed now (each
  * replaced link, however many follow each other before it writes). */
@@ -33,7 +33,7 @@ void api_runner_up(struct api *a, struct conn *c, struct lws *wsi)
     struct conn *oc = old ? api_ws_conn(old) : NULL;
     if (oc) {
         api_log(a, 1, "a newer runner link replaces the current one");
-        wsg_close_later(&oc->ws, old, EP_CLOSE_REPLACED, "replaced by a newer connection");
+        wsg_close_later(&oc->ws, old, AL_CLOSE_REPLACED, "replaced by a newer connection");
     }
 }
 

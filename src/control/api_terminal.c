@@ -21,7 +21,7 @@
 #include "apireq.h"
 #include "db.h"
 #include "relay.h"
-#include "wsglue.h"
+#include "wsg.h"
 #include "wslisten.h"
 
 int api_terminal_list(struct api *a, struct lws *wsi, struct call *c)

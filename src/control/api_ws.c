@@ -20,7 +20,7 @@
 #include "api_local.h"
 #include "endpoint.h"
 #include "relay.h"
-#include "wsglue.h"
+#include "wsg.h"
 
 /* The relay's wake function: its endpoint of this connection has output. */
 void api_ws_wake(void *conn)

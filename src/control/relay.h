@@ -130,7 +130,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced);
 void relay_runner_down(struct rl_sbx *sb, void *conn);
 void relay_runner_dial_failed(struct rl_sbx *sb, const char *why);
 int relay_runner_input(struct rl_sbx *sb, void *conn, const uint8_t *msg, size_t len);
-/* The WebSocket layer refused a message (wsglue's WSG_REFUSED): fail the
+/* The WebSocket layer refused a message (wsg's WSG_REFUSED): fail the
  * link with ERROR code, then close (ep_fail). */
 int relay_runner_refuse(struct rl_sbx *sb, void *conn, uint16_t code, const char *why);
 long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap);
@@ -200,13 +200,5 @@ void relay_metrics(const struct relay *r, struct rl_metrics *m);
  * (microseconds; negative when none was measured yet). */
 typedef void rl_link_fn(void *ud, const char *sandbox, int up, int64_t rtt_us);
 void relay_each_link(const struct relay *r, rl_link_fn *fn, void *ud);
-
-/* Former names, so that callers not yet moved to the names above (api.c)
- * still compile; drop them once none is left. */
-#define relay_runner_token_ok relay_cred_token_ok
-#define relay_runner_key_ok relay_cred_key_ok
-#define relay_runner_key_forget relay_cred_key_forget
-#define relay_dial_failed relay_runner_dial_failed
-#define relay_attach relay_client_attach
 
 #endif

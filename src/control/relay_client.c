@@ -419,7 +419,7 @@ int relay_client_closing(struct rl_client *c, int *code, const char **reason)
     if (ep_closing(c->ep, code, reason))
         return 1;
     if (c->gone) {
-        *code = EP_CLOSE_NORMAL;
+        *code = AL_CLOSE_NORMAL;
         *reason = "detached";
         return 1;
     }

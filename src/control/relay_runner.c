@@ -2,7 +2,7 @@
  * relay_runner: a sandbox's link to its runner (relay.h, "runners"). The
  * controller endpoint outlives its links: a link that comes up (dialed or
  * accepted) is linked to it, a newer one replaces an older one (closed
- * with EP_CLOSE_REPLACED), one that goes down leaves the terminals to be
+ * with AL_CLOSE_REPLACED), one that goes down leaves the terminals to be
  * adopted again on the next. Its events are dispatched here to the
  * terminals they concern; the link's state (up since, RTT) goes to the
  * database; a static sandbox is redialed with backoff after a failure;
@@ -206,7 +206,7 @@ long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap
 int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason)
 {
     if (conn == sb->old_conn || (sb->removed && conn == sb->conn)) {
-        *code = EP_CLOSE_REPLACED;
+        *code = AL_CLOSE_REPLACED;
         *reason = sb->removed ? "sandbox removed" : "replaced by a newer connection";
         return 1;
     }

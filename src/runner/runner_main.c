@@ -43,7 +43,7 @@
 #include "runner.h"
 #include "token.h"
 #include "wsctx.h"
-#include "wsglue.h"
+#include "wsg.h"
 #include "wslisten.h"
 #include "upgrade.h"
 

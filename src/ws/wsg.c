@@ -1,8 +1,8 @@
 /*
- * wsglue: whole messages in and out, close frames and query arguments
- * over libwebsockets 4.1 (see wsglue.h for why each is needed).
+ * wsg: whole messages in and out, close frames and query arguments
+ * over libwebsockets 4.1 (see wsg.h for why each is needed).
  */
-#include "wsglue.h"
+#include "wsg.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>

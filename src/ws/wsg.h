@@ -1,5 +1,5 @@
 /*
- * wsglue: what every airlock.v1 WebSocket needs from libwebsockets 4.1,
+ * wsg: what every airlock.v1 WebSocket needs from libwebsockets 4.1,
  * written once for airlockd (api_ws.c), the runner (runner_main.c) and the
  * CLI (cli_net.c): whole binary messages out of lws's fragments, whole
  * messages written until the socket is choked, a close frame with a code
@@ -29,8 +29,8 @@
  * The frames go through one buffer of LWS_PRE + AL_MAX_FRAME bytes per
  * process (the programs are single-threaded).
  */
-#ifndef AL_WSGLUE_H
-#define AL_WSGLUE_H
+#ifndef AL_WSG_H
+#define AL_WSG_H
 
 #include <libwebsockets.h>
 #include <stddef.h>
