@@ -96,6 +96,24 @@ static int ssl_flags(const struct cli_config *c)
            LCCSCF_ALLOW_EXPIRED;
 }
 
+/* What an HTTP request and a WebSocket share: airlockd's address, the path,
+ * TLS. No Origin: lws would send "http://HOST" even over TLS, which
+ * airlockd rightly refuses as foreign on https; a CLI is not a browser
+ * page. */
+static void connect_info(const struct cli_net *n, const char *path,
+                         struct lws_client_connect_info *ci)
+{
+    memset(ci, 0, sizeof *ci);
+    ci->context = n->ctx;
+    ci->address = n->cfg.host;
+    ci->port = n->cfg.port;
+    ci->path = path;
+    ci->host = n->cfg.host;
+    ci->origin = NULL;
+    ci->ssl_connection = ssl_flags(&n->cfg);
+    ci->local_protocol_name = PROTO_NAME;
+}
+
 /* ---- HTTP ---------------------------------------------------------------- */
 
 static void http_finish(struct lws *wsi, struct http_req *q, int rc)
@@ -236,16 +254,8 @@ int cli_http(struct cli_net *n, const char *method, const char *path, const char
     if (fl < 0 || (size_t)fl >= sizeof full)
         return AL_E_TOOBIG;
     struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = n->ctx;
-    ci.address = n->cfg.host;
-    ci.port = n->cfg.port;
-    ci.path = full;
-    ci.host = n->cfg.host;
-    ci.origin = NULL; /* not a browser: no Origin (see cli_ws_open) */
+    connect_info(n, full, &ci);
     ci.method = method;
-    ci.ssl_connection = ssl_flags(&n->cfg);
-    ci.local_protocol_name = PROTO_NAME;
     ci.opaque_user_data = &q;
     struct lws *wsi = NULL;
     ci.pwsi = &wsi;
@@ -413,18 +423,8 @@ int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler
     ws->n = n;
     ws->h = *h;
     struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = n->ctx;
-    ci.address = n->cfg.host;
-    ci.port = n->cfg.port;
-    ci.path = full;
-    ci.host = n->cfg.host;
-    /* No Origin: lws would send "http://HOST" even over TLS, which airlockd
-     * rightly refuses as foreign on https; a CLI is not a browser page */
-    ci.origin = NULL;
+    connect_info(n, full, &ci);
     ci.protocol = AL_SUBPROTOCOL;
-    ci.local_protocol_name = PROTO_NAME;
-    ci.ssl_connection = ssl_flags(&n->cfg);
     ci.opaque_user_data = ws;
     ci.pwsi = &ws->wsi;
     ws->opening = 1;
