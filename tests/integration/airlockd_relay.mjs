@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { run, check, tmpdir, BIN, startRunner, sleep, onCleanup, addLog } from '../interop/harness.mjs';
+import { run, check, tmpdir, BIN, startRunner, sleep, onCleanup, addLog, pollUntil } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, screenBytes, screenOf, diffScreens } from '../interop/airlockd.mjs';
 
 async function waitLink(port, key, id, ms = 20000) {
@@ -151,7 +151,7 @@ await run('airlockd_relay', async () => {
   w.ch.write('echo writer-$((6*7))\r');
   await w.ch.waitOutput(/writer-42/, 10000);
   await v1.ch.waitOutput(/writer-42/, 10000);
-  await sleep(500);
+  await sleep(500); // the behaviour under test: in this time the viewers' bytes must not arrive
   const all = (c) => Buffer.concat(c.ch.out).toString('latin1');
   check(!/VIEWER-ONE|VIEWER-TWO|FORGE/.test(all(w) + all(v1)), "viewers' typed bytes never reach the PTY");
   const from = Math.max(startOf(w.ch), startOf(v1.ch));
@@ -171,7 +171,7 @@ await run('airlockd_relay', async () => {
   o2.ch.write('echo taken-$((2+3))\r');
   await w.ch.waitOutput(/taken-5/, 10000);
   w.ch.write('echo OLD-WRITER\r');
-  await sleep(700);
+  await sleep(700); // the behaviour under test: in this time the keystrokes must not arrive
   check(!/OLD-WRITER/.test(all(o2)), "the demoted writer's keystrokes do not reach the PTY");
 
   // ---- late joiner on a full-screen program
@@ -181,19 +181,25 @@ await run('airlockd_relay', async () => {
   o2.ch.write('vi -u NONE -c "syntax on" -c "set number" notes.txt\r');
   await o2.ch.waitOutput(/line 1/, 10000);
   o2.ch.write('10Gdd');
-  await sleep(1500);
+  // vi has drawn the deletion once "line 9 " is gone from the writer's screen
+  await pollUntil(async () => (await screenOf(screenBytes(o2.ch), 80, 24)).text,
+    (text) => /line 1/.test(text) && !/line 9 /.test(text), 5000, 100);
   const late = await attach(d.port, sh, viewer);
   await late.ctl.wait(() => late.ch.snapshot, 'snapshot for the late joiner', 10000);
-  await sleep(1000);
   check(late.ch.snapshot && late.ch.snapshot.offset > 0, 'the late joiner gets a snapshot first');
   late.ch.snapshotOutLen = 0;
-  const sw = await screenOf(screenBytes(o2.ch), 80, 24);
-  const sl = await screenOf(screenBytes(late.ch), 80, 24);
-  const diffs = diffScreens(sw, sl);
+  // the snapshot and what follows it settle to the writer's screen
+  let sw, sl, diffs = [];
+  await pollUntil(async () => {
+    sw = await screenOf(screenBytes(o2.ch), 80, 24);
+    sl = await screenOf(screenBytes(late.ch), 80, 24);
+    diffs = diffScreens(sw, sl);
+    return diffs.length;
+  }, (n) => n === 0, 5000, 100);
   check(/line 1/.test(sw.text) && diffs.length === 0,
     `the late joiner's screen equals the writer's cell for cell${diffs.length ? `: ${diffs.slice(0, 5).join('; ')}` : ''}`);
   o2.ch.write('\x1b');
-  await sleep(300);
+  await sleep(300); // vi takes an ESC followed at once by ':' as one key (Alt-:)
   o2.ch.write(':q!\r');
   await sleep(300);
   o2.ch.write('exit\r');

@@ -6,7 +6,7 @@
 // Then `airlock replay` of airlockd's recording ends on the same screen as
 // the live terminal had.
 import fs from 'node:fs';
-import { run, check, sleep } from '../interop/harness.mjs';
+import { run, check, sleep, pollUntil } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import { cliServer, startTmux } from '../interop/cli.mjs';
 
@@ -33,12 +33,12 @@ await run('cli_tmux', async () => {
   await t.waitFor(/^30 100\s*$/m, 'stty size 30 100');
   check(true, 'stty size in the remote shell is the pane size at attach (30 100)');
   t.resize(120, 40);
-  await sleep(500);
+  await sleep(500); // the new size reaches the remote PTY through the CLI's SIGWINCH: nothing to watch for
   t.type('stty size');
   await t.waitFor(/^40 120\s*$/m, 'stty size 40 120');
   check(true, 'after tmux resizes the window, stty size follows (40 120)');
   t.resize(100, 30);
-  await sleep(300);
+  await sleep(300); // as above: let the SIGWINCH land before the detach
 
   // ---- detach with Enter ~ . ; the modes are back
   t.keys('Enter');
@@ -84,7 +84,7 @@ await run('cli_tmux', async () => {
   t.type(`clear; airlock attach --read-only ${sh2}`);
   await t.waitFor(/observing/, 'the observing notice');
   t.type('echo VIEWER-TYPED');
-  await sleep(700);
+  await sleep(700); // the behaviour under test: in this time the keystrokes must not arrive
   t.keys('Enter');
   t.literal('~.');
   await t.waitFor(/detached from/, 'detached from the read-only attach');
@@ -101,15 +101,17 @@ await run('cli_tmux', async () => {
   const live = t.newWindow('live', `airlock attach ${pr}; sleep 60`);
   t.resize(80, 24);
   await t.waitFor(/HERE/, 'the live program output', 15000, live);
-  await sleep(700);
-  const liveScreen = t.screen(live, true), liveCursor = t.cursor(live);
+  // the program's last move puts the cursor on row 10: then the screen is final
+  const liveCursor = await pollUntil(() => t.cursor(live), (c) => c === '0,9', 5000);
+  const liveScreen = t.screen(live, true);
   await t.waitFor(/exited with status 0/, 'the program to end', 15000, live);
   const play = t.newWindow('play', `airlock replay --speed 4 ${pr}; echo; sleep 60`);
   await t.waitFor(/HERE/, 'the replayed output', 15000, play);
-  await sleep(1500);
-  const playScreen = t.screen(play, true);
   const strip = (s) => s.split('\n').map((l) => l.trimEnd()).join('\n').trimEnd();
-  check(strip(playScreen).split('\n').slice(0, 23).join('\n') === strip(liveScreen).split('\n').slice(0, 23).join('\n'),
+  const top = (s) => strip(s).split('\n').slice(0, 23).join('\n');
+  // the replay goes on to its end: poll until it shows the live screen (or time is up)
+  const playScreen = await pollUntil(() => t.screen(play, true), (v) => top(v) === top(liveScreen), 5000);
+  check(top(playScreen) === top(liveScreen),
     `airlock replay of the recording ends on the live screen, attributes included\n--- live\n${liveScreen}\n--- replay\n${playScreen}`);
   check(/row 40/.test(liveScreen) && /green title/.test(strip(playScreen)) === /green title/.test(strip(liveScreen)), 'the compared screen has content');
   check(liveCursor === '0,9', `the live cursor is where the program left it (${liveCursor})`);
