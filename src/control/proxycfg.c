@@ -154,26 +154,31 @@ unsigned proxycfg_method_bit(const char *method)
     return 0;
 }
 
+/* A value that must be one word of a table; `choices` says which, for the
+ * reason. */
+static int one_word(const struct word *t, size_t n, const char *v, const char *choices, int *out,
+                    char *why, size_t cap)
+{
+    if (word_of(t, n, v, strlen(v), out))
+        return AL_OK;
+    al_errf(why, cap, "must be %s", choices);
+    return AL_E_INVAL;
+}
+
 static int set_kind(struct proxy_upstream *u, const char *v, char *why, size_t cap)
 {
-    int k;
-    if (!word_of(kinds, NWORDS(kinds), v, strlen(v), &k)) {
-        al_errf(why, cap, "must be anthropic, openai, git or http");
-        return AL_E_INVAL;
-    }
-    u->kind = (enum proxy_kind)k;
-    return AL_OK;
+    int k = 0;
+    int rc = one_word(kinds, NWORDS(kinds), v, "anthropic, openai, git or http", &k, why, cap);
+    u->kind = rc == AL_OK ? (enum proxy_kind)k : u->kind;
+    return rc;
 }
 
 static int set_header(struct proxy_upstream *u, const char *v, char *why, size_t cap)
 {
-    int h;
-    if (!word_of(headers, NWORDS(headers), v, strlen(v), &h)) {
-        al_errf(why, cap, "must be bearer, x-api-key or basic");
-        return AL_E_INVAL;
-    }
-    u->header = (enum proxy_header)h;
-    return AL_OK;
+    int h = 0;
+    int rc = one_word(headers, NWORDS(headers), v, "bearer, x-api-key or basic", &h, why, cap);
+    u->header = rc == AL_OK ? (enum proxy_header)h : u->header;
+    return rc;
 }
 
 static int set_path(char *dst, size_t dcap, const char *v, char *why, size_t cap)

@@ -183,3 +183,35 @@ void httpsrv_stop(struct httpsrv *s)
         close_conn(k);
     uv_close((uv_handle_t *)&s->listener, NULL);
 }
+
+static void wake(uv_timer_t *t)
+{
+    (void)t;
+}
+
+void httpsrv_run_until(uv_loop_t *loop, const int *flag, unsigned ms)
+{
+    uv_timer_t t;
+    uv_timer_init(loop, &t);
+    uv_timer_start(&t, wake, ms, 0);
+    uint64_t end = uv_now(loop) + ms;
+    while (!*flag && uv_now(loop) < end)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int httpsrv_loop_end(uv_loop_t *loop)
+{
+    uv_walk(loop, walk_close, NULL);
+    while (uv_run(loop, UV_RUN_NOWAIT))
+        ;
+    return uv_loop_close(loop);
+}

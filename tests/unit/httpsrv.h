@@ -43,6 +43,14 @@ struct httpsrv {
 };
 
 void httpsrv_start(struct httpsrv *s, uv_loop_t *loop);
+
+/* Run the loop until *flag is set or ms have passed; a timer wakes the
+ * loop at the deadline, so an idle loop never blocks for good. */
+void httpsrv_run_until(uv_loop_t *loop, const int *flag, unsigned ms);
+
+/* Close every handle left on the loop, run their closes, close the loop;
+ * 0 when the loop closed (nothing was left running). */
+int httpsrv_loop_end(uv_loop_t *loop);
 /* Close every connection and the listener (the loop runs the closes). */
 void httpsrv_stop(struct httpsrv *s);
 

@@ -140,22 +140,12 @@ static int setup(void **state)
     return 0;
 }
 
-static void walk_close(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 static int teardown(void **state)
 {
     struct fixture *f = *state;
     proxyup_free(f->up);
     httpsrv_stop(&f->srv);
-    uv_walk(&f->loop, walk_close, NULL);
-    while (uv_run(&f->loop, UV_RUN_NOWAIT))
-        ;
-    assert_int_equal(uv_loop_close(&f->loop), 0);
+    assert_int_equal(httpsrv_loop_end(&f->loop), 0);
     free(f);
     return 0;
 }
@@ -167,23 +157,9 @@ static struct proxyconn *conn(struct fixture *f)
     return c;
 }
 
-static void wake(uv_timer_t *t)
+static void run_until(struct fixture *f, const int *flag, unsigned ms)
 {
-    (void)t;
-}
-
-/* Run the loop until *flag is set or ms have passed; a timer wakes the
- * loop at the deadline, so an idle loop never blocks for good. */
-static void run_until(struct fixture *f, int *flag, unsigned ms)
-{
-    uv_timer_t t;
-    uv_timer_init(&f->loop, &t);
-    uv_timer_start(&t, wake, ms, 0);
-    uint64_t end = uv_now(&f->loop) + ms;
-    while (!*flag && uv_now(&f->loop) < end)
-        uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
+    httpsrv_run_until(&f->loop, flag, ms);
 }
 
 static void feed(struct proxyconn *c, const char *text)

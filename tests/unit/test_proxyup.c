@@ -121,23 +121,9 @@ static void c_done(void *ud, enum proxyup_result r, const char *why)
 
 static const struct proxyup_cb cbs = {c_status, c_header, c_head_done, c_body, c_read, c_done};
 
-static void wake(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Run the loop until the call is done or max_ms have passed; a timer
- * wakes the loop at the deadline, so an idle loop never blocks for good. */
 static void run_until_done(uv_loop_t *loop, struct call *c, unsigned max_ms)
 {
-    uv_timer_t t;
-    uv_timer_init(loop, &t);
-    uv_timer_start(&t, wake, max_ms, 0);
-    uint64_t end = uv_now(loop) + max_ms;
-    while (!c->done && uv_now(loop) < end)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
+    httpsrv_run_until(loop, &c->done, max_ms);
 }
 
 struct fixture {
@@ -159,13 +145,6 @@ static int setup(void **state)
     return 0;
 }
 
-static void walk_close(uv_handle_t *h, void *arg)
-{
-    (void)arg;
-    if (!uv_is_closing(h))
-        uv_close(h, NULL);
-}
-
 static int teardown(void **state)
 {
     struct fixture *f = *state;
@@ -173,10 +152,7 @@ static int teardown(void **state)
     httpsrv_stop(&f->srv);
     for (int i = 0; i < f->ncalls; i++)
         uv_close((uv_handle_t *)&f->calls[i].resume, NULL);
-    uv_walk(&f->loop, walk_close, NULL);
-    while (uv_run(&f->loop, UV_RUN_NOWAIT))
-        ;
-    assert_int_equal(uv_loop_close(&f->loop), 0);
+    assert_int_equal(httpsrv_loop_end(&f->loop), 0);
     free(f);
     return 0;
 }
