@@ -13,7 +13,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { run, check, tmpdir, sleep, pollUntil, onCleanup, BIN, SRC } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const PASSWORD = 'pw-Secret-7q';
@@ -88,17 +88,9 @@ await run('airlockd_pg', async () => {
 
   // ---- kill -9 in the middle of a stream, restart on the same database
   const work = path.join(dir, 'sandboxes', 'box', 'work');
-  fs.mkdirSync(work, { recursive: true });
-  const lines = [];
-  for (let i = 0, n = 0; n < STREAM_BYTES; i++) {
-    const l = `${String(i).padStart(8, '0')} ${crypto.createHash('md5').update(String(i)).digest('hex').repeat(2)}\n`;
-    lines.push(l); n += l.length;
-  }
-  const data = Buffer.from(lines.join(''));
-  fs.writeFileSync(path.join(work, 'data.txt'), data);
-  const expected = Buffer.concat([data, Buffer.from('END-OF-STREAM\n')]);
+  const { expected, argv } = checksummedStream(work, STREAM_BYTES);
   r = await api(port, 'POST', '/v1/terminals', op,
-    { sandbox: 'box', argv: ['sh', '-c', 'stty -onlcr -echo; sleep 2; cat data.txt; echo END-OF-STREAM; sleep 1'] });
+    { sandbox: 'box', argv });
   check(r.status === 201, 'a terminal that prints 5 MB');
   const id = r.json.id;
   a = await attach(port, id, op);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { run, check, tmpdir, sleep, pollUntil } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 
@@ -22,15 +22,7 @@ await run('airlockd_restart', async () => {
 
   // 20 MB of printable lines, written into the workspace
   const work = path.join(dir, 'sandboxes', 'box', 'work');
-  fs.mkdirSync(work, { recursive: true });
-  const lines = [];
-  for (let i = 0, n = 0; n < 20e6; i++) {
-    const l = `${String(i).padStart(8, '0')} ${crypto.createHash('md5').update(String(i)).digest('hex').repeat(2)}\n`;
-    lines.push(l); n += l.length;
-  }
-  const data = Buffer.from(lines.join(''));
-  fs.writeFileSync(path.join(work, 'data.txt'), data);
-  const expected = Buffer.concat([data, Buffer.from('END-OF-STREAM\n')]);
+  const { expected, argv } = checksummedStream(work, 20e6);
 
   for (let i = 0; i < 100; i++) {
     r = await api(port, 'GET', '/v1/sandboxes', admin);
@@ -38,7 +30,7 @@ await run('airlockd_restart', async () => {
     await sleep(100);
   }
   r = await api(port, 'POST', '/v1/terminals', op,
-    { sandbox: 'box', argv: ['sh', '-c', 'stty -onlcr -echo; sleep 2; cat data.txt; echo END-OF-STREAM; sleep 1'] });
+    { sandbox: 'box', argv });
   check(r.status === 201, 'a terminal that prints 20 MB');
   const id = r.json.id;
   const a = await attach(port, id, op);

@@ -64,9 +64,13 @@ await run('cli_stall', async () => {
   const t1 = Date.now();
   await sleep(3000);
   t.type('typed-in-the-pane');
-  await until(() => fs.existsSync(path.join(work, 'typed.txt')), 'the typed line in the sandbox', 15000);
-  check(fs.readFileSync(path.join(work, 'typed.txt'), 'utf8') === 'typed-in-the-pane\n',
-    `PTY mode: keystrokes reach the program while the screen's pipe is stalled (${Date.now() - t1} ms in)`);
+  // the shell creates the file before it writes the line: wait for a whole line
+  const typedFile = path.join(work, 'typed.txt');
+  const typedText = () => (fs.existsSync(typedFile) ? fs.readFileSync(typedFile, 'utf8') : '');
+  await until(() => typedText().endsWith('\n'), 'the typed line in the sandbox', 15000);
+  const typed = typedText();
+  check(typed === 'typed-in-the-pane\n',
+    `PTY mode: keystrokes reach the program while the screen's pipe is stalled (${Date.now() - t1} ms in; ${JSON.stringify(typed)})`);
   t.keys('Enter');
   t.literal('~.');
   await t.waitFor(/cli-rc=0/, 'the CLI to leave after the detach', 5000);

@@ -4,6 +4,7 @@
 // terminal emulator (@xterm/headless) to compare them cell by cell.
 import fs from 'node:fs';
 import path from 'node:path';
+import crypto from 'node:crypto';
 import { spawn, execFileSync } from 'node:child_process';
 import xtermHeadless from '@xterm/headless';
 import { Controller } from './airlock.mjs';
@@ -115,6 +116,30 @@ export async function addLocalSandbox(port, adminKey, id = 'box', ms = 10000, ex
     if (sb && sb.link_up) return sb;
   }
   throw new Error(`sandbox ${id}: the local runner did not link up within ${ms} ms`);
+}
+
+// A checksummed stream for the kill -9 tests: about `bytes` of numbered
+// lines written to WORK/data.txt, and the argv of a PTY program that prints
+// them in 64 KiB chunks 20 ms apart (about 2.5 MB/s), then END-OF-STREAM.
+// The pace matters: airlockd holds the runner's credit back for a client at
+// most RL_CLIENT_LAG (512 KiB) behind, so a client that falls further behind
+// when airlockd dies is resynced by design (docs/control-plane.md,
+// "Durability"); unpaced, a test client starved of CPU on a loaded machine
+// did. Resolves { expected, argv }.
+export function checksummedStream(work, bytes) {
+  fs.mkdirSync(work, { recursive: true });
+  const lines = [];
+  for (let i = 0, n = 0; n < bytes; i++) {
+    const l = `${String(i).padStart(8, '0')} ${crypto.createHash('md5').update(String(i)).digest('hex').repeat(2)}\n`;
+    lines.push(l); n += l.length;
+  }
+  const data = Buffer.from(lines.join(''));
+  fs.writeFileSync(path.join(work, 'data.txt'), data);
+  const chunks = Math.ceil(data.length / 65536);
+  const prog = `stty -onlcr -echo; sleep 2; i=0; while [ $i -lt ${chunks} ]; do ` +
+    'dd if=data.txt bs=65536 skip=$i count=1 status=none; i=$((i+1)); sleep 0.02; done; ' +
+    'echo END-OF-STREAM; sleep 1';
+  return { expected: Buffer.concat([data, Buffer.from('END-OF-STREAM\n')]), argv: ['sh', '-c', prog] };
 }
 
 // One API call; resolves { status, body, json }.
