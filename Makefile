@@ -6,7 +6,7 @@ ASAN_BUILD   ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 15
 JOBS         ?= $(shell nproc)
-DATA         ?= ./airlock-data
+DATA         ?=
 
 .PHONY: all deps build asan fuzz-build run test check bench clean
 

@@ -9,7 +9,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-data=${2:-./airlock-data}
+data=${2:-}
+# The data directory. Its sandboxes must be reachable by the unprivileged
+# sandbox user, so as root it is ./airlock-data only when every directory
+# above it is searchable by others; a checkout under /root (0700) uses
+# /var/lib/airlock-run instead, rather than asking to open up /root.
+if [ -z "$data" ]; then
+  data=./airlock-data
+  if [ "$(id -u)" = 0 ]; then
+    d=$(pwd -P)
+    while [ -n "$d" ] && [ "$d" != / ]; do
+      if [ -z "$(find "$d" -maxdepth 0 -perm -o+x)" ]; then data=/var/lib/airlock-run; break; fi
+      d=$(dirname "$d")
+    done
+  fi
+fi
 port=${AIRLOCK_PORT:-7700}
 agent=${AGENT:-${SHELL:-/bin/sh}}
 
@@ -21,6 +35,7 @@ fi
 key=$(cat "$keyfile")
 url="http://127.0.0.1:$port"
 
+(umask 077 && : >>"$data/airlockd.log") && chmod 600 "$data/airlockd.log" # airlockd's alone, as all of DATA
 "$build/airlockd" serve --data "$data" --listen "127.0.0.1:$port" >>"$data/airlockd.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' INT TERM EXIT
