@@ -9,8 +9,12 @@ import path from 'node:path';
 import { run, check, tmpdir } from '../interop/harness.mjs';
 import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
 
-// past the runner's window (2 MiB), within the idle time a stalled client is kept
-const LINES = Number(process.env.AL_LAG_LINES || 1600);
+// past the runner's window (2 MiB), within the idle time a stalled client is
+// kept (45 s): 10 lines every 200 ms take 24 s plus the loop's own cost (a
+// line every 20 ms, one sleep each, took 48 s under ASan on a loaded machine
+// and the stalled viewer was dropped before the end)
+const LINES = Number(process.env.AL_LAG_LINES || 1200);
+const BURST = 10; // lines per sleep
 const LINE = 2000; // bytes per line before the newline
 
 await run('airlockd_lag', async () => {
@@ -22,10 +26,11 @@ await run('airlockd_lag', async () => {
   const d = await startAirlockd({ dir });
   await addLocalSandbox(d.port, admin);
   let r;
-  // about 2 kB every 20 ms: each 200 ms recording sync sees a few tens of kB
+  // about 20 kB every 200 ms: each 200 ms recording sync sees one burst, less
+  // than RL_HIST_STEP (32 KiB), so the syncs are small
   r = await api(d.port, 'POST', '/v1/terminals', op, {
     sandbox: 'box', cols: 80, rows: 24,
-    argv: ['sh', '-c', `stty -onlcr; sleep 1; i=0; while [ $i -lt ${LINES} ]; do printf "%${LINE}d\\n" $i; sleep 0.02; i=$((i+1)); done; echo LAG-DONE; exec sleep 600`],
+    argv: ['sh', '-c', `stty -onlcr; sleep 1; i=0; while [ $i -lt ${LINES} ]; do printf "%${LINE}d\\n" $i; i=$((i+1)); [ $((i % ${BURST})) -ne 0 ] || sleep 0.2; done; echo LAG-DONE; exec sleep 600`],
   });
   check(r.status === 201, 'a terminal that prints at a steady, moderate pace');
   const id = r.json.id;
