@@ -99,7 +99,8 @@ async function relayPart() {
   check(r.status === 201, `relay: a ${COLS}x${ROWS} terminal (${r.status} ${r.body})`);
   const id = r.json.id;
   const w = await attach(d.port, id, op);
-  await w.ch.waitOutput(/FILL-DONE/, 60000);
+  // (in the snapshot, when the writer itself was resynced after the end)
+  await w.ch.wait(() => /FILL-DONE/.test(screenBytes(w.ch).toString('latin1')), 'FILL-DONE on the writer\'s screen', 60000);
   // what the terminal printed, from the API: the writer itself may have
   // been resynced on a loaded machine (a client more than the log behind)
   const info = await api(d.port, 'GET', `/v1/terminals/${id}`, op);
