@@ -39,7 +39,7 @@
 #define VT_SNAP_BLANK_OTHER 4096u /* the blank step's modes, pens, cursor: far less */
 _Static_assert(VT_SNAP_BLANK_MAX < AL_MAX_SNAPSHOT, "the ladder's last step always fits");
 _Static_assert(VT_TAB_STOPS_MAX + (size_t)2 * VT_MAX_TITLE + sizeof VT_SNAP_NOTICE +
-                       VT_SNAP_BLANK_OTHER <
+                       VT_SNAP_BLANK_OTHER + VTF_PENDING_MAX <
                    VT_SNAP_BLANK_MAX,
                "a blank-step snapshot stays within VT_SNAP_BLANK_MAX");
 
@@ -688,6 +688,10 @@ static int snapshot_step(struct vt *vt, enum vt_snap_level level, uint8_t **out,
     emit_modes(&s, &m);
     emit_cursor(&s, &m);
     emit_final(&s, &m);
+    /* last, the sequence the stream is in the middle of, if any: stdout
+     * from the snapshot's offset continues it */
+    uint8_t pend[VTF_PENDING_MAX];
+    sb_put(&s, pend, vtf_pending(vt->filter, pend, sizeof pend));
 
     free(s.cells);
     free(s.dirty);

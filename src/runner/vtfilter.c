@@ -6,7 +6,8 @@
  *   st            where we are: ground, after ESC, inside a CSI, inside a
  *                 string, or after ESC inside a string
  *   u_*           the UTF-8 decoder: code point so far, bytes still needed,
- *                 the range the next byte must fall in (strict UTF-8)
+ *                 the range the next byte must fall in (strict UTF-8), the
+ *                 bytes seen so far
  *   seq, csi_len  the ESC/CSI being parsed; seq_bad means "drop it when the
  *                 final byte arrives" (the stream stays in sync meanwhile)
  *   str, str_len  the OSC being gathered, prefix and terminator included
@@ -44,6 +45,7 @@ struct vtf {
 
     uint32_t u_cp;
     uint8_t u_need, u_lo, u_hi;
+    uint8_t u_raw[4], u_rawlen; /* the code point's bytes so far (vtf_pending) */
 
     struct vtf_seq seq;
     size_t csi_len;
@@ -367,6 +369,7 @@ static int ground_byte(struct vtf *f, uint8_t c)
 {
     if (f->u_need) {
         if (c >= f->u_lo && c <= f->u_hi) {
+            f->u_raw[f->u_rawlen++] = c;
             f->u_cp = (f->u_cp << 6) | (c & 0x3fu);
             f->u_lo = 0x80;
             f->u_hi = 0xbf;
@@ -389,6 +392,8 @@ static int ground_byte(struct vtf *f, uint8_t c)
         return 0;
     f->u_lo = 0x80;
     f->u_hi = 0xbf;
+    f->u_raw[0] = c;
+    f->u_rawlen = 1;
     if (c >= 0xc2 && c <= 0xdf) {
         f->u_need = 1;
         f->u_cp = c & 0x1fu;
@@ -688,4 +693,61 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
             return rc;
     }
     return flush_text(f);
+}
+
+/* A CSI's parse so far, as bytes after ESC '[': what a terminal that reads
+ * them is left holding, up to the digits of the parameter in progress. */
+static size_t csi_prefix(const struct vtf *f, uint8_t *o)
+{
+    const struct vtf_seq *s = &f->seq;
+    size_t n = 0;
+    if (s->leader)
+        o[n++] = s->leader;
+    for (uint8_t i = 0; i < s->nparams; i++) {
+        if (s->params[i] != VTF_PARAM_MISSING)
+            n += put_uint(o + n, (uint32_t)s->params[i]);
+        if (i + 1 < s->nparams)
+            o[n++] = (s->sub >> i) & 1u ? ':' : ';';
+    }
+    for (uint8_t i = 0; i < s->ninter; i++)
+        o[n++] = s->inter[i];
+    return n;
+}
+
+size_t vtf_pending(const struct vtf *f, uint8_t *out, size_t cap)
+{
+    uint8_t b[VTF_PENDING_MAX];
+    size_t n = 0;
+    if (!f || !out)
+        return 0;
+    switch (f->st) {
+    case ST_GROUND:
+        if (f->u_need) {
+            memcpy(b, f->u_raw, f->u_rawlen);
+            n = f->u_rawlen;
+        }
+        break;
+    case ST_ESC:
+        b[n++] = ESC_BYTE;
+        memcpy(b + n, f->seq.inter, f->seq.ninter);
+        n += f->seq.ninter;
+        break;
+    case ST_CSI:
+        b[n++] = ESC_BYTE;
+        b[n++] = '[';
+        if (!f->seq_bad) /* a CSI that is to be dropped: its start is enough */
+            n += csi_prefix(f, b + n);
+        break;
+    case ST_STR:
+    case ST_STR_ESC:
+        n = f->str_kind == STR_IGNORE ? 2 : f->str_len;
+        memcpy(b, f->str, n);
+        if (f->st == ST_STR_ESC)
+            b[n++] = ESC_BYTE;
+        break;
+    }
+    if (n > cap)
+        n = cap;
+    memcpy(out, b, n);
+    return n;
 }

@@ -104,6 +104,20 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n);
  * dereferences NULL for a wide glyph on a one-column screen). */
 void vtf_set_narrow(struct vtf *f, int narrow);
 
+/* The longest vtf_pending answer: a whole OSC prefix and an ESC. */
+#define VTF_PENDING_MAX (2 + VTF_MAX_STRING + 1)
+
+/* Bytes that put a terminal in its ground state into the parse state the
+ * stream has reached: the lead bytes of a partial UTF-8 code point, an ESC
+ * or CSI begun (rebuilt from its parse: leader, parameters so far,
+ * intermediates), a string begun (an OSC's prefix and the body kept; the
+ * introducer of a dropped string). Nothing in the ground state. A snapshot
+ * taken between two reads ends with these, so that the stream from its
+ * offset, which may start inside a sequence, continues it on the receiver
+ * as it did live. Writes at most cap bytes (VTF_PENDING_MAX is always
+ * enough) and returns how many. */
+size_t vtf_pending(const struct vtf *f, uint8_t *out, size_t cap);
+
 /* Forgets any partial sequence and the character REP would repeat. */
 void vtf_reset(struct vtf *f);
 

@@ -117,6 +117,9 @@ async function relayPart() {
       `relay: ${who} gets GAP and SNAPSHOT in ${Date.now() - t0} ms (${j.ch.snapshot?.bytes.length} bytes; ` +
       `errors: ${j.ctl.errors.map((e) => `${e.code} ${e.msg}`).join('; ') || 'none'})`);
     check(j.ch.snapshot.bytes.length <= MAX_SNAPSHOT, `relay: ${who}'s snapshot is within 4 MiB`);
+    // a snapshot cached earlier (the writer's resync) is followed by the log
+    // from its offset: the screen is whole once the joiner has it all
+    await j.ch.wait(() => j.ch.next[1] >= info.json.out_bytes, `${who}: the output up to the end`, SERVED_MS);
     const bad = filledOk(await render(screenBytes(j.ch)));
     check(!bad, `relay: ${who} sees every character and the cursor ${bad}`);
   }

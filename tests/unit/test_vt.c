@@ -996,6 +996,40 @@ static void test_split_every_byte(void **state)
     }
 }
 
+/* A snapshot taken between two reads that cut a sequence (an SGR, a
+ * UTF-8 code point, an OSC) ends inside it, so that the stream from the
+ * snapshot's offset continues it on the receiver: at every cut, snapshot
+ * then the rest gives the screen the whole stream gives. */
+static void test_snapshot_mid_sequence(void **state)
+{
+    (void)state;
+    const char *inputs[] = {
+        rich_input, "\033[38;2;10;200;30mA\033[38;2;11;201;31mB\033[48:5:17mC\033[0m\r\n"
+                    "\xe4\xb8\x96\xf0\x9f\x98\x80\033]2;a title\007D\033]0;t\033\\E\033(0q\033(BF"
+                    "\033P$qm\033\\G\033[?1049h\033[5;10r\033[2;2HH\033[1\"qI"};
+    for (size_t k = 0; k < sizeof inputs / sizeof inputs[0]; k++) {
+        const uint8_t *p = (const uint8_t *)inputs[k];
+        size_t n = strlen(inputs[k]);
+        struct vt *whole = new_vt(80, 24);
+        feedn(whole, p, n);
+        for (size_t cut = 1; cut < n; cut++) {
+            struct vt *live = new_vt(80, 24);
+            feedn(live, p, cut);
+            struct vt *copy = round_trip(live, NULL, NULL);
+            feedn(copy, p + cut, n - cut);
+            char why[DIFF_MAX];
+            if (screen_diff(whole, copy, why, sizeof why)) {
+                fprintf(stderr, "snapshot at %zu, then the rest, differs: %s\n", cut, why);
+                print_escaped(p, cut);
+                fail();
+            }
+            vt_free(copy);
+            vt_free(live);
+        }
+        vt_free(whole);
+    }
+}
+
 /* --- limits ------------------------------------------------------------ */
 
 /* Every cell of a cols x rows screen gets `cell` (printf format with the
@@ -1324,6 +1358,7 @@ int main(void)
         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_bug_repros),
         cmocka_unit_test(test_split_every_byte),
+        cmocka_unit_test(test_snapshot_mid_sequence),
         cmocka_unit_test(test_snapshot_ladder),
         cmocka_unit_test(test_tmux_independent),
     };

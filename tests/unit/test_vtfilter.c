@@ -462,6 +462,49 @@ static int check_unit(void *ud, const struct vtf_unit *u)
     return 0;
 }
 
+/* What a cut stream is in the middle of, as bytes (vtf_pending): one case a
+ * row, a table. */
+static void test_pending(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *fed, *pending;
+    } cases[] = {
+        {"plain text", ""},
+        {"\xe4\xb8", "\xe4\xb8"},             /* a code point begun */
+        {"\xf0\x9f\x98", "\xf0\x9f\x98"},     /* three of four bytes */
+        {"x\033", "\033"},                    /* an ESC */
+        {"\033(", "\033("},                   /* an ESC and its intermediate */
+        {"\033[", "\033["},                   /* a CSI begun */
+        {"\033[38;2;10;2", "\033[38;2;10;2"}, /* the parameter in progress */
+        {"\033[?25", "\033[?25"},             /* a leader */
+        {"\033[4:", "\033[4:"},               /* a sub-parameter separator */
+        {"\033[0010", "\033[10"},             /* rebuilt from the parse */
+        {"\033[1\"", "\033[1\""},             /* an intermediate */
+        {"\033]2;a ti", "\033]2;a ti"},       /* an OSC's body so far */
+        {"\033]2;t\033", "\033]2;t\033"},     /* and its terminator begun */
+        {"\033Pxyz", "\033P"},                /* a dropped string: its introducer */
+        {"\033[31mdone\033]0;t\007", ""},     /* all whole again */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct rec *r = rec_new();
+        struct vtf *f = filter_new(r);
+        assert_int_equal(vtf_feed(f, (const uint8_t *)cases[i].fed, strlen(cases[i].fed)), AL_OK);
+        uint8_t out[VTF_PENDING_MAX];
+        size_t n = vtf_pending(f, out, sizeof out);
+        if (n != strlen(cases[i].pending) || memcmp(out, cases[i].pending, n) != 0) {
+            fprintf(stderr, "case %zu: %zu bytes pending, want %zu\n", i, n,
+                    strlen(cases[i].pending));
+            fail();
+        }
+        assert_int_equal(vtf_pending(f, out, 2), n < 2 ? n : 2); /* never past cap */
+        vtf_free(f);
+        free(r);
+    }
+    uint8_t out[4];
+    assert_int_equal(vtf_pending(NULL, out, sizeof out), 0);
+}
+
 static void test_random_invariants(void **state)
 {
     (void)state;
@@ -564,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_emit_error),
         cmocka_unit_test(test_narrow),
         cmocka_unit_test(test_split_every_byte),
+        cmocka_unit_test(test_pending),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_width_table_matches_libvterm),
     };
