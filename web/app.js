@@ -69,7 +69,8 @@ const mayOperate = () => session && (session.role === 'operator' || session.role
 const fmtBytes = (n) => (n >= 1 << 30 ? `${(n / (1 << 30)).toFixed(1)} GiB` : n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB`
   : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
 const fmtTime = (s) => { s = Math.max(0, s); const m = Math.floor(s / 60); return `${m}:${(s - m * 60).toFixed(1).padStart(4, '0')}`; };
-const ago = (unix) => { if (!unix) return ''; const s = Math.max(0, Math.round(Date.now() / 1000 - unix)); return s < 60 ? `${s}s` : s < 3600 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`; };
+// how long ago a time the API gives (Unix ms) was
+const ago = (ms) => { if (!ms) return ''; const s = Math.max(0, Math.round((Date.now() - ms) / 1000)); return s < 60 ? `${s}s` : s < 3600 ? `${Math.round(s / 60)}m` : `${Math.round(s / 3600)}h`; };
 function exitText(t) {
   if (t.exit_signal) return `signal ${t.exit_signal}`;
   if (t.state === 'exited' || t.state === 'closed') return `code ${t.exit_code}`;
@@ -195,7 +196,10 @@ function dashboard() {
     if (s.status === 200 && Array.isArray(s.json)) {
       sbBody.replaceChildren(...s.json.map((x) => h('tr', { dataset: { id: x.id } },
         h('td.mono', {}, x.id), h('td', {}, x.kind),
-        h('td.link', {}, h('span', { class: `dot${x.link_up ? ' up' : ''}` }), x.link_up ? `up ${ago(x.link_since)}` : 'down'),
+        h('td.link', {}, h('span', { class: `dot${x.link_up ? ' up' : ''}` }), x.link_up ? `up ${ago(x.link_since)}` : 'down',
+          // runner links refused for a key not the sandbox's: a copied token (an impostor?)
+          x.refused_links > 0 ? h('span.warn', { title: 'a valid runner token without the runner\'s key; see the audit log (runner_impostor)' },
+            ` ⚠ ${x.refused_links} link${x.refused_links === 1 ? '' : 's'} refused, the last ${ago(x.refused_link_at)}`) : null),
         h('td.rtt', {}, x.link_up && x.rtt_us > 0 ? `${(x.rtt_us / 1000).toFixed(1)} ms` : '—'),
         h('td.mono.muted', {}, x.url || ''))));
       if (!s.json.length) sbBody.replaceChildren(h('tr', {}, h('td.muted', { colSpan: 5 }, 'No sandboxes yet (an admin adds them).')));

@@ -33,6 +33,21 @@ void cli_ls_sandboxes(json_t *arr)
         printf("%-20s %-8s %-5s %-6s %-8s %s\n", cli_app_str(s, "id"), cli_app_str(s, "kind"),
                json_is_true(json_object_get(s, "link_up")) ? "up" : "down", age, rtt, net);
     }
+    /* refused runner links (a copied token without the runner's key) are a
+     * warning each, after the table */
+    json_array_foreach(arr, i, s)
+    {
+        json_int_t n = json_integer_value(json_object_get(s, "refused_links"));
+        if (n <= 0)
+            continue;
+        char age[32];
+        cli_fmt_age(age, sizeof age, json_integer_value(json_object_get(s, "refused_link_at")),
+                    (int64_t)time(NULL));
+        printf("warning: sandbox %s: %lld runner link%s refused since airlockd started, the last "
+               "%s ago: a valid token without the runner's key (an impostor?); see the audit "
+               "log, action runner_impostor\n",
+               cli_app_str(s, "id"), (long long)n, n == 1 ? "" : "s", age);
+    }
 }
 
 static void print_terminals(json_t *arr)

@@ -16,18 +16,25 @@
 /* "network" is what a local sandbox's agents get ("host" or "none"; null
  * for the others: airlockd does not start their runners), and
  * "network_default" whether that is the server's --sandbox-network (the
- * sandbox was made without one) rather than its own. */
+ * sandbox was made without one) rather than its own. "refused_links" and
+ * "refused_link_at": runner links refused since airlockd started because
+ * their key was not the sandbox's (an impostor with a copied token; the
+ * audit log has each, action runner_impostor), and when the last was. */
 json_t *api_view_sandbox(const struct api *a, const struct db_sandbox *s)
 {
     const int local = s->kind == DB_SANDBOX_LOCAL;
     json_t *net =
         local ? json_string(db_sandbox_network_name(relay_sandbox_network(a->relay, s->network)))
               : json_null();
-    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b, s:o, s:b}", "id", s->id, "kind",
+    uint64_t refused;
+    int64_t refused_at;
+    relay_sandbox_refused(a->relay, s->id, &refused, &refused_at);
+    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b, s:o, s:b, s:I, s:I}", "id", s->id, "kind",
                      db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
                      "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us,
                      "record_input", (int)s->record_input, "network", net, "network_default",
-                     local && s->network == DB_NETWORK_DEFAULT);
+                     local && s->network == DB_NETWORK_DEFAULT, "refused_links",
+                     (json_int_t)refused, "refused_link_at", (json_int_t)refused_at);
 }
 
 int api_view_add_sandbox(void *ctx, const struct db_sandbox *s)

@@ -164,6 +164,10 @@ int relay_client_closing(struct rl_client *c, int *code, const char **reason);
  * its own setting, else (DB_NETWORK_DEFAULT) the server-wide no_network.
  * Applied whenever its runner is started or a running one adopted. */
 enum db_sandbox_network relay_sandbox_network(const struct relay *r, enum db_sandbox_network n);
+/* How many runner links of sandbox id were refused since airlockd started
+ * because their key was not the pinned one, and when the last was (ms). */
+void relay_sandbox_refused(const struct relay *r, const char *id, uint64_t *count,
+                           int64_t *last_ms);
 /* Start what a sandbox row needs (local: spawn its runner; static: dial). */
 int relay_sandbox_added(struct relay *r, const char *id, char *why, size_t cap);
 /* Stop its link and its runner (local). The row is the caller's. */

@@ -99,6 +99,11 @@ int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, 
         return rc;
     }
     if (!rkey_matches(pinned, key, len)) {
+        struct rl_sbx *sb = relay_sandbox(r, sandbox_id);
+        if (sb) { /* shown to admins with the sandbox (GET /v1/sandboxes) */
+            sb->refused_links++;
+            sb->refused_at_ms = relay_wall_ms();
+        }
         al_errf(why, cap,
                 "runner key differs from the pinned one (another runner, or an "
                 "impostor with a copied token)");

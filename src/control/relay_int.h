@@ -144,6 +144,10 @@ struct rl_sbx {
     uint64_t proc_check_us;
     struct rl_term *terms;
     int removed;
+    /* runner links refused for a key that is not the pinned one (an
+     * impostor with a copied token), since airlockd started */
+    uint64_t refused_links;
+    int64_t refused_at_ms;
 };
 
 struct relay {

@@ -55,6 +55,19 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id)
     return NULL;
 }
 
+void relay_sandbox_refused(const struct relay *r, const char *id, uint64_t *count, int64_t *last_ms)
+{
+    *count = 0;
+    *last_ms = 0;
+    for (const struct rl_sbx *sb = r->sbxs; sb; sb = sb->next) {
+        if (!strcmp(sb->id, id) && !sb->removed) {
+            *count = sb->refused_links;
+            *last_ms = sb->refused_at_ms;
+            return;
+        }
+    }
+}
+
 enum db_sandbox_network relay_sandbox_network(const struct relay *r, enum db_sandbox_network n)
 {
     if (n == DB_NETWORK_DEFAULT)
