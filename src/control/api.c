@@ -12,6 +12,7 @@
  *   api_sandbox.c, api_terminal.c, api_session.c, api_metrics.c,
  *   api_static.c    the handlers, one file per resource
  *   api_ws.c        WebSocket connections: messages in, frames out, close
+ *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
  *
  * api_local.h is what they share; nothing outside src/control/api*.c
@@ -185,6 +186,7 @@ static void on_tick(uv_timer_t *h)
 {
     struct api *a = h->data;
     relay_tick(a->relay, relay_now_us());
+    api_wsess_tick(a);
     api_audit_housekeeping(a, 0);
 }
 
@@ -260,6 +262,7 @@ static void teardown(struct api *a)
     a->ctx = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
     a->wsl = NULL;
+    api_wsess_stop(a); /* after the context: its connections are forgotten */
     relay_free(a->relay);
     a->relay = NULL;
     lsbx_free(a->lsbx);
@@ -374,7 +377,10 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     };
     if (rc == AL_OK)
         rc = relay_new(&rc_cfg, &a->relay, err, cap);
+    if (rc == AL_OK && (rc = api_wsess_start(a)) != AL_OK)
+        al_errf(err, cap, "web sessions' WebSockets: %s", al_strerror(rc));
     if (rc != AL_OK) {
+        relay_free(a->relay);
         lsbx_free(a->lsbx);
         (void)db_close(a->db);
         signer_stop(a->signer);
