@@ -46,7 +46,7 @@ const PING_MS = 15000;              // PING interval (spec default)
 const IDLE_MS = 45000;              // nothing received for this long: reconnect
 const BACKOFF_MIN_MS = 250, BACKOFF_MAX_MS = 8000;
 const MAX_IN_BUF = 1024 * 1024;     // typed/pasted input held for the host
-export const CLOSE_SESSION_ENDED = 4401; // websess.h: the session was signed out or expired
+export const CLOSE_SESSION_ENDED = 4401; // protocol.md §10: the web session was signed out or expired
 
 export class ProtocolError extends Error {}
 

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "al_close.h"
 
 #define WEBSESS_COOKIE "airlock_session"            /* over plain http */
 #define WEBSESS_COOKIE_TLS "__Host-airlock_session" /* under TLS: Secure, Path=/, no Domain */
@@ -32,7 +33,7 @@
  * expired or idle, or its user removed. A close of airlockd's own, as
  * 4005 (replaced) is, not an ERROR of the protocol; the page signs in
  * again instead of reconnecting. 4401: the 401 of an open connection. */
-#define WEBSESS_CLOSE_ENDED 4401
+#define WEBSESS_CLOSE_ENDED AL_CLOSE_SESSION_ENDED
 #define WEBSESS_CLOSE_SIGNED_OUT "session ended: signed out"
 #define WEBSESS_CLOSE_EXPIRED "session ended: expired"
 /* its row is gone, for a reason this airlockd cannot tell (signed out
