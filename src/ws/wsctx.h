@@ -1,6 +1,6 @@
 /*
  * wsctx: the libwebsockets context of each program speaking airlock.v1
- * (airlockd's api.c, the runner's runner_main.c, the CLI's cli_net.c),
+ * (airlockd's api.c, the runner's runner_app.c, the CLI's cli_net.c),
  * created in one place: on the program's libuv loop (lws's "foreign loop"),
  * IPv4 only, no user or group change, with the program's protocols and
  * limits.
