@@ -21,6 +21,7 @@
 #include "b64url.h"
 #include "runner_conn.h"
 #include "upgrade.h"
+#include "wsctx.h"
 
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 30000
@@ -103,19 +104,13 @@ void runner_dial_start(struct runner_app *a)
         schedule_redial(a, 0);
         return;
     }
+    int tls = a->d_tls ? LCCSCF_USE_SSL : 0;
+    if (a->d_tls && getenv("AIRLOCK_INSECURE_TLS"))
+        tls |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
     struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = a->ctx;
-    ci.address = a->d_addr;
-    ci.port = a->d_port;
-    ci.path = a->d_path_full;
-    ci.host = a->d_addr;
+    wsctx_dial_info(&ci, a->ctx, a->d_addr, a->d_port, a->d_path_full, tls);
     ci.origin = a->d_addr;
     ci.protocol = AL_SUBPROTOCOL;
-    ci.ssl_connection = a->d_tls ? LCCSCF_USE_SSL : 0;
-    if (a->d_tls && getenv("AIRLOCK_INSECURE_TLS"))
-        ci.ssl_connection |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
-    ci.userdata = NULL;
     runner_log(a->runner, 1, "dialing %s (attempt %u)", a->url, a->redial_delay.attempt + 1);
     if (!lws_client_connect_via_info(&ci)) {
         runner_log(a->runner, 0, "cannot start a connection to %s", a->url);
