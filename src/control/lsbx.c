@@ -516,7 +516,7 @@ struct argv_buf {
     unsigned n;
     char links[8][128];
     char fdtxt[CG_MAX_FDS][24];
-    char procs[32];
+    char procs[32], data[32], nice[8];
 };
 
 static void push(struct argv_buf *b, const char *s)
@@ -600,10 +600,24 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
         push(b, "--cgroup-fd");
         push(b, b->fdtxt[i]);
     }
-    if (!ncg && l->cfg.limits.pids) { /* no cgroup: the process count at least */
+    /* no control group: rlimits instead, which bound each process (memory)
+     * or each sandbox's user namespace (processes), and a lower priority
+     * for the CPU (docs/security.md, "Resource bounds") */
+    if (!ncg && l->cfg.limits.pids) {
         (void)snprintf(b->procs, sizeof b->procs, "%llu", (unsigned long long)l->cfg.limits.pids);
         push(b, "--max-procs");
         push(b, b->procs);
+    }
+    if (!ncg && l->cfg.limits.memory_bytes) {
+        (void)snprintf(b->data, sizeof b->data, "%llu",
+                       (unsigned long long)l->cfg.limits.memory_bytes);
+        push(b, "--max-data");
+        push(b, b->data);
+    }
+    if (!ncg && l->cfg.limits.cpu_percent) {
+        (void)snprintf(b->nice, sizeof b->nice, "%d", LSBX_FALLBACK_NICE);
+        push(b, "--nice");
+        push(b, b->nice);
     }
     b->a[b->n] = NULL;
 }
@@ -643,7 +657,10 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     char cgname[CG_NAME_MAX + 1], cgwhy[256] = "";
     if (!l->cfg.unsafe && lsbx_cgroup_name(l, s->id, cgname, sizeof cgname) == AL_OK &&
         cg_open(cgname, &l->cfg.limits, fds, &ncg, cgwhy, sizeof cgwhy) != AL_OK)
-        say(l, 1, "sandbox %s: %s; bounding its processes with RLIMIT_NPROC only", s->id, cgwhy);
+        say(l, 1,
+            "sandbox %s: %s; bounding it with rlimits instead (processes, memory per process) "
+            "and nice %d",
+            s->id, cgwhy, LSBX_FALLBACK_NICE);
     struct lsbx_proc *p = NULL;
     if (uv_pipe(pipefd, UV_NONBLOCK_PIPE, 0) != 0 || uv_pipe(keyfd, 0, 0) != 0) {
         al_errf(why, cap, "cannot make the runner's pipes");

@@ -48,7 +48,8 @@
 #define LSBX_LINE_MAX 1024                  /* a runner's log line, longer ones are cut */
 #define LSBX_DEFAULT_MEMORY (4ull << 30)
 #define LSBX_DEFAULT_PIDS 1024
-#define LSBX_DEFAULT_CPU 100 /* percent of one core */
+#define LSBX_DEFAULT_CPU 100  /* percent of one core */
+#define LSBX_FALLBACK_NICE 10 /* without a cpu group: the sandbox yields the CPU */
 #define LSBX_MAX_ARGS 128
 /* The runner's option that cuts its agents off, and how it reads in the
  * runner's /proc/PID/cmdline with its NULs as spaces (relay_spawn.c adopts a

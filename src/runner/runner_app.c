@@ -35,12 +35,26 @@ int runner_app_confine(struct runner_app *a)
         }
         (void)close(fd);
     }
-    if (a->max_procs) {
-        struct rlimit rl = {(rlim_t)a->max_procs, (rlim_t)a->max_procs};
-        if (setrlimit(RLIMIT_NPROC, &rl) != 0) {
-            fprintf(stderr, "airlock-runner: --max-procs: %s\n", strerror(errno));
+    /* the bounds where there is no control group (lsbx.c), inherited by
+     * every agent: a table, one rlimit a row */
+    const struct {
+        const char *opt;
+        int resource;
+        uint64_t value;
+    } limits[] = {
+        {"--max-procs", RLIMIT_NPROC, a->max_procs},
+        {"--max-data", RLIMIT_DATA, a->max_data},
+    };
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        struct rlimit rl = {(rlim_t)limits[i].value, (rlim_t)limits[i].value};
+        if (limits[i].value && setrlimit(limits[i].resource, &rl) != 0) {
+            fprintf(stderr, "airlock-runner: %s: %s\n", limits[i].opt, strerror(errno));
             return -1;
         }
+    }
+    if (a->nice && setpriority(PRIO_PROCESS, 0, a->nice) != 0) {
+        fprintf(stderr, "airlock-runner: --nice: %s\n", strerror(errno));
+        return -1;
     }
     if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
         long max = sysconf(_SC_OPEN_MAX);

@@ -30,9 +30,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { execFileSync } from 'node:child_process';
 import { run, check, tmpdir, sleep, BIN } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach, addLocalSandbox } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, api, attach, addLocalSandbox, asNobody } from '../interop/airlockd.mjs';
+import { parents, descendants } from '../interop/procs.mjs';
 
 const MARKER = 'FORGED-BY-AGENT'; // tests/tools/escape.c forge_one
 const DATA_WALK_MAX = 20000; // entries of the data directory compared at most
@@ -91,28 +91,6 @@ function fdsOf(pid) {
   return out;
 }
 
-// pid -> parent pid of every process.
-function parents() {
-  const parent = new Map();
-  for (const p of fs.readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
-    try {
-      const st = fs.readFileSync(`/proc/${p}/stat`, 'utf8');
-      parent.set(Number(p), Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch { /* gone */ }
-  }
-  return parent;
-}
-
-// The processes below `top` (bounded walk up each chain).
-function descendants(top) {
-  const parent = parents();
-  return [...parent.keys()].filter((pid) => {
-    let q = parent.get(pid);
-    for (let depth = 0; depth < 64 && q > 1 && q !== top; depth++) q = parent.get(q);
-    return q === top;
-  });
-}
-
 const cmdline = (pid) => { try { return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0'); } catch { return []; } };
 const pidNs = (pid) => { try { return fs.readlinkSync(`/proc/${pid}/ns/pid`); } catch { return null; } };
 
@@ -161,17 +139,7 @@ async function attempt(asRoot) {
   const dir = path.join(base, 'data');
   const admin = addUser(dir, 'ada', 'admin');
   let opts = { dir };
-  if (!asRoot) {
-    // its own copy of the programs, all of it owned by nobody
-    const bin = path.join(base, 'bin');
-    fs.mkdirSync(bin);
-    for (const f of ['airlockd', 'airlock-runner']) fs.copyFileSync(path.join(BIN, f), path.join(bin, f));
-    fs.chmodSync(path.join(bin, 'airlockd'), 0o755);
-    fs.chmodSync(path.join(bin, 'airlock-runner'), 0o755);
-    execFileSync('chown', ['-R', 'nobody:nogroup', base]);
-    opts = { dir, exe: path.join(bin, 'airlockd'), args: ['--runner', path.join(bin, 'airlock-runner')],
-      wrap: ['setpriv', '--reuid', 'nobody', '--regid', 'nogroup', '--clear-groups'] };
-  }
+  if (!asRoot) opts = asNobody(base, dir);
   const d = await startAirlockd(opts);
   await addLocalSandbox(d.port, admin);
 

@@ -104,6 +104,22 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
   return d;
 }
 
+// Options for startAirlockd that run airlockd as the unprivileged user
+// nobody (the caller must be root): its own copy of airlockd and the
+// runner, and base (which holds dir) given to nobody. Such an airlockd can
+// write no control group, so its local sandboxes get the rlimit fallback.
+export function asNobody(base, dir, args = []) {
+  const bin = path.join(base, 'bin');
+  fs.mkdirSync(bin, { recursive: true });
+  for (const f of ['airlockd', 'airlock-runner']) {
+    fs.copyFileSync(path.join(BIN, f), path.join(bin, f));
+    fs.chmodSync(path.join(bin, f), 0o755);
+  }
+  execFileSync('chown', ['-R', 'nobody:nogroup', base]);
+  return { dir, exe: path.join(bin, 'airlockd'), args: ['--runner', path.join(bin, 'airlock-runner'), ...args],
+    wrap: ['setpriv', '--reuid', 'nobody', '--regid', 'nogroup', '--clear-groups'] };
+}
+
 // Add a local sandbox (admin key) and wait until its runner has linked up;
 // throws if it does not within ms. extra: more members of the request body
 // (e.g. { network: 'none' }).
