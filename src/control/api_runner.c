@@ -63,9 +63,10 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     rc = relay_cred_key_ok(a->relay, ident, kn > 0 ? key : NULL, why, sizeof why);
     OPENSSL_cleanse(key, sizeof key);
     if (rc != AL_OK) {
-        char detail[300];
-        (void)snprintf(detail, sizeof detail, "{\"peer\":\"%.60s\",\"why\":\"%.200s\"}", peer, why);
-        api_audit(a, "anonymous", "runner_impostor", ident, detail);
+        /* one audit row per source and reason per interval, as every
+         * refusal: a copied token must not flood the audit table; the
+         * sandbox counts them too (GET /v1/sandboxes: refused_links) */
+        api_audit_refused(a, peer, "runner_impostor", why, ident);
         api_log(a, 0, "sandbox %s: runner link from %s refused: %s", ident, peer, why);
         (void)api_reply_error(wsi, 403, "this runner's key is not the sandbox's");
         return -1;

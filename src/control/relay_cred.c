@@ -75,12 +75,24 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
     return tok_verify(r->keys, token, strlen(token), &p, NULL, why, cap);
 }
 
+/* A link with a valid token but not the sandbox's key: counted, and shown
+ * to admins with the sandbox (GET /v1/sandboxes, refused_links). */
+static void refused(struct relay *r, const char *sandbox_id)
+{
+    struct rl_sbx *sb = relay_sandbox(r, sandbox_id);
+    if (sb) {
+        sb->refused_links++;
+        sb->refused_at_ms = relay_wall_ms();
+    }
+}
+
 int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
                       size_t cap)
 {
     char pinned[RKEY_HASH_HEX + 1], h[RKEY_HASH_HEX + 1];
     size_t len = key ? strlen(key) : 0;
     if (len != AL_RUNNER_KEY_LEN) {
+        refused(r, sandbox_id);
         al_errf(why, cap, "no runner key (%s)", AL_RUNNER_KEY_HEADER);
         return AL_E_PERM;
     }
@@ -99,11 +111,7 @@ int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, 
         return rc;
     }
     if (!rkey_matches(pinned, key, len)) {
-        struct rl_sbx *sb = relay_sandbox(r, sandbox_id);
-        if (sb) { /* shown to admins with the sandbox (GET /v1/sandboxes) */
-            sb->refused_links++;
-            sb->refused_at_ms = relay_wall_ms();
-        }
+        refused(r, sandbox_id);
         al_errf(why, cap,
                 "runner key differs from the pinned one (another runner, or an "
                 "impostor with a copied token)");

@@ -30,6 +30,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
+import { execFileSync } from 'node:child_process';
 import { run, check, tmpdir, sleep, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, addLocalSandbox, asNobody } from '../interop/airlockd.mjs';
 import { parents, descendants } from '../interop/procs.mjs';
@@ -250,12 +251,24 @@ async function attempt(asRoot) {
     process.kill(runner, 'SIGCONT');
   }
   check(stopped === 403, `with the real runner stopped, the copied token is still refused (${stopped})`);
-  r = await api(d.port, 'GET', '/v1/audit', admin);
-  const imp = r.json.filter((x) => x.action === 'runner_impostor' && x.target === 'box');
-  check(imp.length >= 3, `the attempts are audited (${imp.length} runner_impostor rows)`);
+  // audited as refusals are: one row per source and reason per interval,
+  // with a count (so that a copied token cannot flood the audit table)
+  let audited = 0;
+  for (const end = Date.now() + 15000; Date.now() < end && audited < 3; await sleep(250)) {
+    r = await api(d.port, 'GET', '/v1/audit', admin);
+    audited = r.json.filter((x) => x.action === 'runner_impostor' && x.target === 'box')
+      .reduce((n, x) => n + (JSON.parse(x.detail || '{}').count || 0), 0);
+  }
+  check(audited === 3, `the attempts are audited (runner_impostor rows counting ${audited} attempts)`);
   check(/runner link from .* refused: /.test(fs.readFileSync(d.log, 'utf8')), 'and logged as errors');
   r = await api(d.port, 'GET', '/v1/sandboxes', admin);
   const box = r.json.find((x) => x.id === 'box');
+  check(box.refused_links === 3 && Math.abs(box.refused_link_at - Date.now()) < 60000,
+    `the admin is shown them with the sandbox (refused_links ${box.refused_links})`);
+  const ls = execFileSync(path.join(BIN, 'airlock'), ['sandbox', 'ls'],
+    { env: { ...process.env, AIRLOCK_URL: `http://127.0.0.1:${d.port}`, AIRLOCK_API_KEY: admin } }).toString();
+  check(/^warning: sandbox box: 3 runner links refused .*runner_impostor/m.test(ls),
+    `and by airlock sandbox ls (${ls.split('\n').filter((l) => /^warning/.test(l)).join('') || 'no warning'})`);
   check(box.link_up && box.link_since === since && alive(runner) && stateOf(runner) !== 'T',
     'the real runner is unaffected: running, and the same link (it never dropped)');
   check(person.ctl.ready && !person.ctl.closeInfo, "the person's connection stayed open");
