@@ -10,7 +10,7 @@ DEB_PKGS=(
   cmake make gcc pkg-config clang-14 libclang-rt-14-dev
   # checks
   clang-format clang-tidy cppcheck valgrind
-  # libraries (see STYLE.md: chosen dependencies)
+  # libraries (what CMakeLists.txt finds with pkg-config, and http-parser)
   libssl-dev libjansson-dev libcmocka-dev
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libseccomp-dev libsqlite3-dev libpq-dev
   libhttp-parser-dev libcurl4-openssl-dev

@@ -142,6 +142,7 @@ function startSession(s) {
 }
 
 $('#signout').addEventListener('click', async () => {
+  leave(); leave = () => {}; // a terminal's link ends before its session does (else: closed with 4401)
   await api('DELETE', '/v1/session');
   signedOut('Signed out.');
 });
@@ -282,6 +283,7 @@ function terminalView(id, watchOnly) {
     url, term, name: session ? session.name : 'browser', fitSize, csrf: csrf.get(),
     on: {
       status: (s, detail) => {
+        if (s === 'signed-out') { signedOut('Your session ended: sign in again.'); return; }
         connEl.dataset.state = s;
         connEl.textContent = s === 'live' ? 'live' : s === 'reconnecting' ? `reconnecting…${detail ? ` (${detail})` : ''}` : s;
         if (s !== 'live') rttEl.textContent = '';

@@ -46,6 +46,7 @@ const PING_MS = 15000;              // PING interval (spec default)
 const IDLE_MS = 45000;              // nothing received for this long: reconnect
 const BACKOFF_MIN_MS = 250, BACKOFF_MAX_MS = 8000;
 const MAX_IN_BUF = 1024 * 1024;     // typed/pasted input held for the host
+export const CLOSE_SESSION_ENDED = 4401; // protocol.md §10: the web session was signed out or expired
 
 export class ProtocolError extends Error {}
 
@@ -265,6 +266,8 @@ export class TerminalLink {
     clearInterval(this.timer);
     if (this.stopped) return;
     if (this.exit && this.eof) { this.setStatus('ended'); return; }
+    // the session ended: reconnecting could only be refused (401)
+    if (ev.code === CLOSE_SESSION_ENDED) { this.stopped = true; this.setStatus('signed-out', ev.reason || ''); return; }
     // a fatal answer (version, 4000 protocol) is not retried in a tight loop
     this.attempt = wasReady ? 0 : this.attempt + 1;
     const base = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** Math.min(this.attempt, 6));

@@ -147,14 +147,9 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
     a->net = net;
     a->o = *o;
     a->txbuf = malloc(cli_ws_pre() + AL_MAX_FRAME);
-    struct ep_config ec;
-    ep_config_default(&ec, FR_ROLE_CONTROLLER);
-    ec.name = "airlock-cli";
-    ec.on_event = cli_session_on_event;
-    ec.ud = a;
-    ec.tx_ring = INPUT_COPY_MAX;
     if (!a->txbuf || cli_input_init(&a->in, CLI_HELD_INPUT_MAX, INPUT_COPY_MAX) != AL_OK ||
-        ep_new(&ec, &a->ep) != AL_OK) {
+        ep_new_with(FR_ROLE_CONTROLLER, "airlock-cli", INPUT_COPY_MAX, 0, cli_session_on_event, a,
+                    &a->ep) != AL_OK) {
         cli_input_free(&a->in);
         free(a->txbuf);
         free(a);

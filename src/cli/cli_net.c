@@ -103,14 +103,7 @@ static int ssl_flags(const struct cli_config *c)
 static void connect_info(const struct cli_net *n, const char *path,
                          struct lws_client_connect_info *ci)
 {
-    memset(ci, 0, sizeof *ci);
-    ci->context = n->ctx;
-    ci->address = n->cfg.host;
-    ci->port = n->cfg.port;
-    ci->path = path;
-    ci->host = n->cfg.host;
-    ci->origin = NULL;
-    ci->ssl_connection = ssl_flags(&n->cfg);
+    wsctx_dial_info(ci, n->ctx, n->cfg.host, n->cfg.port, path, ssl_flags(&n->cfg));
     ci->local_protocol_name = PROTO_NAME;
 }
 

@@ -24,7 +24,9 @@
     XX(TOKEN_EXPIRED, 4002, "token expired (ERROR `TOKEN_EXPIRED`)")                               \
     XX(IDLE, 4003, "idle timeout (ERROR `TIMEOUT`)")                                               \
     XX(LIMIT, 4004, "a limit was exceeded (ERROR `TOO_BIG`)")                                      \
-    XX(REPLACED, 4005, "replaced by a newer connection")
+    XX(REPLACED, 4005, "replaced by a newer connection")                                           \
+    XX(SESSION_ENDED, 4401,                                                                        \
+       "the web session that authenticated the connection ended (signed out or expired)")
 
 enum al_close {
 #define AL_CLOSE_ENUM(name, code, meaning) AL_CLOSE_##name = (code),

@@ -147,6 +147,21 @@ int ep_new(const struct ep_config *c, struct ep **out)
     return AL_OK;
 }
 
+int ep_new_with(enum fr_role role, const char *name, size_t tx_ring, uint32_t window,
+                ep_event_fn *on_event, void *ud, struct ep **out)
+{
+    struct ep_config c;
+    ep_config_default(&c, role);
+    c.name = name;
+    if (tx_ring)
+        c.tx_ring = tx_ring;
+    if (window)
+        c.window = window;
+    c.on_event = on_event;
+    c.ud = ud;
+    return ep_new(&c, out);
+}
+
 void ep_free(struct ep *ep)
 {
     if (!ep)

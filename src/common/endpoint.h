@@ -107,6 +107,10 @@ void ep_config_default(struct ep_config *c, enum fr_role role);
 
 /* 0 or AL_E_*; *out owns the endpoint until ep_free(). */
 int ep_new(const struct ep_config *c, struct ep **out);
+/* The common case of both: the defaults of role, with this name, resend
+ * ring and credit window (0: the default) and event callback. */
+int ep_new_with(enum fr_role role, const char *name, size_t tx_ring, uint32_t window,
+                ep_event_fn *on_event, void *ud, struct ep **out);
 void ep_free(struct ep *ep);
 
 /* ---- the link ------------------------------------------------------------ */

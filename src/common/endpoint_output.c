@@ -50,22 +50,16 @@ static long out_snap(const struct ep *ep, struct chan *c, struct fr_frame *f, ui
     return rc;
 }
 
-static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
-{
-    struct fr_frame f;
-    memset(&f, 0, offsetof(struct fr_frame, u));
-    f.channel = c->id;
+/*
+ * A channel's next frame, in the order of the preamble: one function per
+ * group. Each returns the frame's length, 0 when it has nothing to send
+ * (an encoded frame is never empty), or AL_E_*; f has its header zeroed
+ * and its channel set.
+ */
 
-    if (c->pending & P_CLOSE) {
-        c->pending = 0;
-        f.type = FR_CLOSE;
-        long n = put(&f, buf, cap);
-        if (ep_is_host(ep))
-            ep_chan_kill(ep, c, "CLOSE sent");
-        return n;
-    }
-    if (c->state == CH_CLOSING)
-        return 0;
+/* What opens or re-attaches the channel: OPEN, ATTACH, OPENED, ATTACHED. */
+static long out_setup(struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf, size_t cap)
+{
     if (c->pending & P_OPEN) {
         c->pending &= ~(uint32_t)(P_OPEN | P_ATTACH);
         if (c->state == CH_NEW)
@@ -79,86 +73,101 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         c->pending &= ~(uint32_t)P_ATTACH;
         ep_stream_grant(ep, &c->rx[FR_STDOUT]);
         ep_stream_grant(ep, &c->rx[FR_STDERR]);
-        f.type = FR_ATTACH;
-        f.u.attach.out_next = c->rx[FR_STDOUT].next;
-        f.u.attach.out_limit = c->rx[FR_STDOUT].limit_sent;
-        f.u.attach.err_next = c->rx[FR_STDERR].next;
-        f.u.attach.err_limit = c->rx[FR_STDERR].limit_sent;
-        f.u.attach.cols = f.u.attach.rows = 0; /* only the header was zeroed */
+        f->type = FR_ATTACH;
+        f->u.attach.out_next = c->rx[FR_STDOUT].next;
+        f->u.attach.out_limit = c->rx[FR_STDOUT].limit_sent;
+        f->u.attach.err_next = c->rx[FR_STDERR].next;
+        f->u.attach.err_limit = c->rx[FR_STDERR].limit_sent;
+        f->u.attach.cols = f->u.attach.rows = 0; /* only the header was zeroed */
         if (c->pending & P_RESIZE) {
             c->pending &= ~(uint32_t)P_RESIZE;
-            f.u.attach.cols = c->cols;
-            f.u.attach.rows = c->rows;
+            f->u.attach.cols = c->cols;
+            f->u.attach.rows = c->rows;
         }
-        return put(&f, buf, cap);
+        return put(f, buf, cap);
     }
     if (c->pending & P_OPENED) {
         c->pending &= ~(uint32_t)P_OPENED;
-        f.type = FR_OPENED;
-        f.u.opened.pid = c->pid;
-        return put(&f, buf, cap);
+        f->type = FR_OPENED;
+        f->u.opened.pid = c->pid;
+        return put(f, buf, cap);
     }
     if (c->pending & P_ATTACHED) {
         c->pending &= ~(uint32_t)P_ATTACHED;
-        f.type = FR_ATTACHED;
-        f.u.attached.state = c->exit != EX_RUNNING ? FR_CH_EXITED : FR_CH_RUNNING;
-        f.u.attached.in_next = c->rx[FR_STDIN].next;
-        f.u.attached.in_limit = c->rx[FR_STDIN].limit_sent;
-        return put(&f, buf, cap);
+        f->type = FR_ATTACHED;
+        f->u.attached.state = c->exit != EX_RUNNING ? FR_CH_EXITED : FR_CH_RUNNING;
+        f->u.attached.in_next = c->rx[FR_STDIN].next;
+        f->u.attached.in_limit = c->rx[FR_STDIN].limit_sent;
+        return put(f, buf, cap);
     }
-    if (!ep_chan_linked(ep, c))
-        return 0;
+    return 0;
+}
+
+static long out_viewers(struct chan *c, struct fr_frame *f, uint8_t *buf, size_t cap)
+{
+    c->pending &= ~(uint32_t)P_VIEWERS;
+    const struct vlist *v = c->viewers;
+    if (!v)
+        return AL_E_STATE; /* cannot happen: P_VIEWERS comes with a list */
+    f->type = FR_VIEWERS;
+    f->u.viewers.count = (uint16_t)v->count;
+    for (unsigned i = 0; i < v->count; i++) {
+        f->u.viewers.e[i].name.p = v->name[i];
+        f->u.viewers.e[i].name.len = v->len[i];
+        f->u.viewers.e[i].role = v->role[i];
+    }
+    long n = put(f, buf, cap);
+    free(c->viewers);
+    c->viewers = NULL;
+    return n;
+}
+
+/* A linked channel's control frames: RESIZE, SIGNAL, SNAPSHOT_REQ,
+ * TAKEOVER, ROLE, VIEWERS. */
+static long out_control(struct chan *c, struct fr_frame *f, uint8_t *buf, size_t cap)
+{
     if (c->pending & P_RESIZE) {
         c->pending &= ~(uint32_t)P_RESIZE;
-        f.type = FR_RESIZE;
-        f.u.resize.cols = c->cols;
-        f.u.resize.rows = c->rows;
-        return put(&f, buf, cap);
+        f->type = FR_RESIZE;
+        f->u.resize.cols = c->cols;
+        f->u.resize.rows = c->rows;
+        return put(f, buf, cap);
     }
     if (c->nsigs) {
-        f.type = FR_SIGNAL;
-        f.u.signal.signo = c->sigs[0][0];
-        f.u.signal.scope = c->sigs[0][1];
+        f->type = FR_SIGNAL;
+        f->u.signal.signo = c->sigs[0][0];
+        f->u.signal.scope = c->sigs[0][1];
         memmove(c->sigs[0], c->sigs[1], (--c->nsigs) * sizeof c->sigs[0]);
-        return put(&f, buf, cap);
+        return put(f, buf, cap);
     }
     if (c->pending & P_SNAPREQ) {
         c->pending &= ~(uint32_t)P_SNAPREQ;
-        f.type = FR_SNAPSHOT_REQ;
-        return put(&f, buf, cap);
+        f->type = FR_SNAPSHOT_REQ;
+        return put(f, buf, cap);
     }
     if (c->pending & P_TAKEOVER) {
         c->pending &= ~(uint32_t)P_TAKEOVER;
-        f.type = FR_TAKEOVER;
-        return put(&f, buf, cap);
+        f->type = FR_TAKEOVER;
+        return put(f, buf, cap);
     }
     if ((c->pending & P_ROLE) && ep_chan_is_open(c)) {
         const struct rxs *r = &c->rx[FR_STDIN];
         c->pending &= ~(uint32_t)P_ROLE;
-        f.type = FR_ROLE;
-        f.u.role.role = c->viewer ? FR_VIEWER : FR_WRITER;
-        f.u.role.in_next = r->next;
-        f.u.role.in_limit = r->limit_sent > r->next ? r->limit_sent : r->next;
-        return put(&f, buf, cap);
+        f->type = FR_ROLE;
+        f->u.role.role = c->viewer ? FR_VIEWER : FR_WRITER;
+        f->u.role.in_next = r->next;
+        f->u.role.in_limit = r->limit_sent > r->next ? r->limit_sent : r->next;
+        return put(f, buf, cap);
     }
-    if ((c->pending & P_VIEWERS) && ep_chan_is_open(c)) {
-        c->pending &= ~(uint32_t)P_VIEWERS;
-        const struct vlist *v = c->viewers;
-        if (!v)
-            return AL_E_STATE; /* cannot happen: P_VIEWERS comes with a list */
-        f.type = FR_VIEWERS;
-        f.u.viewers.count = (uint16_t)v->count;
-        for (unsigned i = 0; i < v->count; i++) {
-            f.u.viewers.e[i].name.p = v->name[i];
-            f.u.viewers.e[i].name.len = v->len[i];
-            f.u.viewers.e[i].role = v->role[i];
-        }
-        long n = put(&f, buf, cap);
-        free(c->viewers);
-        c->viewers = NULL;
-        return n;
-    }
-    /* acknowledgements: when a quarter window of credit can be returned */
+    if ((c->pending & P_VIEWERS) && ep_chan_is_open(c))
+        return out_viewers(c, f, buf, cap);
+    return 0;
+}
+
+/* An acknowledgement, when a quarter window of credit can be returned. */
+static long out_ack(const struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf,
+                    size_t cap)
+{
     for (unsigned s = 0; s < FR_NSTREAMS; s++) {
         struct rxs *r = &c->rx[s];
         if (ep_is_tx(ep, s) || !ep_stream_used(c, s) || r->eof)
@@ -169,79 +178,118 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         if (limit - r->limit_sent >= ep->cfg.window / 4 && limit > r->limit_sent) {
             r->ack_sent = r->consumed;
             r->limit_sent = limit;
-            f.type = FR_ACK;
-            f.flags = (uint8_t)s;
-            f.u.ack.ack = r->ack_sent;
-            f.u.ack.limit = r->limit_sent;
-            return put(&f, buf, cap);
+            f->type = FR_ACK;
+            f->flags = (uint8_t)s;
+            f->u.ack.ack = r->ack_sent;
+            f->u.ack.limit = r->limit_sent;
+            return put(f, buf, cap);
         }
-    }
-    /* outgoing streams: gap, data, eof; the host's snapshot at X goes in
-     * stdout's place once stdout is sent up to X, and nothing beyond X
-     * goes before its last chunk */
-    for (unsigned s = 0; s < FR_NSTREAMS; s++) {
-        struct txs *t = &c->tx[s];
-        if (!ep_is_tx(ep, s) || !ep_stream_used(c, s))
-            continue;
-        int snap = ep_is_host(ep) && s == FR_STDOUT && c->snap.active;
-        if (snap && c->snap.pos > 0)
-            return out_snap(ep, c, &f, buf, cap); /* half sent: finish it first */
-        if (t->gap_to > t->gap_from) {
-            f.type = FR_GAP;
-            f.flags = (uint8_t)s;
-            f.u.gap.from = t->gap_from;
-            f.u.gap.to = t->gap_to;
-            t->gap_from = t->gap_to = 0;
-            return put(&f, buf, cap);
-        }
-        uint64_t end = t->ring.end;
-        if (snap && end > c->snap.off)
-            end = c->snap.off > t->sent ? c->snap.off : t->sent; /* nothing beyond X */
-        if (t->sent < end && t->sent < t->limit) {
-            size_t max = AL_MAX_DATA;
-            if (ep->peer_max_frame - AL_FRAME_HEADER - 8 < max)
-                max = ep->peer_max_frame - AL_FRAME_HEADER - 8;
-            if (t->limit - t->sent < max)
-                max = (size_t)(t->limit - t->sent);
-            if (end - t->sent < max)
-                max = (size_t)(end - t->sent);
-            const uint8_t *p;
-            size_t n = ring_peek(&t->ring, t->sent, max, &p);
-            if (n == 0)
-                return AL_E_STATE; /* cannot happen: sent >= base always */
-            f.type = FR_DATA;
-            f.flags = (uint8_t)s;
-            f.u.data.offset = t->sent;
-            f.u.data.bytes.p = p;
-            f.u.data.bytes.len = n;
-            t->sent += n;
-            return put(&f, buf, cap);
-        }
-        if (snap) {
-            if (t->sent >= c->snap.off)
-                return out_snap(ep, c, &f, buf, cap);
-            continue; /* stdout below X waits for credit */
-        }
-        if (t->eof && !t->eof_sent && t->sent == t->ring.end) {
-            t->eof_sent = 1;
-            f.type = FR_EOF;
-            f.flags = (uint8_t)s;
-            f.u.eof.offset = t->ring.end;
-            return put(&f, buf, cap);
-        }
-    }
-    if (ep_is_host(ep) && c->exit == EX_EXITED && c->tx[FR_STDOUT].eof_sent &&
-        (c->mode != FR_MODE_PIPES || c->tx[FR_STDERR].eof_sent)) {
-        (void)ep_chan_set_exit(ep, c, EX_REPORTED, "EXIT sent");
-        f.type = FR_EXIT;
-        f.u.exit.code = c->exit_code;
-        f.u.exit.signo = c->exit_sig;
-        f.u.exit.core = c->exit_core;
-        f.u.exit.out_end = c->tx[FR_STDOUT].ring.end;
-        f.u.exit.err_end = c->tx[FR_STDERR].ring.end;
-        return put(&f, buf, cap);
     }
     return 0;
+}
+
+/* DATA of stream s below end, within the peer's credit and frame size. */
+static long out_data(const struct ep *ep, struct txs *t, unsigned s, uint64_t end,
+                     struct fr_frame *f, uint8_t *buf, size_t cap)
+{
+    size_t max = AL_MAX_DATA;
+    if (ep->peer_max_frame - AL_FRAME_HEADER - 8 < max)
+        max = ep->peer_max_frame - AL_FRAME_HEADER - 8;
+    if (t->limit - t->sent < max)
+        max = (size_t)(t->limit - t->sent);
+    if (end - t->sent < max)
+        max = (size_t)(end - t->sent);
+    const uint8_t *p;
+    size_t n = ring_peek(&t->ring, t->sent, max, &p);
+    if (n == 0)
+        return AL_E_STATE; /* cannot happen: sent >= base always */
+    f->type = FR_DATA;
+    f->flags = (uint8_t)s;
+    f->u.data.offset = t->sent;
+    f->u.data.bytes.p = p;
+    f->u.data.bytes.len = n;
+    t->sent += n;
+    return put(f, buf, cap);
+}
+
+/* One outgoing stream: gap, data, eof; the host's snapshot at X goes in
+ * stdout's place once stdout is sent up to X, and nothing beyond X goes
+ * before its last chunk. */
+static long out_stream(const struct ep *ep, struct chan *c, unsigned s, struct fr_frame *f,
+                       uint8_t *buf, size_t cap)
+{
+    struct txs *t = &c->tx[s];
+    if (!ep_is_tx(ep, s) || !ep_stream_used(c, s))
+        return 0;
+    int snap = ep_is_host(ep) && s == FR_STDOUT && c->snap.active;
+    if (snap && c->snap.pos > 0)
+        return out_snap(ep, c, f, buf, cap); /* half sent: finish it first */
+    if (t->gap_to > t->gap_from) {
+        f->type = FR_GAP;
+        f->flags = (uint8_t)s;
+        f->u.gap.from = t->gap_from;
+        f->u.gap.to = t->gap_to;
+        t->gap_from = t->gap_to = 0;
+        return put(f, buf, cap);
+    }
+    uint64_t end = t->ring.end;
+    if (snap && end > c->snap.off)
+        end = c->snap.off > t->sent ? c->snap.off : t->sent; /* nothing beyond X */
+    if (t->sent < end && t->sent < t->limit)
+        return out_data(ep, t, s, end, f, buf, cap);
+    if (snap)
+        return t->sent >= c->snap.off ? out_snap(ep, c, f, buf, cap)
+                                      : 0; /* stdout below X waits for credit */
+    if (t->eof && !t->eof_sent && t->sent == t->ring.end) {
+        t->eof_sent = 1;
+        f->type = FR_EOF;
+        f->flags = (uint8_t)s;
+        f->u.eof.offset = t->ring.end;
+        return put(f, buf, cap);
+    }
+    return 0;
+}
+
+/* Host: EXIT, once all output is sent. */
+static long out_exit(struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf, size_t cap)
+{
+    if (!ep_is_host(ep) || c->exit != EX_EXITED || !c->tx[FR_STDOUT].eof_sent ||
+        (c->mode == FR_MODE_PIPES && !c->tx[FR_STDERR].eof_sent))
+        return 0;
+    (void)ep_chan_set_exit(ep, c, EX_REPORTED, "EXIT sent");
+    f->type = FR_EXIT;
+    f->u.exit.code = c->exit_code;
+    f->u.exit.signo = c->exit_sig;
+    f->u.exit.core = c->exit_core;
+    f->u.exit.out_end = c->tx[FR_STDOUT].ring.end;
+    f->u.exit.err_end = c->tx[FR_STDERR].ring.end;
+    return put(f, buf, cap);
+}
+
+static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
+{
+    struct fr_frame f;
+    memset(&f, 0, offsetof(struct fr_frame, u));
+    f.channel = c->id;
+    if (c->pending & P_CLOSE) {
+        c->pending = 0;
+        f.type = FR_CLOSE;
+        long n = put(&f, buf, cap);
+        if (ep_is_host(ep))
+            ep_chan_kill(ep, c, "CLOSE sent");
+        return n;
+    }
+    if (c->state == CH_CLOSING)
+        return 0;
+    long n = out_setup(ep, c, &f, buf, cap);
+    if (n != 0 || !ep_chan_linked(ep, c))
+        return n;
+    if ((n = out_control(c, &f, buf, cap)) != 0 || (n = out_ack(ep, c, &f, buf, cap)) != 0)
+        return n;
+    for (unsigned s = 0; s < FR_NSTREAMS; s++)
+        if ((n = out_stream(ep, c, s, &f, buf, cap)) != 0)
+            return n;
+    return out_exit(ep, c, &f, buf, cap);
 }
 
 long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)

@@ -12,6 +12,7 @@
  *   api_sandbox.c, api_terminal.c, api_session.c, api_metrics.c,
  *   api_static.c    the handlers, one file per resource
  *   api_ws.c        WebSocket connections: messages in, frames out, close
+ *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
  *
  * api_local.h is what they share; nothing outside src/control/api*.c
@@ -185,6 +186,7 @@ static void on_tick(uv_timer_t *h)
 {
     struct api *a = h->data;
     relay_tick(a->relay, relay_now_us());
+    api_wsess_tick(a);
     api_audit_housekeeping(a, 0);
 }
 
@@ -260,6 +262,7 @@ static void teardown(struct api *a)
     a->ctx = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
     a->wsl = NULL;
+    api_wsess_stop(a); /* after the context: its connections are forgotten */
     relay_free(a->relay);
     a->relay = NULL;
     lsbx_free(a->lsbx);
@@ -272,11 +275,24 @@ static void teardown(struct api *a)
     (void)uv_loop_close(a->loop);
 }
 
-int api_serve(const struct api_config *cfg, char *err, size_t cap)
+/* --listen, cut up: HOST ("" or 0.0.0.0: every address) and PORT (0: the
+ * kernel chooses). */
+struct listen_addr {
+    char host[256];
+    long port;
+};
+
+/* "ws://HOST:PORT" or wss: how local runners dial us back. */
+static void set_self_url(struct api *a, const struct listen_addr *l, long port)
 {
-    struct api *a = calloc(1, sizeof *a);
-    if (!a)
-        return AL_E_NOMEM;
+    (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%ld", a->tls ? "wss" : "ws",
+                   l->host[0] && strcmp(l->host, "0.0.0.0") != 0 ? l->host : "127.0.0.1", port);
+}
+
+/* The configuration's defaults, and its checks that need no system call. */
+static int configure(struct api *a, const struct api_config *cfg, struct listen_addr *l, char *err,
+                     size_t cap)
+{
     a->cfg = *cfg;
     if (!a->cfg.max_conns)
         a->cfg.max_conns = API_MAX_CONNS;
@@ -288,27 +304,18 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         a->cfg.audit_keep_days = API_AUDIT_KEEP_DAYS;
     if (!a->cfg.audit_keep_rows)
         a->cfg.audit_keep_rows = API_AUDIT_KEEP_ROWS;
-    if (aagg_new(&a->agg) != AL_OK) {
-        free(a);
-        return AL_E_NOMEM;
-    }
-    char host[256];
     const char *colon = cfg->listen ? strrchr(cfg->listen, ':') : NULL;
     char *end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || !end || *end || port < 0 || port > 65535 ||
-        (size_t)(colon - cfg->listen) >= sizeof host) {
+    l->port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || !end || *end || l->port < 0 || l->port > 65535 ||
+        (size_t)(colon - cfg->listen) >= sizeof l->host) {
         al_errf(err, cap, "--listen wants HOST:PORT");
-        aagg_free(a->agg);
-        free(a);
         return AL_E_INVAL;
     }
-    memcpy(host, cfg->listen, (size_t)(colon - cfg->listen));
-    host[colon - cfg->listen] = 0;
+    memcpy(l->host, cfg->listen, (size_t)(colon - cfg->listen));
+    l->host[colon - cfg->listen] = 0;
     if (!cfg->tls_cert != !cfg->tls_key) {
         al_errf(err, cap, "TLS wants both --tls-cert and --tls-key");
-        aagg_free(a->agg);
-        free(a);
         return AL_E_INVAL;
     }
     a->tls = cfg->tls_cert != NULL;
@@ -320,23 +327,15 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         a->sess.idle_ms = a->sess.ttl_ms;
     if (a->sess.ttl_ms > DB_SESSION_TTL_MAX_MS) {
         al_errf(err, cap, "--session-ttl: at most 30 days");
-        free(a);
         return AL_E_INVAL;
     }
-    (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%ld", a->tls ? "wss" : "ws",
-                   host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1", port);
-    int rc = resolve_paths(a, err, cap);
-    if (rc == AL_OK)
-        rc = start_signer(a, err, cap);
-    if (rc == AL_OK)
-        rc = open_db(a, err, cap);
-    if (rc != AL_OK) {
-        (void)db_close(a->db);
-        signer_stop(a->signer);
-        aagg_free(a->agg);
-        free(a);
-        return rc;
-    }
+    set_self_url(a, l, l->port);
+    return AL_OK;
+}
+
+/* The loop, the local sandboxes' runners (lsbx) and the relay. */
+static int start_relay(struct api *a, char *err, size_t cap)
+{
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
     lws_set_log_level(LLL_ERR, NULL);
@@ -345,16 +344,18 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         .loop = a->loop,
         .runner_bin = a->runner_bin,
         .data_dir = a->data_dir,
-        .user = cfg->sandbox_user,
-        .unsafe = cfg->no_bwrap,
-        .limits = cfg->sandbox_limits,
+        .user = a->cfg.sandbox_user,
+        .unsafe = a->cfg.no_bwrap,
+        .limits = a->cfg.sandbox_limits,
         .log = lsbx_log,
         .log_ud = a,
     };
-    rc = lsbx_new(&sbx_cfg, &a->lsbx);
-    if (rc == AL_OK && lsbx_unusable(a->lsbx))
+    int rc = lsbx_new(&sbx_cfg, &a->lsbx);
+    if (rc != AL_OK)
+        return rc;
+    if (lsbx_unusable(a->lsbx))
         api_log(a, 0, "local sandboxes cannot run here: %s", lsbx_unusable(a->lsbx));
-    if (rc == AL_OK && cfg->no_bwrap)
+    if (a->cfg.no_bwrap)
         api_log(a, 0,
                 "--no-bwrap: local sandboxes run WITHOUT isolation; their agents can read "
                 "this host as airlockd's user does");
@@ -364,24 +365,26 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         .data_dir = a->data_dir,
         .lsbx = a->lsbx,
         .self_url = a->self_url,
-        .no_network = cfg->sandbox_no_network,
+        .no_network = a->cfg.sandbox_no_network,
         .insecure_tls = a->tls, /* local runners dial our own certificate */
-        .log_level = cfg->log_level,
+        .log_level = a->cfg.log_level,
         .loop = a->loop,
         .wake = api_ws_wake,
         .dial = api_runner_dial,
         .dial_ud = a,
     };
-    if (rc == AL_OK)
-        rc = relay_new(&rc_cfg, &a->relay, err, cap);
-    if (rc != AL_OK) {
-        lsbx_free(a->lsbx);
-        (void)db_close(a->db);
-        signer_stop(a->signer);
-        aagg_free(a->agg);
-        free(a);
-        return rc;
+    rc = relay_new(&rc_cfg, &a->relay, err, cap);
+    if (rc == AL_OK && (rc = api_wsess_start(a)) != AL_OK) {
+        al_errf(err, cap, "web sessions' WebSockets: %s", al_strerror(rc));
+        relay_free(a->relay);
+        a->relay = NULL;
     }
+    return rc;
+}
+
+/* The lws context and the listening socket; on failure, both gone. */
+static int start_listening(struct api *a, const struct listen_addr *l, char *err, size_t cap)
+{
     const struct wsctx_config wc = {
         .loop = a->loop,
         .protocols = protocols,
@@ -390,40 +393,40 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         .ssl = 1,
         .timeout_s = API_TIMEOUT_S,
         .max_header_data = API_HEADER_DATA,
-        .tls_cert = cfg->tls_cert,
-        .tls_key = cfg->tls_key,
+        .tls_cert = a->cfg.tls_cert,
+        .tls_key = a->cfg.tls_key,
     };
     a->ctx = wsctx_new(&wc);
     struct wsl_config lc = {
         .loop = a->loop,
         .vhost = a->ctx ? lws_get_vhost_by_name(a->ctx, "default") : NULL,
-        .host = host[0] && strcmp(host, "0.0.0.0") != 0 ? host : NULL,
-        .port = (int)port,
+        .host = l->host[0] && strcmp(l->host, "0.0.0.0") != 0 ? l->host : NULL,
+        .port = (int)l->port,
         .tls = a->tls,
         .lim = {a->cfg.max_conns, a->cfg.max_conns_per_ip,
                 (uint64_t)a->cfg.request_timeout_s * 1000u},
         .prog = "airlockd",
-        .instance = cfg->listen,
-        .log_level = cfg->log_level,
+        .instance = a->cfg.listen,
+        .log_level = a->cfg.log_level,
     };
     char lerr[256] = "";
     if (!a->ctx || !lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {
-        al_errf(err, cap, "cannot listen on %s (is the port free? %s) %s", cfg->listen,
+        al_errf(err, cap, "cannot listen on %s (is the port free? %s) %s", a->cfg.listen,
                 a->tls ? "are the certificate and key readable PEM files?" : "", lerr);
         teardown(a);
-        (void)db_close(a->db);
-        signer_stop(a->signer);
-        aagg_free(a->agg);
-        free(a);
         return AL_E_IO;
     }
-    /* port 0: the kernel chose one; dial-backs and the log name it */
-    char bound[sizeof host + 8];
-    (void)snprintf(bound, sizeof bound, "%s:%d", host, wsl_port(a->wsl));
-    if (port == 0)
-        (void)snprintf(a->self_url, sizeof a->self_url, "%s://%s:%d", a->tls ? "wss" : "ws",
-                       host[0] && strcmp(host, "0.0.0.0") != 0 ? host : "127.0.0.1",
-                       wsl_port(a->wsl));
+    /* port 0: the kernel chose one; dial-backs name it */
+    if (l->port == 0)
+        set_self_url(a, l, wsl_port(a->wsl));
+    return AL_OK;
+}
+
+/* Serve until SIGTERM or SIGINT, then close what the loop holds. */
+static void run(struct api *a, const struct listen_addr *l)
+{
+    char bound[sizeof l->host + 8]; /* port 0: the log names the kernel's choice */
+    (void)snprintf(bound, sizeof bound, "%s:%d", l->host, wsl_port(a->wsl));
     (void)uv_signal_init(a->loop, &a->sigterm);
     (void)uv_signal_init(a->loop, &a->sigint);
     (void)uv_timer_init(a->loop, &a->tick);
@@ -439,7 +442,7 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
             a->cfg.audit_keep_days, a->cfg.audit_keep_rows);
 
     api_log(a, 1, "serving %s on %s (data %s, key %s in signer pid %ld, runner %s, web %s)",
-            a->tls ? "https" : "http", port ? cfg->listen : bound, a->data_dir,
+            a->tls ? "https" : "http", l->port ? a->cfg.listen : bound, a->data_dir,
             signer_kid(a->signer), (long)signer_pid(a->signer), a->runner_bin, a->web_dir);
 
     uv_run(a->loop, UV_RUN_DEFAULT);
@@ -449,11 +452,47 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     uv_close((uv_handle_t *)&a->tick, NULL);
     teardown(a);
     api_audit_housekeeping(a, 1); /* the refusals counted since the last flush */
-    rc = db_close(a->db);
+}
+
+/* What outlives the loop: the local sandboxes' state, the database, the
+ * signer, the refusals' counts. */
+static void release(struct api *a)
+{
+    lsbx_free(a->lsbx);
+    (void)db_close(a->db);
     signer_stop(a->signer);
     aagg_free(a->agg);
     free(a);
-    if (rc != AL_OK)
-        al_errf(err, cap, "closing the database: %s", al_strerror(rc));
+}
+
+int api_serve(const struct api_config *cfg, char *err, size_t cap)
+{
+    struct api *a = calloc(1, sizeof *a);
+    if (!a)
+        return AL_E_NOMEM;
+    if (aagg_new(&a->agg) != AL_OK) {
+        free(a);
+        return AL_E_NOMEM;
+    }
+    struct listen_addr l;
+    int rc = configure(a, cfg, &l, err, cap);
+    if (rc == AL_OK)
+        rc = resolve_paths(a, err, cap);
+    if (rc == AL_OK)
+        rc = start_signer(a, err, cap);
+    if (rc == AL_OK)
+        rc = open_db(a, err, cap);
+    if (rc == AL_OK)
+        rc = start_relay(a, err, cap);
+    if (rc == AL_OK)
+        rc = start_listening(a, &l, err, cap);
+    if (rc == AL_OK) {
+        run(a, &l);
+        rc = db_close(a->db);
+        a->db = NULL;
+        if (rc != AL_OK)
+            al_errf(err, cap, "closing the database: %s", al_strerror(rc));
+    }
+    release(a);
     return rc;
 }

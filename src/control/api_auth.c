@@ -52,7 +52,8 @@ static const char *request_csrf(struct lws *wsi, int upgrade, char *buf, size_t 
  * The user of a session cookie used with its CSRF token. Several cookies of
  * our name may come (another port of this host can set one too): the first
  * that is a live session wins. AL_OK (via filled), AL_E_NOENT (no cookie, or none is a live
- * session), AL_E_PERM (a live session, but the CSRF token is missing or wrong).
+ * session), AL_E_PERM (a live session, but the CSRF token is missing or wrong). A session
+ * found expired is deleted (db_session_use) and its WebSockets closed (api_wsess.c).
  */
 static int session_user(struct api *a, struct lws *wsi, const char *csrf, struct db_user *u,
                         struct who_via *via)
@@ -69,6 +70,8 @@ static int session_user(struct api *a, struct lws *wsi, const char *csrf, struct
         struct db_session s;
         if (r == AL_OK)
             r = db_session_use(a->db, id, csrf, api_now_ms(), &a->sess, &s);
+        if (r == AL_E_EXPIRED) /* its WebSockets end now, not at the next lookup */
+            api_wsess_expired(a, id);
         if (r == AL_OK) {
             *u = s.user;
             via->cookie = 1;

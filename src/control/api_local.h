@@ -8,7 +8,8 @@
  * the configuration, the database, the signer, the relay, the loop and the
  * listening socket (api.c owns them). struct http_req is lws's
  * per-session data of an HTTP request (api_http.c). struct conn is a
- * WebSocket connection's lws "opaque user data" (api_ws.c). struct call is
+ * WebSocket connection's lws "opaque user data" (api_ws.c); one a web
+ * session opened is also in api->watch (api_wsess.c). struct call is
  * what one request's handler is given (api_route.c fills it).
  */
 #ifndef AL_API_LOCAL_H
@@ -43,6 +44,7 @@ enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct rl_sbx;
 struct rl_client;
+struct sesswatch;
 
 struct api {
     struct api_config cfg;
@@ -67,6 +69,8 @@ struct api {
     struct aagg *agg; /* refusals not yet written to the audit log */
     uint64_t next_flush_ms, next_prune_ms;
     struct al_lograte log_refused;
+    struct sesswatch *watch; /* WebSockets opened by web sessions (api_wsess.c) */
+    struct al_lograte log_wsess;
 };
 
 struct conn {
@@ -75,6 +79,7 @@ struct conn {
     struct rl_client *cl;
     char token[AL_MAX_TOKEN + 1]; /* dial: the bearer we present */
     struct wsg ws;                /* the message being reassembled, the close */
+    int watched;                  /* opened by a web session: in api->watch */
 };
 
 struct http_req {
@@ -175,6 +180,15 @@ void api_ws_free(struct lws *wsi, struct conn *c);
 int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len);
 int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c);
 void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c);
+
+/* api_wsess.c: the WebSockets of web sessions end with their session */
+int api_wsess_start(struct api *a);
+void api_wsess_stop(struct api *a);
+int api_wsess_watch(struct api *a, struct lws *wsi, struct conn *c, const char *sid);
+void api_wsess_forget(struct api *a, struct lws *wsi, struct conn *c);
+void api_wsess_signed_out(struct api *a, const char *sid);
+void api_wsess_expired(struct api *a, const char *sid);
+void api_wsess_tick(struct api *a);
 
 /* api_runner.c */
 void api_runner_up(struct api *a, struct conn *c, struct lws *wsi);

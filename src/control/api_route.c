@@ -7,7 +7,8 @@
  * checks that both tables have the same rows. One dispatch for HTTP
  * (api_route_http) and one for upgrades (api_route_upgrade) alone compare
  * paths; they check, in order, the credential (api_auth.c), the Origin of
- * a change through a session, the route, its terminal and the role.
+ * a change through a session, the route, its terminal and the role; an
+ * upgrade through a session is then watched (api_wsess.c).
  * api_route_body_verdict() decides whether a POST's body is read at all.
  *
  * Not here: reading the request (api_http.c), the answers (api_reply.c),
@@ -252,7 +253,15 @@ int api_route_upgrade(struct api *a, struct lws *wsi)
     c.conn = calloc(1, sizeof *c.conn);
     if (!c.conn)
         return -1;
+    /* a session's connection ends with the session (api_wsess.c); the
+     * watch has room for every connection airlockd takes */
+    if (c.via.cookie && api_wsess_watch(a, wsi, c.conn, c.via.sid) != AL_OK) {
+        free(c.conn);
+        (void)api_reply_error(wsi, 500, "cannot follow the session");
+        return -1;
+    }
     if (r->fn(a, wsi, &c) != 0) {
+        api_wsess_forget(a, wsi, c.conn);
         free(c.conn);
         return -1;
     }

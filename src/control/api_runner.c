@@ -22,6 +22,7 @@
 #include "db.h"
 #include "endpoint.h"
 #include "relay.h"
+#include "wsctx.h"
 #include "wsg.h"
 
 /* A runner link is up; the one it replaces, if any, is closed now (each
@@ -93,15 +94,9 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *to
     c->sb = sb;
     (void)snprintf(c->token, sizeof c->token, "%s", token);
     struct lws_client_connect_info ci;
-    memset(&ci, 0, sizeof ci);
-    ci.context = a->ctx;
-    ci.address = addr;
-    ci.port = port;
-    ci.path = path;
-    ci.host = addr;
+    wsctx_dial_info(&ci, a->ctx, addr, port, path, !strcmp(prot, "wss") ? LCCSCF_USE_SSL : 0);
     ci.origin = addr;
     ci.protocol = AL_SUBPROTOCOL;
-    ci.ssl_connection = !strcmp(prot, "wss") ? LCCSCF_USE_SSL : 0;
     ci.opaque_user_data = c;
     if (!lws_client_connect_via_info(&ci)) {
         free(c);

@@ -107,7 +107,8 @@ int api_session_login(struct api *a, struct lws *wsi, struct call *c)
 }
 
 /* DELETE /v1/session: the session is deleted, so its cookie is worthless
- * even if replayed; the browser is told to drop it. */
+ * even if replayed, and the WebSockets it opened are closed (api_wsess.c);
+ * the browser is told to drop it. */
 int api_session_logout(struct api *a, struct lws *wsi, struct call *c)
 {
     const struct db_user *u = &c->u;
@@ -123,5 +124,6 @@ int api_session_logout(struct api *a, struct lws *wsi, struct call *c)
         return api_reply_error(wsi, 500, "database error");
     }
     api_audit(a, u->name, "logout", "/v1/session", NULL);
+    api_wsess_signed_out(a, via->sid); /* its WebSockets close too */
     return api_reply_json_cookie(wsi, 200, json_pack("{s:b}", "signed_out", 1), clear);
 }

@@ -11,7 +11,8 @@
  * message being reassembled and the close state (struct wsg).
  *
  * Not here: who may connect (api_route.c, api_terminal.c, api_runner.c),
- * the protocol (the relay's endpoints, relay.h).
+ * the close of a web session's connection when the session ends
+ * (api_wsess.c), the protocol (the relay's endpoints, relay.h).
  */
 #include <libwebsockets.h>
 #include <stdlib.h>
@@ -121,9 +122,9 @@ int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
 /* The connection is gone: the relay is told, the struct conn freed. */
 void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c)
 {
-    (void)a;
     if (!c)
         return;
+    api_wsess_forget(a, wsi, c);
     if (c->cl)
         relay_client_gone(c->cl);
     else if (c->sb)

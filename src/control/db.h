@@ -99,6 +99,7 @@ enum {
     DB_SESSION_RAW_LEN = 32,       /* random bytes in a session secret or CSRF token */
     DB_SESSION_LEN = 47,           /* "als_" / "alc_" + 43 base64url characters */
     DB_SESSIONS_PER_USER_MAX = 32, /* live sessions of one user */
+    DB_SESSION_HANDLE_LEN = 64,    /* a session's handle: hex SHA-256 of its secret */
     DB_PROXY_NAME_MAX = 32,        /* an upstream's name (proxycfg's PROXY_NAME_MAX) */
     DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
     /* "a,b,...": the stored list of upstreams, without its NUL */
@@ -304,11 +305,23 @@ int db_terminal_remove(struct db *db, const char *id);
 int db_session_add(struct db *db, const char *user, int64_t now, const struct db_session_policy *p,
                    char *id_out, size_t id_cap, char *csrf_out, size_t csrf_cap);
 /* Use a session: its secret and its CSRF token must both match. AL_E_NOENT
- * if it is unknown, signed out, expired (then deleted) or malformed;
- * AL_E_PERM if the CSRF token is missing (NULL) or wrong (the session
- * stays). On success out is filled and last_seen becomes now. */
+ * if it is unknown, signed out or malformed; AL_E_EXPIRED if it is past
+ * its lifetime or idle limit (then deleted); AL_E_PERM if the CSRF token
+ * is missing (NULL) or wrong (the session stays). On success out is
+ * filled and last_seen becomes now. */
 int db_session_use(struct db *db, const char *id, const char *csrf, int64_t now,
                    const struct db_session_policy *p, struct db_session *out);
+/* A session's handle: what its row is keyed by (hex SHA-256 of the
+ * secret, DB_SESSION_HANDLE_LEN characters and a NUL into out, cap > that),
+ * so that a caller may follow a session without keeping its secret.
+ * AL_E_NOENT for a malformed secret. */
+int db_session_handle(struct db *db, const char *id, char *out, size_t cap);
+/* Whether the session of a handle still lives at now, without using it (no
+ * CSRF token asked, last_seen unchanged): AL_OK (out filled), AL_E_NOENT
+ * (signed out, its user removed, or never there), AL_E_EXPIRED (past its
+ * lifetime or idle limit: then deleted), AL_E_INVAL (not a handle). */
+int db_session_live(struct db *db, const char *handle, int64_t now,
+                    const struct db_session_policy *p, struct db_session *out);
 /* Sign-out: delete it (AL_E_NOENT if it is not there). */
 int db_session_remove(struct db *db, const char *id);
 /* Delete every session expired at now. */

@@ -2,7 +2,8 @@
  * db_session: the web page's sign-ins in the data layer (db.h "Web
  * sessions"): add one (a secret and a CSRF token, shown once), use one
  * (both must match; expiry by an absolute lifetime and an idle limit, with
- * the clock passed in), sign out, expire. Not here: the secrets' text and
+ * the clock passed in), follow one by its handle without using it (the
+ * WebSockets it opened end with it), sign out, expire. Not here: the secrets' text and
  * hashes (db_secret.c), cookies and Origin checks (api.c), storing (the
  * backends' session_* calls).
  */
@@ -86,7 +87,7 @@ int db_session_use(struct db *db, const char *id, const char *csrf, int64_t now,
         return rc;
     if (db_session_expired(out, now, p)) {
         (void)db->be->session_remove(db, id_hex);
-        return db_fail(db, AL_E_NOENT, "session expired");
+        return db_fail(db, AL_E_EXPIRED, "session expired");
     }
     if (!db_secret_wellformed(csrf, DB_CSRF_PREFIX))
         return db_fail(db, AL_E_PERM, "session used without its CSRF token");
@@ -97,6 +98,56 @@ int db_session_use(struct db *db, const char *id, const char *csrf, int64_t now,
     if ((rc = db->be->session_touch(db, id_hex, now)) != AL_OK)
         return rc;
     out->last_seen = now;
+    return AL_OK;
+}
+
+_Static_assert((int)DB_SESSION_HANDLE_LEN == (int)DB_HASH_HEX,
+               "a handle is the key of the session's row");
+
+int db_session_handle(struct db *db, const char *id, char *out, size_t cap)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out || cap < DB_SESSION_HANDLE_LEN + 1)
+        return db_fail(db, AL_E_INVAL, "no room for the handle (%d bytes)",
+                       DB_SESSION_HANDLE_LEN + 1);
+    out[0] = '\0';
+    if (!db_secret_wellformed(id, DB_SESSION_PREFIX))
+        return db_fail(db, AL_E_NOENT, "malformed session");
+    return db_secret_hash(db, id, out);
+}
+
+/* Whether h is what db_secret_hash writes: DB_HASH_HEX lowercase hex digits. */
+static bool db_handle_wellformed(const char *h)
+{
+    if (!h || strlen(h) != DB_HASH_HEX)
+        return false;
+    for (size_t i = 0; i < DB_HASH_HEX; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return false;
+    return true;
+}
+
+int db_session_live(struct db *db, const char *handle, int64_t now,
+                    const struct db_session_policy *p, struct db_session *out)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out)
+        return db_fail(db, AL_E_INVAL, "no output");
+    if ((rc = db_check_policy(db, p)) != AL_OK)
+        return rc;
+    if (!db_handle_wellformed(handle))
+        return db_fail(db, AL_E_INVAL, "not a session handle");
+    char csrf_hex[DB_HASH_HEX + 1];
+    if ((rc = db->be->session_get(db, handle, out, csrf_hex)) != AL_OK)
+        return rc;
+    if (db_session_expired(out, now, p)) {
+        (void)db->be->session_remove(db, handle);
+        return db_fail(db, AL_E_EXPIRED, "session expired");
+    }
     return AL_OK;
 }
 

@@ -224,20 +224,32 @@ static int set_user(struct proxy_upstream *u, const char *v, char *why, size_t c
     return AL_OK;
 }
 
+/* The next item of a comma-separated list at *rest, its spaces trimmed:
+ * its start, its length in *n; *rest moves past it (NULL after the last). */
+static const char *list_next(const char **rest, size_t *n)
+{
+    const char *p = *rest;
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    while (len > 0 && *p == ' ') {
+        p++;
+        len--;
+    }
+    while (len > 0 && p[len - 1] == ' ')
+        len--;
+    *rest = e ? e + 1 : NULL;
+    *n = len;
+    return p;
+}
+
 /* "/v1/,/other/": each an absolute path prefix, '/'-terminated (one is
  * added), without '.' or '..' segments, '%' or '\\'. */
 static int set_paths(struct proxy_upstream *u, const char *v, char *why, size_t cap)
 {
     u->nprefixes = 0;
-    for (const char *p = v;;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        while (n > 0 && *p == ' ') {
-            p++;
-            n--;
-        }
-        while (n > 0 && p[n - 1] == ' ')
-            n--;
+    for (const char *rest = v; rest;) {
+        size_t n;
+        const char *p = list_next(&rest, &n);
         if (u->nprefixes == PROXY_MAX_PREFIXES) {
             al_errf(why, cap, "more than %d prefixes", PROXY_MAX_PREFIXES);
             return AL_E_INVAL;
@@ -260,9 +272,6 @@ static int set_paths(struct proxy_upstream *u, const char *v, char *why, size_t 
             return AL_E_INVAL;
         }
         u->nprefixes++;
-        if (!e)
-            break;
-        p = e + 1;
     }
     return AL_OK;
 }
@@ -270,15 +279,9 @@ static int set_paths(struct proxy_upstream *u, const char *v, char *why, size_t 
 static int set_methods(struct proxy_upstream *u, const char *v, char *why, size_t cap)
 {
     unsigned bits = 0;
-    for (const char *p = v;;) {
-        const char *e = strchr(p, ',');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        while (n > 0 && *p == ' ') {
-            p++;
-            n--;
-        }
-        while (n > 0 && p[n - 1] == ' ')
-            n--;
+    for (const char *rest = v; rest;) {
+        size_t n;
+        const char *p = list_next(&rest, &n);
         int m;
         if (!word_of(methods, NWORDS(methods), p, n, &m)) {
             al_errf(why, cap,
@@ -287,9 +290,6 @@ static int set_methods(struct proxy_upstream *u, const char *v, char *why, size_
             return AL_E_INVAL;
         }
         bits |= (unsigned)m;
-        if (!e)
-            break;
-        p = e + 1;
     }
     u->methods = bits;
     return AL_OK;

@@ -317,14 +317,8 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
     struct rl_client *c = calloc(1, sizeof *c);
     if (!c)
         return AL_E_NOMEM;
-    struct ep_config cfg;
-    ep_config_default(&cfg, FR_ROLE_HOST);
-    cfg.name = "airlockd";
-    cfg.tx_ring = RL_CLIENT_RING;
-    cfg.window = RL_CLIENT_WINDOW;
-    cfg.on_event = client_event;
-    cfg.ud = c;
-    int rc = ep_new(&cfg, &c->ep);
+    int rc = ep_new_with(FR_ROLE_HOST, "airlockd", RL_CLIENT_RING, RL_CLIENT_WINDOW, client_event,
+                         c, &c->ep);
     if (rc != AL_OK) {
         free(c);
         return rc;

@@ -29,14 +29,8 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     backoff_init(&sb->redial, RL_REDIAL_MIN_MS, RL_REDIAL_MAX_MS);
     sb->network = row->network;
     sb->rtt_us = -1;
-    struct ep_config cfg;
-    ep_config_default(&cfg, FR_ROLE_CONTROLLER);
-    cfg.name = "airlockd";
-    cfg.window = RL_RUNNER_WINDOW;
-    cfg.tx_ring = RL_RUNNER_WINDOW;
-    cfg.on_event = relay_runner_event;
-    cfg.ud = sb;
-    int rc = ep_new(&cfg, &sb->ep);
+    int rc = ep_new_with(FR_ROLE_CONTROLLER, "airlockd", RL_RUNNER_WINDOW, RL_RUNNER_WINDOW,
+                         relay_runner_event, sb, &sb->ep);
     if (rc != AL_OK) {
         free(sb);
         return rc;

@@ -22,11 +22,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "al_close.h"
 
 #define WEBSESS_COOKIE "airlock_session"            /* over plain http */
 #define WEBSESS_COOKIE_TLS "__Host-airlock_session" /* under TLS: Secure, Path=/, no Domain */
 #define WEBSESS_CSRF_HEADER "x-airlock-csrf:"       /* as lws names a custom header */
 #define WEBSESS_WS_CSRF_PREFIX "airlock-csrf."      /* a Sec-WebSocket-Protocol entry */
+
+/* The close of a WebSocket whose session ended (api_wsess.c): signed out,
+ * expired or idle, or its user removed. A close of airlockd's own, as
+ * 4005 (replaced) is, not an ERROR of the protocol; the page signs in
+ * again instead of reconnecting. 4401: the 401 of an open connection. */
+#define WEBSESS_CLOSE_ENDED AL_CLOSE_SESSION_ENDED
+#define WEBSESS_CLOSE_SIGNED_OUT "session ended: signed out"
+#define WEBSESS_CLOSE_EXPIRED "session ended: expired"
+/* its row is gone, for a reason this airlockd cannot tell (signed out
+ * through another airlockd, its user removed) */
+#define WEBSESS_CLOSE_GONE "session ended"
 
 enum {
     WEBSESS_VALUE_MAX = 128,      /* a cookie value or CSRF token we accept */

@@ -224,6 +224,148 @@ static void proc_init(struct proc *p, enum proc_mode mode)
     p->mode = mode;
 }
 
+/* The descriptors of one start: the parent's ends (in, out, err; in and
+ * out are the PTY's master, the same fd, in PTY mode), the child's ends
+ * (cio), the pipe the child reports an exec failure on (ep) and the one
+ * the keeper reports on (sp). -1 where there is none; on success the
+ * parent's ends and sp[0] move to the struct proc. */
+struct spawn_fds {
+    int pin, pout, perr;
+    int cio[3];
+    int ep[2];
+    int sp[2];
+};
+
+static void fds_init(struct spawn_fds *d)
+{
+    d->pin = d->pout = d->perr = -1;
+    d->cio[0] = d->cio[1] = d->cio[2] = -1;
+    d->ep[0] = d->ep[1] = d->sp[0] = d->sp[1] = -1;
+}
+
+static void fds_close(struct spawn_fds *d)
+{
+    if (d->pout != d->pin)
+        proc_close_fd(&d->pout);
+    proc_close_fd(&d->pin);
+    proc_close_fd(&d->perr);
+    for (int i = 0; i < 3; i++)
+        proc_close_fd(&d->cio[i]);
+    proc_close_fd(&d->ep[0]);
+    proc_close_fd(&d->ep[1]);
+    proc_close_fd(&d->sp[0]);
+    proc_close_fd(&d->sp[1]);
+}
+
+/* Pipes mode: three pipes, the parent's ends non-blocking. */
+static int fds_pipes(struct spawn_fds *d)
+{
+    int a[2] = {-1, -1}, b[2] = {-1, -1}, c[2] = {-1, -1};
+    int rc = AL_OK;
+    if (pipe2(a, O_CLOEXEC) < 0 || pipe2(b, O_CLOEXEC) < 0 || pipe2(c, O_CLOEXEC) < 0)
+        rc = al_err_from_errno(errno);
+    d->cio[0] = a[0], d->pin = a[1];
+    d->pout = b[0], d->cio[1] = b[1];
+    d->perr = c[0], d->cio[2] = c[1];
+    int *parent[3] = {&d->pin, &d->pout, &d->perr};
+    for (int i = 0; i < 3 && rc == AL_OK; i++)
+        rc = above_stdio(parent[i]);
+    for (int i = 0; i < 3 && rc == AL_OK; i++)
+        rc = set_nonblock(*parent[i]);
+    return rc;
+}
+
+/* Every descriptor of a start, away from 0..2; the reason in err. */
+static int fds_open(const struct proc_spec *spec, struct spawn_fds *d, char *err, size_t errcap)
+{
+    int rc;
+    if (spec->mode == PROC_PTY) {
+        rc = pty_open(spec->cols, spec->rows, &d->pin, &d->cio[0], err, errcap);
+        if (rc != AL_OK)
+            return rc;
+        rc = above_stdio(&d->pin);
+        d->pout = d->pin;
+        for (int i = 1; i < 3 && rc == AL_OK; i++) {
+            d->cio[i] = fcntl(d->cio[0], F_DUPFD_CLOEXEC, 3);
+            if (d->cio[i] < 0)
+                rc = al_err_from_errno(errno);
+        }
+    } else {
+        rc = fds_pipes(d);
+    }
+    if (rc == AL_OK && (pipe2(d->ep, O_CLOEXEC) < 0 || pipe2(d->sp, O_CLOEXEC) < 0))
+        rc = al_err_from_errno(errno);
+    int *moved[] = {&d->cio[0], &d->cio[1], &d->cio[2], &d->ep[1], &d->sp[1], &d->sp[0]};
+    for (size_t i = 0; i < sizeof moved / sizeof moved[0] && rc == AL_OK; i++)
+        rc = above_stdio(moved[i]);
+    if (rc == AL_OK)
+        rc = set_nonblock(d->sp[0]);
+    if (rc != AL_OK && (!err || !err[0]))
+        al_errf(err, errcap, "cannot create the process's descriptors: %s", strerror(errno));
+    return rc;
+}
+
+/* Fork the keeper with every signal blocked (no handler of ours may run
+ * in the child before it resets them), then close the child's ends.
+ * *mask_rc: whether our own signal mask came back (0) or not. */
+static int fork_keeper(struct plan *pl, struct spawn_fds *d, int pty, pid_t *keeper, int *mask_rc,
+                       char *err, size_t errcap)
+{
+    sigset_t all, old;
+    if (sigfillset(&all) < 0 || pthread_sigmask(SIG_SETMASK, &all, &old) != 0) {
+        al_errf(err, errcap, "cannot block signals: %s", strerror(errno));
+        return AL_E_IO;
+    }
+    pid_t self = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        proc_keeper_run(pl, d->cio, pty, d->ep[1], d->sp[1], self);
+    int fork_errno = errno;
+    *mask_rc = pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0)
+        return al_errf_errno(err, errcap, fork_errno, "cannot fork");
+    for (int i = 0; i < 3; i++)
+        proc_close_fd(&d->cio[i]);
+    proc_close_fd(&d->ep[1]);
+    proc_close_fd(&d->sp[1]);
+    *keeper = pid;
+    return AL_OK;
+}
+
+/* Wait until the command has exec'd and the keeper named it (*cmd); on
+ * any failure, kill and reap what was started, the reason in err. */
+static int await_exec(const struct plan *pl, const struct spawn_fds *d, pid_t keeper, int mask_rc,
+                      pid_t *cmd_out, char *err, size_t errcap)
+{
+    struct child_report rep = {0, 0};
+    int w = wait_exec(d->ep[0], &rep);
+    pid_t cmd = w == 1 && rep.step == STEP_KEEPER ? -1 : read_cmd_pid(d->sp[0]);
+    if (w == 0 && cmd < 0) {
+        al_errf(err, errcap, "cannot start the process's keeper: it did not report");
+        kill_and_reap(keeper, cmd);
+        return AL_E_IO;
+    }
+    if (w == 1) {
+        kill_and_reap(keeper, cmd);
+        return report_error(pl, &rep, err, errcap);
+    }
+    if (w != 0) {
+        kill_and_reap(keeper, cmd);
+        char what[PROC_SHOWN_MAX];
+        proc_shown(what, sizeof what, pl->argv[0]);
+        al_errf(err, errcap, "cannot run '%s': %s", what,
+                w == AL_E_TIMEOUT ? "the child did not start in time" : al_strerror(w));
+        return w;
+    }
+    if (mask_rc != 0) { /* the child runs, but our own signal mask is wrong */
+        kill_and_reap(keeper, cmd);
+        al_errf(err, errcap, "cannot restore the signal mask: %s", strerror(mask_rc));
+        return AL_E_IO;
+    }
+    *cmd_out = cmd;
+    return AL_OK;
+}
+
 int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t errcap)
 {
     al_errf(err, errcap, "%s", "");
@@ -237,126 +379,27 @@ int proc_spawn(const struct proc_spec *spec, struct proc *out, char *err, size_t
     int rc = proc_plan_build(spec, &pl, err, errcap);
     if (rc != AL_OK)
         return rc;
-
-    /* parent ends: in, out, err; child ends: cin, cout, cerr; error pipe */
-    int pin = -1, pout = -1, perr = -1, cio[3] = {-1, -1, -1}, ep[2] = {-1, -1};
-    int sp[2] = {-1, -1}; /* the keeper's reports */
-    if (spec->mode == PROC_PTY) {
-        rc = pty_open(spec->cols, spec->rows, &pin, &cio[0], err, errcap);
-        if (rc != AL_OK)
-            goto out;
-        rc = above_stdio(&pin);
-        pout = pin;
-        for (int i = 1; i < 3 && rc == AL_OK; i++) {
-            cio[i] = fcntl(cio[0], F_DUPFD_CLOEXEC, 3);
-            if (cio[i] < 0)
-                rc = al_err_from_errno(errno);
-        }
-    } else {
-        int a[2] = {-1, -1}, b[2] = {-1, -1}, c[2] = {-1, -1};
-        if (pipe2(a, O_CLOEXEC) < 0 || pipe2(b, O_CLOEXEC) < 0 || pipe2(c, O_CLOEXEC) < 0)
-            rc = al_err_from_errno(errno);
-        cio[0] = a[0], pin = a[1];
-        pout = b[0], cio[1] = b[1];
-        perr = c[0], cio[2] = c[1];
-        for (int i = 0; i < 3 && rc == AL_OK; i++)
-            rc = above_stdio(i == 0 ? &pin : i == 1 ? &pout : &perr);
-        if (rc == AL_OK)
-            rc = set_nonblock(pin);
-        if (rc == AL_OK)
-            rc = set_nonblock(pout);
-        if (rc == AL_OK)
-            rc = set_nonblock(perr);
-    }
-    if (rc == AL_OK && (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0))
-        rc = al_err_from_errno(errno);
-    for (int i = 0; i < 3 && rc == AL_OK; i++)
-        rc = above_stdio(&cio[i]);
+    struct spawn_fds d;
+    fds_init(&d);
+    pid_t keeper = -1, cmd = -1;
+    int mask_rc = 0;
+    rc = fds_open(spec, &d, err, errcap);
     if (rc == AL_OK)
-        rc = above_stdio(&ep[1]);
+        rc = fork_keeper(&pl, &d, spec->mode == PROC_PTY, &keeper, &mask_rc, err, errcap);
     if (rc == AL_OK)
-        rc = above_stdio(&sp[1]);
-    if (rc == AL_OK)
-        rc = above_stdio(&sp[0]);
-    if (rc == AL_OK)
-        rc = set_nonblock(sp[0]);
-    if (rc != AL_OK) {
-        if (!err || !err[0])
-            al_errf(err, errcap, "cannot create the process's descriptors: %s", strerror(errno));
-        goto out;
+        rc = await_exec(&pl, &d, keeper, mask_rc, &cmd, err, errcap);
+    if (rc == AL_OK) {
+        out->pid = cmd;
+        out->keeper = keeper;
+        out->fd_status = d.sp[0];
+        d.sp[0] = -1;
+        out->wrapped = pl.nwrap > 0;
+        out->fd_in = d.pin;
+        out->fd_out = d.pout;
+        out->fd_err = d.perr;
+        d.pin = d.pout = d.perr = -1;
     }
-
-    /* No handler of ours may run in the child before it resets them. */
-    sigset_t all, old;
-    if (sigfillset(&all) < 0 || pthread_sigmask(SIG_SETMASK, &all, &old) != 0) {
-        al_errf(err, errcap, "cannot block signals: %s", strerror(errno));
-        rc = AL_E_IO;
-        goto out;
-    }
-    pid_t self = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        proc_keeper_run(&pl, cio, spec->mode == PROC_PTY, ep[1], sp[1], self);
-    int fork_errno = errno;
-    int mrc = pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) {
-        rc = al_errf_errno(err, errcap, fork_errno, "cannot fork");
-        goto out;
-    }
-    for (int i = 0; i < 3; i++)
-        proc_close_fd(&cio[i]);
-    proc_close_fd(&ep[1]);
-    proc_close_fd(&sp[1]);
-
-    struct child_report rep = {0, 0};
-    int w = wait_exec(ep[0], &rep);
-    pid_t cmd = w == 1 && rep.step == STEP_KEEPER ? -1 : read_cmd_pid(sp[0]);
-    if (w == 0 && cmd < 0) {
-        al_errf(err, errcap, "cannot start the process's keeper: it did not report");
-        rc = AL_E_IO;
-        kill_and_reap(pid, cmd);
-        goto out;
-    }
-    if (w != 0) {
-        kill_and_reap(pid, cmd);
-        if (w == 1) {
-            rc = report_error(&pl, &rep, err, errcap);
-        } else {
-            char what[PROC_SHOWN_MAX];
-            proc_shown(what, sizeof what, pl.argv[0]);
-            al_errf(err, errcap, "cannot run '%s': %s", what,
-                    w == AL_E_TIMEOUT ? "the child did not start in time" : al_strerror(w));
-            rc = w;
-        }
-        goto out;
-    }
-    if (mrc != 0) { /* the child runs, but our own signal mask is wrong */
-        kill_and_reap(pid, cmd);
-        al_errf(err, errcap, "cannot restore the signal mask: %s", strerror(mrc));
-        rc = AL_E_IO;
-        goto out;
-    }
-    out->pid = cmd;
-    out->keeper = pid;
-    out->fd_status = sp[0];
-    sp[0] = -1;
-    out->wrapped = pl.nwrap > 0;
-    out->fd_in = pin;
-    out->fd_out = pout;
-    out->fd_err = perr;
-    pin = pout = perr = -1;
-    rc = AL_OK;
-out:
-    if (pout != pin)
-        proc_close_fd(&pout);
-    proc_close_fd(&pin);
-    proc_close_fd(&perr);
-    for (int i = 0; i < 3; i++)
-        proc_close_fd(&cio[i]);
-    proc_close_fd(&ep[0]);
-    proc_close_fd(&ep[1]);
-    proc_close_fd(&sp[0]);
-    proc_close_fd(&sp[1]);
+    fds_close(&d);
     proc_plan_free(&pl);
     return rc;
 }

@@ -2,7 +2,7 @@
  * runner: the sandbox side's core. It owns the host endpoint (airlock.v1),
  * the terminals (a process from proc.c and a screen model from vt.c each)
  * and their event-loop handles. It knows nothing of WebSockets: the link
- * glue (runner_main.c) hands it whole messages and pulls frames from it.
+ * glue (runner_conn.c) hands it whole messages and pulls frames from it.
  *
  * Data model: one struct runner per process, on one libuv loop. Terminals
  * are kept in a fixed table indexed by search on the channel id (at most

@@ -1,6 +1,7 @@
 /*
- * wsctx: the lws context on a libuv loop (see wsctx.h). One function: the
- * creation info every program used to fill in on its own.
+ * wsctx: the lws context on a libuv loop (see wsctx.h): the creation info
+ * every program used to fill in on its own, and the connect info of a
+ * dial.
  */
 #include "wsctx.h"
 
@@ -26,4 +27,16 @@ struct lws_context *wsctx_new(const struct wsctx_config *cfg)
     info.ssl_cert_filepath = cfg->tls_cert;
     info.ssl_private_key_filepath = cfg->tls_key;
     return lws_create_context(&info);
+}
+
+void wsctx_dial_info(struct lws_client_connect_info *ci, struct lws_context *ctx,
+                     const char *address, int port, const char *path, int ssl_flags)
+{
+    memset(ci, 0, sizeof *ci);
+    ci->context = ctx;
+    ci->address = address;
+    ci->port = port;
+    ci->path = path;
+    ci->host = address;
+    ci->ssl_connection = ssl_flags;
 }

@@ -1,6 +1,6 @@
 /*
  * wsctx: the libwebsockets context of each program speaking airlock.v1
- * (airlockd's api.c, the runner's runner_main.c, the CLI's cli_net.c),
+ * (airlockd's api.c, the runner's runner_app.c, the CLI's cli_net.c),
  * created in one place: on the program's libuv loop (lws's "foreign loop"),
  * IPv4 only, no user or group change, with the program's protocols and
  * limits.
@@ -10,7 +10,9 @@
  * wslisten.h says why) or only dials, whether OpenSSL is initialised, the
  * timeouts and buffer sizes, the TLS files of a server. A zero leaves lws's
  * default. Not here: the log level (each program sets its own) and the
- * vhost's listening socket (wslisten.h).
+ * vhost's listening socket (wslisten.h). wsctx_dial_info() is the
+ * connect info every dial starts from (the runner's, airlockd's, the
+ * CLI's).
  */
 #ifndef AL_WSCTX_H
 #define AL_WSCTX_H
@@ -34,5 +36,12 @@ struct wsctx_config {
 
 /* The context, or NULL (lws says why in its log). */
 struct lws_context *wsctx_new(const struct wsctx_config *cfg);
+
+/* What every dial of ours fills in: ci zeroed, then the context, the
+ * address and port (also the Host header), the path and the TLS flags
+ * (0, or LCCSCF_*). The caller adds the rest (protocol, Origin, user
+ * data) and calls lws_client_connect_via_info(). */
+void wsctx_dial_info(struct lws_client_connect_info *ci, struct lws_context *ctx,
+                     const char *address, int port, const char *path, int ssl_flags);
 
 #endif

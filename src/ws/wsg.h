@@ -1,6 +1,6 @@
 /*
  * wsg: what every airlock.v1 WebSocket needs from libwebsockets 4.1,
- * written once for airlockd (api_ws.c), the runner (runner_main.c) and the
+ * written once for airlockd (api_ws.c), the runner (runner_conn.c) and the
  * CLI (cli_net.c): whole binary messages out of lws's fragments, whole
  * messages written until the socket is choked, a close frame with a code
  * and reason, and a request's query arguments. The lws context itself is

@@ -7,7 +7,11 @@
 //    airlockd and the runner stay cool;
 //  - recordings keep no keystrokes unless the sandbox has record_input (the
 //    writer's identity is kept either way); only admins and the terminal's
-//    creator may read a recording.
+//    creator may read a recording;
+//  - a terminal above the screen model's cell limit (VT_MAX_CELLS): the
+//    runner refuses its OPEN, airlockd audits open_failed with the runner's
+//    message and marks the terminal lost; nothing is left attachable, and
+//    the sandbox's other terminals are unaffected.
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, check, tmpdir, rawHttp, sleep } from '../interop/harness.mjs';
@@ -17,6 +21,7 @@ import { enc } from '../interop/airlock.mjs';
 const MAX_CLIENTS = 64, PER_USER = 8, RESERVED = 8; // relay.h
 const SNAP_BURST = 4, SNAP_INTERVAL_MS = 250;
 const FLOOD = 2000;
+const VT_MAX_CELLS = 1 << 20; // src/runner/vt.h: cols x rows of one screen model
 
 // CPU seconds (user + system) of every process in a process group.
 function groupCpu(pgrp) {
@@ -126,6 +131,32 @@ await run('airlockd_fair', async () => {
   r = await api(d.port, 'GET', `/v1/terminals/${plain.id}/recording`, admin);
   check(r.status === 200, 'an admin: 200');
 
+  // ---- a terminal above the screen model's cell limit ------------------------
+  const big = { cols: 1025, rows: 1024 }; // just above VT_MAX_CELLS, well within the screen budget
+  check(big.cols * big.rows > VT_MAX_CELLS, `${big.cols}x${big.rows} is above ${VT_MAX_CELLS} cells`);
+  r = await api(d.port, 'POST', '/v1/terminals', creator, { sandbox: 'box', argv: ['sh', '-c', 'echo never-ran; exec sleep 300'], ...big });
+  check(r.status === 201 && r.json.state === 'opening' && r.json.cols === big.cols,
+    `the API takes the request (the runner decides): ${r.status} ${r.json && r.json.state}`);
+  const bigId = r.json.id;
+  const lost = await waitState(d.port, creator, bigId, (t) => t.state !== 'opening', 'the runner\'s answer');
+  check(lost.state === 'lost' && lost.exit_code === 127 && lost.ended_at > 0,
+    `the terminal is marked lost, exit code 127 (${lost.state}, ${lost.exit_code})`);
+  r = await api(d.port, 'GET', '/v1/audit', admin);
+  const refused = (r.json || []).filter((e) => e.action === 'open_failed' && e.target === bigId);
+  const why = refused.length === 1 ? JSON.parse(refused[0].detail).error : '';
+  check(refused.length === 1 && refused[0].actor === 'system',
+    `one open_failed audit row for the terminal (${refused.length})`);
+  check(why === `${big.cols}x${big.rows} is ${big.cols * big.rows} cells, above the screen model's limit of ${VT_MAX_CELLS}`,
+    `the row holds the runner's message: "${why}"`);
+  let res = await tryAttach(d.port, bigId, creator);
+  check(res.status === 404, `an attach to it finds no live terminal (${res.status} ${res.body})`);
+  r = await api(d.port, 'POST', '/v1/terminals', creator, { sandbox: 'box', argv: ['sh', '-c', 'echo fine-$((6*7)); exec sleep 300'], cols: 1024, rows: 1024 });
+  check(r.status === 201, 'a terminal at the limit (1024x1024) is made');
+  const atLimit = await waitState(d.port, creator, r.json.id, (t) => t.state === 'running' && t.out_bytes > 0, 'the terminal at the limit running');
+  check(atLimit.cols === 1024 && atLimit.rows === 1024, 'and runs at 1024x1024: the refusal is the limit\'s, not the sandbox\'s');
+  r = await api(d.port, 'DELETE', `/v1/terminals/${r.json.id}`, creator);
+  check(r.status === 202, 'closed again (its screen budget back)');
+
   // ---- attach slots ---------------------------------------------------------
   const script = 'i=0; while [ $i -lt 40 ]; do printf "\\033[3%dm%070d\\033[0m\\r\\n" $((i%8)) $i; i=$((i+1)); done; printf MARK-END; exec sleep 300';
   r = await api(d.port, 'POST', '/v1/terminals', creator, { sandbox: 'box2', argv: ['sh', '-c', script], cols: 100, rows: 40 });
@@ -137,7 +168,7 @@ await run('airlockd_fair', async () => {
     try { await attach(d.port, tid, viewer, { read: true }); got++; } catch (e) { refusal = e; break; }
   }
   check(got === PER_USER && refusal && refusal.status === 429, `one viewer key gets ${got} of ${MAX_CLIENTS} slots, then 429`);
-  let res = await tryAttach(d.port, tid, viewer);
+  res = await tryAttach(d.port, tid, viewer);
   check(res.status === 429 && /the most for one user/.test(res.body), `the refusal says why: ${res.body}`);
   for (const k of crowd) for (let i = 0; i < PER_USER; i++) await attach(d.port, tid, k, { read: true });
   res = await tryAttach(d.port, tid, other);

@@ -7,11 +7,23 @@
 // - sessions end: idle (--session-idle) and absolute (--session-ttl) even
 //   while used; then the cookie with its token is refused;
 // - sign-out deletes the session on the server: the same cookie and token
-//   replayed are refused; a sign-out through a cookie needs the token too.
+//   replayed are refused; a sign-out through a cookie needs the token too;
+// - a WebSocket (terminal attach) opened through a session ends with it:
+//   closed (4401) at once at sign-out, and within about a second once the
+//   session idles out, reaches its lifetime while in use, or its user is
+//   removed; a WebSocket opened with an API key stays open and its terminal
+//   still echoes.
 // Each expectation is reported, and all of them are checked, before failing.
+import fs from 'node:fs';
 import path from 'node:path';
-import { run, check, rawHttp, tmpdir, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd } from '../interop/airlockd.mjs';
+import { execFileSync } from 'node:child_process';
+import { run, check, rawHttp, tmpdir, sleep, scaled, onCleanup, BIN } from '../interop/harness.mjs';
+import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
+import { Controller } from '../interop/airlock.mjs';
+
+const CLOSE_SESSION_ENDED = 4401; // websess.h WEBSESS_CLOSE_ENDED
+const CHECK_MS = 1000; // api_wsess.c API_WSESS_CHECK_MS: each session with WebSockets is looked up this often
+const SLACK_MS = 1500; // a loaded machine's delay on top of a bound
 
 const fails = [];
 function want(cond, msg) {
@@ -23,6 +35,8 @@ await run('airlockd_session', async () => {
   const base = tmpdir('session');
   const dir = path.join(base, 'data');
   const key = addUser(dir, 'otto', 'operator');
+  const admin = addUser(dir, 'ada', 'admin');
+  const ullaKey = addUser(dir, 'ulla', 'viewer'); // removed while her WebSocket is open
   const TTL = 5, IDLE = 2;
   const d = await startAirlockd({ dir, args: ['--session-ttl', String(TTL), '--session-idle', String(IDLE)] });
   const origin = `http://127.0.0.1:${d.port}`;
@@ -104,6 +118,83 @@ await run('airlockd_session', async () => {
   r = await raw('GET', '/v1/session', auth3);
   want(r.status === 401, `the signed-out cookie and token replayed: 401 (${r.status})`);
 
+  // ---- a WebSocket opened through a session ends with the session
+  await addLocalSandbox(d.port, admin, 'box');
+  r = await api(d.port, 'POST', '/v1/terminals', key, { sandbox: 'box', argv: ['cat'] });
+  check(r.status === 201, 'a terminal to attach to');
+  const url = `ws://127.0.0.1:${d.port}/v1/terminals/${r.json.id}/attach?mode=read`;
+  const signIn = async (k = key) => {
+    const x = await raw('POST', '/v1/session', json, JSON.stringify({ key: k }));
+    return { cookie: (/set-cookie:\s*([^;\r\n]*)/i.exec(x.head) || [])[1], csrf: JSON.parse(x.body || '{}').csrf, at: Date.now() };
+  };
+  const wsAttach = async (sess) => {
+    const ctl = new Controller();
+    ctl.adoptChannel(1);
+    onCleanup(async () => { try { ctl.ws.terminate(); } catch { /* gone */ } });
+    await ctl.connect(url, { Cookie: sess.cookie }, { protocols: ['airlock.v1', `airlock-csrf.${sess.csrf}`] });
+    return ctl;
+  };
+  // the close the WebSocket got within ms (scaled), or null
+  const closedWithin = async (ctl, ms) => {
+    for (const until = Date.now() + scaled(ms); !ctl.closeInfo && Date.now() < until;) await sleep(50);
+    return ctl.closeInfo;
+  };
+  const isSessionEnd = (c, why) => c && c.code === CLOSE_SESSION_ENDED && why.test(c.reason);
+  const keyed = await attach(d.port, r.json.id, key); // with the API key: the writer
+  await keyed.ch.wait(() => keyed.ch.role === 1, 'the keyed client is the writer');
+  keyed.ch.write('echo-before\n');
+  await keyed.ch.waitOutput(/echo-before/, 10000);
+
+  // sign-out: both WebSockets of the session (two tabs) close at once
+  const s4 = await signIn();
+  const w4 = [await wsAttach(s4), await wsAttach(s4)];
+  want(w4.every((c) => c.ready && !c.closeInfo), 'two WebSockets attached through a session');
+  r = await raw('DELETE', '/v1/session', { Cookie: s4.cookie, 'X-Airlock-CSRF': s4.csrf, Origin: origin });
+  want(r.status === 200, `sign-out (${r.status})`);
+  const t4 = Date.now();
+  const c4 = [await closedWithin(w4[0], 1000), await closedWithin(w4[1], 1000)];
+  want(c4.every((c) => isSessionEnd(c, /signed out/)),
+    `sign-out closes the session's WebSockets within ${Date.now() - t4} ms: ${c4.map((c) => JSON.stringify(c)).join(', ')}`);
+
+  // idle: a session left unused ends with its WebSocket open
+  const s5 = await signIn();
+  const w5 = await wsAttach(s5);
+  const c5 = await closedWithin(w5, IDLE * 1000 + CHECK_MS + SLACK_MS);
+  const at5 = (Date.now() - s5.at) / 1000;
+  want(isSessionEnd(c5, /expired/) && at5 >= IDLE - 0.2,
+    `a session idle for ${IDLE} s closes its WebSocket (after ${at5.toFixed(1)} s: ${JSON.stringify(c5)})`);
+
+  // lifetime: a session in use still ends at its expiry, and its WebSocket with it
+  const s6 = await signIn();
+  const w6 = await wsAttach(s6);
+  let used = 0;
+  for (const until = s6.at + scaled(TTL * 1000 + CHECK_MS + SLACK_MS); !w6.closeInfo && Date.now() < until; used++) {
+    await raw('GET', '/v1/session', { Cookie: s6.cookie, 'X-Airlock-CSRF': s6.csrf });
+    await sleep(500); // the behaviour under test: a session kept in use
+  }
+  const at6 = (Date.now() - s6.at) / 1000;
+  want(isSessionEnd(w6.closeInfo, /expired/) && at6 >= TTL - 0.5 && used >= TTL,
+    `a session used every 0.5 s closes its WebSocket at its lifetime (${TTL} s): after ${at6.toFixed(1)} s, ${JSON.stringify(w6.closeInfo)}`);
+
+  // the user removed (from the command line, beside the running airlockd):
+  // the session's row is gone, found by the next lookup
+  const s7 = await signIn(ullaKey);
+  const w7 = await wsAttach(s7);
+  execFileSync(path.join(BIN, 'airlockd'), ['user', 'rm', 'ulla', '--data', dir]);
+  const t7 = Date.now();
+  const c7 = await closedWithin(w7, CHECK_MS + SLACK_MS);
+  want(isSessionEnd(c7, /^session ended$/),
+    `removing the user closes her session's WebSocket within ${Date.now() - t7} ms (${JSON.stringify(c7)})`);
+
+  // the WebSocket opened with an API key is untouched, and its terminal echoes
+  want(keyed.ctl.ready && !keyed.ctl.closeInfo, 'the WebSocket opened with an API key stays open');
+  keyed.ch.write('echo-after\n');
+  await keyed.ch.waitOutput(/echo-after/, 10000);
+  want(true, 'its terminal still echoes');
+  const log = fs.readFileSync(d.log, 'utf8');
+  want(/session ended: signed out: 2 WebSockets closed/.test(log) && /session ended: expired: 1 WebSocket closed/.test(log),
+    'airlockd logs each session end with the number of WebSockets closed');
+
   await d.stop();
   check(fails.length === 0, `every expectation held${fails.length ? `; failed: ${fails.join(' | ')}` : ''}`);
-}, 120000);
+}, 180000);

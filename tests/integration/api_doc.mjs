@@ -10,6 +10,10 @@
 //   code ending in "*", what a resource's routes leave, lies under a row of
 //   api.md), every other path the code (src/control/api*.c) writes is in
 //   api.md's table, and every row of that table has an example;
+// - each row's "answers" include every status the code answers for it that
+//   can be known without guessing: the status of each example of the route
+//   (the real airlockd gave it) and each status its handler names (but
+//   500, which "Routes" allows everywhere);
 // - the options tables of api.md list exactly the options each program's
 //   --help shows (airlockd keygen, token, user, serve; airlock-runner; airlock).
 // Every mismatch is reported before the test fails. AL_API_DOC_SHOW=1
@@ -219,26 +223,32 @@ async function send(port, ex, vars) {
 
 // ---- routes -----------------------------------------------------------------------
 
-// The route table of api.md: rows "| METHOD | PATH | ...".
+// The route table of api.md: rows "| METHOD | PATH | ... | ANSWERS |",
+// answers as the statuses of the last cell.
 function routeTable(md) {
   const rows = [];
   const sec = md.split(/^## /m).find((s) => s.startsWith('Routes'));
   if (!sec) return rows;
   for (const l of sec.split('\n')) {
     const m = /^\|\s*(GET|POST|DELETE|any)\s*\|\s*`([^`]+)`/.exec(l);
-    if (m) rows.push({ method: m[1], path: m[2] });
+    if (!m) continue;
+    const cells = l.split('|');
+    const answers = (cells[cells.length - 2].match(/\b[1-5]\d\d\b/g) || []).map(Number);
+    rows.push({ method: m[1], path: m[2], answers });
   }
   return rows;
 }
 
-// The code's route table: the rows "{M_METHOD, "PATH", ..." of routes[],
-// and the other string literals of the file that are paths of the API.
+// The code's route table: the rows "{M_METHOD, "PATH", ..., HANDLER}" of
+// routes[], and the other string literals of the file that are paths of
+// the API.
 function codeRoutes(src) {
   const start = src.search(/\broutes\[\] = \{/);
   if (start < 0) return { rows: [], others: [] };
   const end = src.indexOf('};', start);
   const block = src.slice(start, end);
-  const rows = [...block.matchAll(/\{(M_[A-Z]+),\s*"([^"]*)"/g)].map((m) => ({ method: m[1], path: m[2] }));
+  const rows = [...block.matchAll(/\{(M_[A-Z]+),\s*"([^"]*)",[^{}]*?(\w+)\s*\}/g)]
+    .map((m) => ({ method: m[1], path: m[2], fn: m[3] }));
   const rest = src.slice(0, start) + src.slice(end);
   return { rows, others: [...new Set(codePaths(rest))] };
 }
@@ -246,6 +256,30 @@ function codeRoutes(src) {
 // The paths a source names in string literals.
 function codePaths(src) {
   return [...src.matchAll(/"(\/(?:v1\/|metrics|healthz|app\/|vendor\/)[^"]*)"/g)].map((m) => m[1]);
+}
+
+// The statuses a handler names itself (api_reply_*(wsi, STATUS, ...), a
+// literal or a choice of literals), from its body in one of the sources;
+// null when its body is not found.
+const STATUS_ANYWHERE = 500; // "Routes": any route may answer it
+function handlerStatuses(fn, sources) {
+  for (const s of sources) {
+    const m = new RegExp(`\\n(?:static )?int ${fn}\\([^)]*\\)\\n\\{`).exec(s);
+    if (!m) continue;
+    const body = s.slice(m.index, s.indexOf('\n}\n', m.index));
+    const out = new Set();
+    for (const call of body.matchAll(/api_reply_\w*\(\s*wsi,\s*([^,]+),/g)) {
+      for (const n of call[1].matchAll(/\b[1-5]\d\d\b/g)) out.add(Number(n[0]));
+    }
+    return out;
+  }
+  return null;
+}
+
+// The row of api.md's table an example falls under (method and path), or none.
+function rowOf(table, ex) {
+  const target = ex.target.replace(PH, 'x');
+  return table.find((r) => (r.method === 'any' || r.method === ex.method) && rowRegex(r.path).test(target));
 }
 
 function rowRegex(p) {
@@ -333,6 +367,23 @@ await run('api_doc', async () => {
     const re = rowRegex(r.path);
     want(exs.some((e) => (r.method === 'any' || e.method === r.method) && re.test(e.target.replace(PH, 'x'))),
       `the route ${r.method} ${r.path} has an example`);
+  }
+
+  // each row's answers: the statuses of its examples (checked against the
+  // real answers below) and those its handler names
+  for (const ex of exs) {
+    const r = rowOf(table, ex);
+    if (r) want(r.answers.includes(ex.status), `api.md:${ex.line}: ${ex.status} is among the answers of ${r.method} ${r.path} (${r.answers.join(', ')})`);
+  }
+  const sources = [src, ...API_C.map((f) => fs.readFileSync(f, 'utf8'))];
+  for (const c of code.rows.filter((x) => !x.path.endsWith('*'))) {
+    const r = table.find((t) => t.method === docMethod[c.method] && t.path === c.path);
+    const st = handlerStatuses(c.fn, sources);
+    if (!r) continue; // reported above
+    if (!st) { want(false, `the handler ${c.fn} of ${c.method} ${c.path} is in src/control/api*.c`); continue; }
+    const missing = [...st].filter((n) => n !== STATUS_ANYWHERE && !r.answers.includes(n));
+    want(!missing.length, `${r.method} ${r.path}: its handler ${c.fn}'s statuses are among its answers` +
+      (missing.length ? `; missing: ${missing.join(', ')}` : ''));
   }
 
   const dir = path.join(tmpdir('apidoc'), 'data');

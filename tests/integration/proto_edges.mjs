@@ -5,7 +5,8 @@
 // before the close (§1, §10); a subprotocol offer without airlock.v1 gets
 // an HTTP status, not a dropped connection (§1); a token accepted within
 // the leeway past its exp keeps the connection until exp + leeway, not
-// a moment less (§8, tokens.md).
+// a moment less, and so does one that came in a TOKEN frame (§8,
+// tokens.md).
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep } from '../interop/harness.mjs';
@@ -90,6 +91,21 @@ await run('proto_edges', async () => {
   check(late >= -50 && late < 1000, `runner: closed ${late} ms after exp + leeway (not before it)`);
   h = await rawHttp(r.port, upgrade(q, { Authorization: `Bearer ${short}` }));
   check(h.status === 403, `runner: past exp + leeway the same token is refused at the upgrade (${h.status})`);
+
+  // ---- §8: a token from a TOKEN frame sets the deadline to its exp + leeway
+  // (here earlier than the upgrade's token's): alive past its exp, closed
+  // 4002 at exp + leeway
+  const c5 = await new Controller().connect(r.url, hdrs());
+  const inband = mint(dir, r.id, 'runner:connect', 1);
+  const exp5 = JSON.parse(Buffer.from(inband.split('.')[1], 'base64url')).exp;
+  c5.send(enc.token(inband));
+  while (Date.now() < exp5 * 1000 + 1500) await sleep(100); // bounded: exp is 1 s away
+  check(await alive(c5) && !c5.errors.length, 'runner: 1.5 s past the exp of a token sent in a TOKEN frame, within a leeway of 4 s, the link lives');
+  await c5.wait(() => c5.closeInfo, 'close', 8000);
+  const late5 = Date.now() - (exp5 + 4) * 1000;
+  check(c5.closeInfo.code === 4002 && c5.errors.some((e) => e.code === 10),
+    `runner: then TOKEN_EXPIRED and close ${c5.closeInfo.code} (the TOKEN frame's deadline, not the upgrade's)`);
+  check(late5 >= -50 && late5 < 1000, `runner: closed ${late5} ms after the in-band token's exp + leeway (not before it)`);
 
   // ---- the same rules at airlockd's client endpoint (a relay host)
   const base = tmpdir('edges-d');

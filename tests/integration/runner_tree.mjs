@@ -1,7 +1,9 @@
 // A channel's process tree ends with the channel (docs/protocol.md §5):
 // a process that called setsid() and was left behind by the channel's own
 // process (its parent exited) is still the channel's, and is gone after a
-// scope-1 SIGNAL, after CLOSE, and after the runner's own SIGTERM. Each
+// scope-1 SIGNAL, after CLOSE, after the runner's own SIGTERM, and when
+// the runner ends its channels a grace time after losing its controller
+// (--grace; on_grace in src/runner/runner.c). Each
 // case runs with the runner starting agents directly and in its bubblewrap
 // jail (--agent-sandbox bwrap). The left-behind process is a sleep with a
 // duration no other process uses, found by its command line in /proc (in
@@ -9,9 +11,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, check, tmpdir, keygen, mint, startRunner, sleep, onCleanup } from '../interop/harness.mjs';
-import { Controller } from '../interop/airlock.mjs';
+import { Controller, enc } from '../interop/airlock.mjs';
 
 const WAIT_MS = 10000; // the longest a process may take to appear or go
+const GRACE_S = 3; // --grace of the runner that loses its controller
 const SIGTERM = 15;
 let serial = 0;
 const markers = [];
@@ -54,14 +57,14 @@ function marker() {
   return m;
 }
 
-async function startOne(kind, dir) {
+async function startOne(kind, dir, extra = []) {
   const ws = path.join(dir, `ws-${kind}`);
   fs.mkdirSync(ws, { recursive: true });
   fs.chmodSync(ws, 0o777);
   const args = kind === 'jailed'
     ? ['--agent-sandbox', 'bwrap', '--agent-user', 'nobody', '--workspace', ws]
     : [];
-  const r = await startRunner({ dir, args });
+  const r = await startRunner({ dir, args: [...args, ...extra] });
   const ctl = new Controller();
   await ctl.connect(r.url, { Authorization: `Bearer ${mint(dir, r.id)}` });
   return { r, ctl };
@@ -151,8 +154,52 @@ async function scenario(kind) {
   ctl.drop();
 }
 
+// A lost controller: GRACE_S after the link dropped, the runner ends every
+// channel with its whole tree: what an exited channel's process left
+// behind (plain; jailed, its namespace ended it already) and a running
+// channel with its daemon. Not before the grace time; a new controller
+// then finds no channel.
+async function graceScenario(kind) {
+  console.log(`# runner ${kind}, a lost controller, --grace ${GRACE_S}`);
+  const dir = tmpdir(`tree-grace-${kind}`);
+  keygen(dir);
+  const { r, ctl } = await startOne(kind, dir, ['--grace', String(GRACE_S)]);
+  const ms = [];
+  const left = marker();
+  await leaveOrphan(ctl, kind, left, 0);
+  if (kind === 'plain') ms.push(left);
+  const lm = marker(), dm = marker();
+  const live = ctl.open(['sh', '-c', `(setsid sleep ${dm} </dev/null >/dev/null 2>&1 &); echo live; exec sleep ${lm}`]);
+  await live.waitOutput(/live/);
+  check(await waitFor(() => findSleep(lm).length === 1 && findSleep(dm).length === 1, 'live sleeps'),
+    `${kind}: a running channel and its daemon before the controller goes`);
+  ms.push(lm, dm);
+  ctl.drop();
+  const dropped = Date.now();
+  await sleep(1000); // the behaviour under test: within the grace time, the channels live on
+  check(ms.every((m) => findSleep(m).length === 1),
+    `${kind}: 1 s after the controller went, within the grace time, every sleep still runs`);
+  for (const m of ms) {
+    check(await waitFor(() => findSleep(m).length === 0, `sleep ${m} gone`),
+      `${kind}: after the grace time, the sleep ${m} is gone`);
+  }
+  const after = Date.now() - dropped;
+  check(after >= GRACE_S * 1000, `${kind}: they ended ${after} ms after the controller went, not before the grace time`);
+  const c2 = new Controller();
+  await c2.connect(r.url, { Authorization: `Bearer ${mint(dir, r.id)}` });
+  c2.send(enc.list());
+  await c2.wait(() => c2.list, 'LIST_REPLY');
+  check(c2.list.length === 0, `${kind}: a new controller finds no channel (${c2.list.length})`);
+  c2.drop();
+}
+
 run('runner_tree', async () => {
   await scenario('plain');
-  if (process.getuid() === 0 && fs.existsSync('/usr/bin/bwrap')) await scenario('jailed');
-  else console.log('# skipping the jailed runner: needs root and /usr/bin/bwrap');
+  await graceScenario('plain');
+  if (process.getuid() === 0 && fs.existsSync('/usr/bin/bwrap')) {
+    await scenario('jailed');
+    await graceScenario('jailed');
+  } else {
+    console.log('# skipping the jailed runner: needs root and /usr/bin/bwrap');
+  }
 });

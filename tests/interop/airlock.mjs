@@ -4,6 +4,9 @@
 // and resumes after a dropped connection with ATTACH. As a relay session's
 // client (spec §9) it follows ROLE (stdin only within the writer's credit),
 // keeps VIEWERS, asks for TAKEOVER and records resyncs (GAP then SNAPSHOT).
+// Host is the other role, as much of it as a test needs to stand in for a
+// runner: channels whose output the test writes, and SNAPSHOT_REQs the
+// test answers (or not).
 
 import WebSocket from 'ws';
 import { scaled } from './harness.mjs';
@@ -16,6 +19,9 @@ export const T = {
 };
 export const STDIN = 0, STDOUT = 1, STDERR = 2;
 export const WRITER = 1, VIEWER = 2; // relay roles (ROLE, VIEWERS)
+export const HOST = 1, CONTROLLER = 2; // HELLO roles
+export const E = { PROTOCOL: 1, TOO_BIG: 4, NO_CHANNEL: 5, CHANNEL_EXISTS: 6, STATE: 12 }; // ERROR codes (§10)
+export const MAX_DATA = 65528;
 export const MAX_VIEWERS = 64, MAX_VIEWER_NAME = 64;
 
 function header(type, flags, channel, plen) {
@@ -45,9 +51,9 @@ export function frame(type, flags, channel, payload = Buffer.alloc(0)) {
 }
 
 export const enc = {
-  hello: (name = 'js-controller') => {
+  hello: (name = 'js-controller', role = CONTROLLER) => {
     const p = Buffer.alloc(9);
-    p.writeUInt16BE(1, 0); p.writeUInt16BE(1, 2); p.writeUInt8(2, 4); p.writeUInt32BE(65546, 5);
+    p.writeUInt16BE(1, 0); p.writeUInt16BE(1, 2); p.writeUInt8(role, 4); p.writeUInt32BE(65546, 5);
     return frame(T.HELLO, 0, 0, Buffer.concat([p, str(name)]));
   },
   open: (ch, argv, { mode = 0, cols = 80, rows = 24, term = 'xterm-256color', cwd = '', env = [] } = {}) => {
@@ -75,6 +81,23 @@ export const enc = {
     const n = Buffer.alloc(2); n.writeUInt16BE(list.length);
     return frame(T.VIEWERS, 0, ch, Buffer.concat([n, ...list.map((v) => Buffer.concat([str(v.name), Buffer.from([v.role])]))]));
   },
+  // host -> controller, for Host
+  opened: (ch, pid) => { const p = Buffer.alloc(4); p.writeUInt32BE(pid); return frame(T.OPENED, 0, ch, p); },
+  attached: (ch, state, inNext, inLimit) => frame(T.ATTACHED, 0, ch, Buffer.concat([Buffer.from([state]), u64(inNext), u64(inLimit)])),
+  error: (ch, code, msg) => { const c = Buffer.alloc(2); c.writeUInt16BE(code); return frame(T.ERROR, 0, ch, Buffer.concat([c, str(msg)])); },
+  snapshot: (ch, more, off, cols, rows, bytes) => {
+    const p = Buffer.alloc(4); p.writeUInt16BE(cols, 0); p.writeUInt16BE(rows, 2);
+    return frame(T.SNAPSHOT, more ? 1 : 0, ch, Buffer.concat([u64(off), p, bytes]));
+  },
+  listReply: (entries) => {
+    const n = Buffer.alloc(2); n.writeUInt16BE(entries.length);
+    return frame(T.LIST_REPLY, 0, 0, Buffer.concat([n, ...entries.map((e) => {
+      const b = Buffer.alloc(35);
+      b.writeUInt32BE(e.channel, 0); b[4] = e.state; b[5] = e.mode; b.writeInt32BE(e.exitCode, 6); b[10] = e.exitSignal;
+      b.writeBigUInt64BE(BigInt(e.outEnd), 11); b.writeBigUInt64BE(BigInt(e.errEnd), 19); b.writeBigUInt64BE(BigInt(e.inNext), 27);
+      return b;
+    })]));
+  },
   token: (tok) => frame(T.TOKEN, 0, 0, Buffer.from(tok)),
   ping: (ts) => frame(T.PING, 0, 0, u64(ts)),
   pong: (ts) => frame(T.PONG, 0, 0, u64(ts)),
@@ -90,6 +113,25 @@ export function decode(buf) {
   switch (f.type) {
     case T.HELLO: f.vmin = p.readUInt16BE(0); f.vmax = p.readUInt16BE(2); f.role = p[4]; f.maxFrame = p.readUInt32BE(5); break;
     case T.PING: case T.PONG: f.ts = p.readBigUInt64BE(0); break;
+    case T.TOKEN: f.token = p.toString('latin1'); break;
+    case T.OPEN: {
+      f.mode = p[0]; f.cols = p.readUInt16BE(1); f.rows = p.readUInt16BE(3);
+      let o = 5;
+      const s = () => { const l = p.readUInt16BE(o); const v = p.subarray(o + 2, o + 2 + l).toString('utf8'); o += 2 + l; return v; };
+      f.term = s(); f.cwd = s();
+      const argc = p.readUInt16BE(o); o += 2; f.argv = [];
+      for (let i = 0; i < argc; i++) f.argv.push(s());
+      const envc = p.readUInt16BE(o); o += 2; f.env = [];
+      for (let i = 0; i < envc; i++) f.env.push(s());
+      if (o !== p.length) throw new Error('OPEN: trailing bytes');
+      break;
+    }
+    case T.ATTACH:
+      f.outNext = Number(p.readBigUInt64BE(0)); f.outLimit = Number(p.readBigUInt64BE(8));
+      f.errNext = Number(p.readBigUInt64BE(16)); f.errLimit = Number(p.readBigUInt64BE(24));
+      f.cols = p.readUInt16BE(32); f.rows = p.readUInt16BE(34); break;
+    case T.RESIZE: f.cols = p.readUInt16BE(0); f.rows = p.readUInt16BE(2); break;
+    case T.SIGNAL: f.signo = p[0]; f.scope = p[1]; break;
     case T.ERROR: f.code = p.readUInt16BE(0); f.msg = p.subarray(4, 4 + p.readUInt16BE(2)).toString(); break;
     case T.OPENED: f.pid = p.readUInt32BE(0); break;
     case T.DATA: f.offset = Number(p.readBigUInt64BE(0)); f.bytes = p.subarray(8); break;
@@ -367,4 +409,115 @@ export class Controller {
   }
   wake() { this.waiters = this.waiters.filter((w) => !w()); }
   drop() { if (this.ws) this.ws.terminate(); this.ready = false; }
+}
+
+// ---- the host role ---------------------------------------------------------------
+
+// A host session on one WebSocket at a time (adopt() each new one): it
+// answers HELLO, PING, LIST, OPEN (OPENED, then stdin credit), ATTACH
+// (ATTACHED, then its output again from the controller's next), CLOSE;
+// it acknowledges stdin, keeps a channel's stdout whole and sends it
+// within the controller's credit as the test writes it (write()); RESIZE
+// sets the size. A SNAPSHOT_REQ is recorded in snapReqs ({ channel, at })
+// and passed to onSnapshotReq(channel, host), which may answer with
+// snapshot() or error(), or never. Every frame received is in frames.
+export class Host {
+  constructor({ name = 'js-host', onSnapshotReq = () => {} } = {}) {
+    Object.assign(this, { name, onSnapshotReq });
+    this.channels = new Map(); this.snapReqs = []; this.frames = []; this.tokens = [];
+    this.ws = null; this.ready = false; this.waiters = []; this.nextPid = 4000;
+  }
+  adopt(ws) {
+    this.ws = ws; this.ready = false;
+    ws.binaryType = 'nodebuffer';
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) throw new Error('text message from controller');
+      this.handle(decode(data));
+      this.wake();
+    });
+    ws.on('close', () => { if (this.ws === ws) { this.ws = null; this.ready = false; this.wake(); } });
+    ws.send(enc.hello(this.name, HOST));
+  }
+  send(buf) { if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(buf); }
+  // stdout of channel ch: appended, sent as credit allows
+  write(ch, bytes) {
+    const c = this.channels.get(ch);
+    c.out = Buffer.concat([c.out, Buffer.from(bytes)]);
+    this.pump(c);
+  }
+  // answers to a SNAPSHOT_REQ of ch: the screen (at the stdout sent), or an ERROR
+  snapshot(ch, bytes) {
+    const c = this.channels.get(ch);
+    if (c.sent !== c.out.length) throw new Error('a snapshot before its stdout is sent (§8, snapshot order)');
+    this.send(enc.snapshot(ch, false, c.sent, c.cols, c.rows, Buffer.from(bytes)));
+  }
+  error(ch, code, msg) { this.send(enc.error(ch, code, msg)); }
+  pump(c) {
+    if (!this.ready) return;
+    while (c.sent < c.out.length && c.sent < c.limit) {
+      const n = Math.min(c.out.length - c.sent, c.limit - c.sent, MAX_DATA);
+      this.send(enc.data(c.id, STDOUT, c.sent, c.out.subarray(c.sent, c.sent + n)));
+      c.sent += n;
+    }
+  }
+  handle(f) {
+    this.frames.push(f);
+    const c = this.channels.get(f.channel);
+    const IN_WINDOW = 64 * 1024;
+    switch (f.type) {
+      case T.HELLO:
+        if (f.role !== CONTROLLER) throw new Error(`HELLO role ${f.role}: a host needs a controller`);
+        this.ready = true; break;
+      case T.PING: this.send(enc.pong(f.ts)); break;
+      case T.TOKEN: this.tokens.push(f.token); break;
+      case T.LIST:
+        this.send(enc.listReply([...this.channels.values()].map((x) => ({ channel: x.id, state: 1, mode: x.mode,
+          exitCode: 0, exitSignal: 0, outEnd: x.out.length, errEnd: 0, inNext: x.inNext }))));
+        break;
+      case T.OPEN:
+        if (c) { this.error(f.channel, E.CHANNEL_EXISTS, 'channel in use'); break; }
+        this.channels.set(f.channel, { id: f.channel, mode: f.mode, cols: f.cols, rows: f.rows, argv: f.argv,
+          out: Buffer.alloc(0), sent: 0, limit: 0, inNext: 0, input: [] });
+        this.send(enc.opened(f.channel, this.nextPid++));
+        this.send(enc.ack(f.channel, STDIN, 0, IN_WINDOW));
+        break;
+      case T.ATTACH:
+        if (!c) { this.error(f.channel, E.NO_CHANNEL, 'no such channel'); break; }
+        if (f.outNext > c.out.length) throw new Error('ATTACH beyond the output');
+        c.sent = f.outNext; c.limit = f.outLimit;
+        if (f.cols) { c.cols = f.cols; c.rows = f.rows; }
+        this.send(enc.attached(f.channel, 1, c.inNext, c.inNext + IN_WINDOW));
+        this.pump(c);
+        break;
+      case T.ACK:
+        if (c && f.flags === STDOUT && f.limit > c.limit) { c.limit = f.limit; this.pump(c); }
+        break;
+      case T.DATA:
+        if (c && f.flags === STDIN && f.offset + f.bytes.length > c.inNext) {
+          c.input.push(Buffer.from(f.bytes.subarray(c.inNext - f.offset)));
+          c.inNext = f.offset + f.bytes.length;
+          this.send(enc.ack(c.id, STDIN, c.inNext, c.inNext + IN_WINDOW));
+        }
+        break;
+      case T.RESIZE: if (c) { c.cols = f.cols; c.rows = f.rows; } break;
+      case T.SNAPSHOT_REQ:
+        if (!c) { this.error(f.channel, E.NO_CHANNEL, 'no such channel'); break; }
+        this.snapReqs.push({ channel: f.channel, at: Date.now() });
+        this.onSnapshotReq(f.channel, this);
+        break;
+      case T.CLOSE:
+        if (!c) { this.error(f.channel, E.NO_CHANNEL, 'no such channel'); break; }
+        this.channels.delete(f.channel); this.send(enc.close(f.channel));
+        break;
+      default: break;
+    }
+  }
+  wait(pred, what, ms = 20000) {
+    if (pred()) return Promise.resolve();
+    return new Promise((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`host: timeout waiting for ${what}`)), scaled(ms));
+      this.waiters.push(() => { if (pred()) { clearTimeout(t); res(); return true; } return false; });
+    });
+  }
+  wake() { this.waiters = this.waiters.filter((w) => !w()); }
 }

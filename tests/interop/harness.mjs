@@ -135,7 +135,7 @@ export function rawHttp(port, request, ms = 5000) {
 
 // Start airlock-runner; resolves once /healthz answers.
 // port: a port to listen on again (a restart); omitted, it binds port 0 and
-// reports the one it got ("listening on 127.0.0.1:PORT", runner_main.c).
+// reports the one it got ("listening on 127.0.0.1:PORT", runner_listen.c).
 export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}, wrap = [], bin } = {}) {
   const log = path.join(dir, port ? `runner-${port}.log` : `runner-${id}-${++started}.log`);
   const from = fs.existsSync(log) ? fs.statSync(log).size : 0;

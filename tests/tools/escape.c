@@ -4,7 +4,8 @@
  * held, "FAIL NAME: ..." when the agent got through; the last line is
  * "escape: N held, N failed". Exit status 0 only when everything held.
  *
- *   escape [--secret STRING]... [--path PATH]... [--kill-all]
+ *   escape [--secret STRING]... [--path PATH]... [--stop PID] [--forge]
+ *          [--kill-all]
  *
  * --secret  a string that must not be readable anywhere in the file
  *           system the agent sees (the tests pass the start of the
@@ -14,6 +15,16 @@
  *           directory, the token file, the signing key ...), tried as
  *           given and under /proc/N/root and /proc/N/cwd of every
  *           process the agent sees.
+ * --stop    SIGSTOP to PID (the runner's pid on the host, as the attack
+ *           on the quick start stopped it before posing as it) and to
+ *           every visible process that is a runner: each must fail. A
+ *           process of the agent's own that happens to have PID here is
+ *           left alone.
+ * --forge   write "x\nFORGED-BY-AGENT <where>\n" to every descriptor the
+ *           agent holds and to every /proc/N/fd/M it can open for writing
+ *           (without blocking): the tests then look for the line in
+ *           airlockd's log. Reported as a count, not a check: writing to
+ *           its own terminal is allowed, where it lands is the question.
  * --kill-all  at the end, SIGKILL to every process the agent may signal
  *           (kill(-1)): the tests then check the runner survived.
  */
@@ -42,6 +53,8 @@
 #define WALK_MAX_FILES 20000
 #define WALK_MAX_BYTES (1u << 20) /* read of one file */
 #define WALK_MAX_DEPTH 16
+#define FORGE_MAX_FD 1024       /* own descriptors written to */
+#define FORGE_MAX_PROC_FDS 4096 /* /proc/N/fd/M opened and written to */
 
 static int held, failed;
 
@@ -312,19 +325,120 @@ static void walk_dir(struct walk *w, const char *dir, int depth)
         closedir(d);
 }
 
+/* SIGSTOP to the runner: refused (ESRCH: not in the agent's pid
+ * namespace, EPERM: not the agent's to signal). Whatever it stops by
+ * mistake gets SIGCONT at once, so that a failing run does not hang. */
+static void try_stop(pid_t runner)
+{
+    char pid_s[24], cmd[4096];
+    (void)snprintf(pid_s, sizeof pid_s, "%d", (int)runner);
+    read_cmdline(pid_s, cmd, sizeof cmd);
+    if (kill(runner, 0) == 0 && !strstr(cmd, "airlock-runner")) {
+        printf("escape: pid %d is the agent's own here (%.60s): not stopped\n", (int)runner, cmd);
+    } else {
+        int rc = kill(runner, SIGSTOP);
+        int err = errno;
+        if (rc == 0)
+            (void)kill(runner, SIGCONT);
+        report(rc != 0, "SIGSTOP of the runner", "kill(%d): %s", (int)runner,
+               rc ? strerror(err) : "stopped it");
+    }
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int stopped = 0;
+    while (d && (e = readdir(d))) {
+        if (!is_pid(e->d_name))
+            continue;
+        read_cmdline(e->d_name, cmd, sizeof cmd);
+        pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
+        if (strstr(cmd, "airlock-runner") && kill(pid, SIGSTOP) == 0) {
+            stopped++;
+            (void)kill(pid, SIGCONT);
+        }
+    }
+    if (d)
+        closedir(d);
+    report(stopped == 0, "SIGSTOP of a visible runner", "%d stopped", stopped);
+}
+
+/* One forged line, as the attack wrote it: a newline first, so that a
+ * log that does not escape it shows the marker at the start of a line. */
+static int forge_one(int fd, const char *where)
+{
+    static const char marker[] = "FORGED"
+                                 "-BY-AGENT"; /* not in any argv: only a write puts it in a log */
+    char line[256];
+    int n = snprintf(line, sizeof line, "x\n%s %.200s\n", marker, where);
+    return n > 0 && write(fd, line, (size_t)n) == n;
+}
+
+static void forge_all(void)
+{
+    int mine = 0, opened = 0, wrote = 0;
+    char where[64];
+    for (int fd = 0; fd < FORGE_MAX_FD; fd++) {
+        if (fcntl(fd, F_GETFD) < 0)
+            continue;
+        mine++;
+        (void)snprintf(where, sizeof where, "own fd %d", fd);
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        wrote += forge_one(fd, where);
+        if (fl >= 0)
+            (void)fcntl(fd, F_SETFL, fl);
+    }
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && opened < FORGE_MAX_PROC_FDS) {
+        if (!is_pid(e->d_name))
+            continue;
+        char fdd[64];
+        (void)snprintf(fdd, sizeof fdd, "/proc/%.20s/fd", e->d_name);
+        DIR *fds = opendir(fdd);
+        struct dirent *f;
+        while (fds && (f = readdir(fds)) && opened < FORGE_MAX_PROC_FDS) {
+            if (!is_pid(f->d_name))
+                continue;
+            char p[128];
+            (void)snprintf(p, sizeof p, "%.64s/%.20s", fdd, f->d_name);
+            /* O_NONBLOCK: a pipe without a reader fails (ENXIO) instead of waiting */
+            int fd = open(p, O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            opened++;
+            wrote += forge_one(fd, p);
+            close(fd);
+        }
+        if (fds)
+            closedir(fds);
+    }
+    if (d)
+        closedir(d);
+    printf("escape: forged lines into %d descriptors (%d of its own, %d opened under /proc)\n",
+           wrote, mine, opened);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     char *secrets[MAX_ARGS], *paths[MAX_ARGS];
-    int ns = 0, np = 0, kill_all = 0;
+    int ns = 0, np = 0, kill_all = 0, forge = 0;
+    pid_t stop = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--secret") && i + 1 < argc && ns < MAX_ARGS)
             secrets[ns++] = argv[++i];
         else if (!strcmp(argv[i], "--path") && i + 1 < argc && np < MAX_ARGS)
             paths[np++] = argv[++i];
+        else if (!strcmp(argv[i], "--stop") && i + 1 < argc)
+            stop = (pid_t)strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--forge"))
+            forge = 1;
         else if (!strcmp(argv[i], "--kill-all"))
             kill_all = 1;
         else {
-            fprintf(stderr, "usage: escape [--secret S]... [--path P]... [--kill-all]\n");
+            fprintf(stderr, "usage: escape [--secret S]... [--path P]... [--stop PID] [--forge] "
+                            "[--kill-all]\n");
             return 2;
         }
     }
@@ -347,6 +461,10 @@ int main(int argc, char **argv)
                w.found, w.where[0] ? ", first in " : "", w.where);
         free(w.buf);
     }
+    if (stop > 1)
+        try_stop(stop);
+    if (forge)
+        forge_all();
     printf("escape: %d held, %d failed\n", held, failed);
     fflush(stdout);
     if (kill_all) {

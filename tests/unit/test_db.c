@@ -1912,7 +1912,7 @@ static void test_session_lifecycle(void **state)
 
     /* idle: each use moves last_seen; idle_ms without a use ends it for good */
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &pol, &s), AL_OK);
-    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 7999, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 7999, &pol, &s), AL_E_EXPIRED);
     assert_non_null(strstr(db_errmsg(f->db), "expired"));
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 5000, &pol, &s), AL_E_NOENT);
     assert_int_equal(raw_int(f, "SELECT count(*) FROM sessions"), 0);
@@ -1921,7 +1921,7 @@ static void test_session_lifecycle(void **state)
     new_session(f, "alice", T0, id, csrf);
     for (int64_t t = T0 + 2000; t < T0 + pol.ttl_ms; t += 2000)
         assert_int_equal(db_session_use(f->db, id, csrf, t, &pol, &s), AL_OK);
-    assert_int_equal(db_session_use(f->db, id, csrf, T0 + pol.ttl_ms, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + pol.ttl_ms, &pol, &s), AL_E_EXPIRED);
 
     /* sign-out */
     new_session(f, "alice", T0, id, csrf);
@@ -1940,6 +1940,63 @@ static void test_session_lifecycle(void **state)
     assert_int_equal(db_session_use(f->db, "als_", csrf, T0, &pol, &s), AL_E_NOENT);
     assert_int_equal(db_session_use(f->db, NULL, csrf, T0, &pol, &s), AL_E_NOENT);
     assert_int_equal(db_session_remove(f->db, "als_x"), AL_E_NOENT);
+}
+
+/* Following a session by its handle (the WebSockets it opened): no CSRF
+ * token, not a use; ends when the session is signed out, expires or idles
+ * out, or its user goes. */
+static void test_session_live(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1], id[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
+    char h[DB_SESSION_HANDLE_LEN + 1], h2[DB_SESSION_HANDLE_LEN + 1], hex[65];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_OPERATOR, key, sizeof key), AL_OK);
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_handle(f->db, id, h, sizeof h), AL_OK);
+    hex_sha256(id, hex);
+    assert_string_equal(h, hex); /* the row's key, never the secret */
+    assert_null(strstr(h, id + 4));
+    assert_int_equal(db_session_handle(f->db, id, h2, DB_SESSION_HANDLE_LEN), AL_E_INVAL);
+    assert_int_equal(db_session_handle(f->db, "als_x", h2, sizeof h2), AL_E_NOENT);
+    assert_int_equal(db_session_handle(f->db, key, h2, sizeof h2), AL_E_NOENT);
+
+    struct db_session s;
+    assert_int_equal(db_session_live(f->db, h, T0 + 1000, &pol, &s), AL_OK);
+    assert_string_equal(s.user.name, "alice");
+    assert_int_equal(s.expires_at, T0 + pol.ttl_ms);
+    assert_int_equal(s.last_seen, T0); /* not a use */
+    assert_int_equal(db_session_live(f->db, h, T0 + pol.idle_ms - 1, &pol, &s), AL_OK);
+    /* idle: following it does not keep it alive; a use does */
+    assert_int_equal(db_session_live(f->db, h, T0 + pol.idle_ms, &pol, &s), AL_E_EXPIRED);
+    assert_int_equal(db_session_use(f->db, id, csrf, T0 + 1, &pol, &s), AL_E_NOENT);
+    assert_int_equal(db_session_live(f->db, h, T0 + 1, &pol, &s), AL_E_NOENT); /* deleted */
+
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_handle(f->db, id, h, sizeof h), AL_OK);
+    for (int64_t t = T0 + 2000; t < T0 + pol.ttl_ms; t += 2000) {
+        assert_int_equal(db_session_use(f->db, id, csrf, t, &pol, &s), AL_OK);
+        assert_int_equal(db_session_live(f->db, h, t + 1, &pol, &s), AL_OK);
+    }
+    assert_int_equal(db_session_live(f->db, h, T0 + pol.ttl_ms, &pol, &s), AL_E_EXPIRED);
+
+    /* sign-out, and the user's removal */
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_handle(f->db, id, h, sizeof h), AL_OK);
+    assert_int_equal(db_session_remove(f->db, id), AL_OK);
+    assert_int_equal(db_session_live(f->db, h, T0 + 1, &pol, &s), AL_E_NOENT);
+    new_session(f, "alice", T0, id, csrf);
+    assert_int_equal(db_session_handle(f->db, id, h, sizeof h), AL_OK);
+    assert_int_equal(db_user_remove(f->db, "alice"), AL_OK);
+    assert_int_equal(db_session_live(f->db, h, T0 + 1, &pol, &s), AL_E_NOENT);
+
+    /* not a handle: refused before the database is asked */
+    assert_int_equal(db_session_live(f->db, id, T0, &pol, &s), AL_E_INVAL);
+    assert_int_equal(db_session_live(f->db, "ABCDEF", T0, &pol, &s), AL_E_INVAL);
+    memset(h2, 'A', DB_SESSION_HANDLE_LEN);
+    h2[DB_SESSION_HANDLE_LEN] = 0;
+    assert_int_equal(db_session_live(f->db, h2, T0, &pol, &s), AL_E_INVAL);
+    assert_int_equal(db_session_live(f->db, NULL, T0, &pol, &s), AL_E_INVAL);
+    assert_int_equal(db_session_live(f->db, hex, T0, &pol, NULL), AL_E_INVAL);
 }
 
 static void test_session_hashed_and_survives_reopen(void **state)
@@ -2542,6 +2599,7 @@ int main(int argc, char **argv)
         BOTH(test_audit_prune),
         BOTH(test_audit_bad_inputs),
         BOTH(test_session_lifecycle),
+        BOTH(test_session_live),
         BOTH(test_session_hashed_and_survives_reopen),
         BOTH(test_session_limit_and_expire),
         BOTH(test_session_bad_inputs),

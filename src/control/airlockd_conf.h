@@ -1,0 +1,40 @@
+/*
+ * airlockd_conf: what `airlockd serve` is given, as text, from its flags
+ * and then from a --config file for what the flags left unset. One table
+ * names every setting once: the flag "--NAME" and the config key "NAME"
+ * (airlockd_serve.c checks the values).
+ *
+ * A config file: "key = value" lines, '#' comments, at most
+ * AIRLOCKD_CONF_MAX bytes.
+ */
+#ifndef AL_AIRLOCKD_CONF_H
+#define AL_AIRLOCKD_CONF_H
+
+#include <stddef.h>
+
+#include "airlockd_cmd.h"
+
+#define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
+#define AIRLOCKD_CONF_KEYS 21   /* settings in the table */
+
+/* Each a string, NULL while unset; they point into argv or the store
+ * airlockd_conf_read was given. */
+struct airlockd_conf {
+    const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    /* limits (api.h): whole numbers, unset = the default */
+    const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
+    const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
+    const char *session_ttl, *session_idle;
+};
+
+/* The flags taking a value, bound to c's fields, into opts (room for
+ * AIRLOCKD_CONF_KEYS): every setting but no-bwrap, which on the command
+ * line is a flag without value. Returns how many. */
+size_t airlockd_conf_opts(struct airlockd_conf *c, struct airlockd_opt *opts);
+
+/* The file at path: fills what is still NULL in c; values live in store
+ * (cap bytes, at least AIRLOCKD_CONF_MAX). 0, or AIRLOCKD_RC_FAIL /
+ * AIRLOCKD_RC_USAGE after the error line. */
+int airlockd_conf_read(const char *path, struct airlockd_conf *c, char *store, size_t cap);
+
+#endif

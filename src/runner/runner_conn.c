@@ -1,0 +1,200 @@
+/*
+ * runner_conn: see runner_conn.h. The thin libwebsockets glue around
+ * runner.c: whole binary messages in (wsg.c reassembles them), the
+ * runner's frames out until the socket is choked, the close frame.
+ * Everything about the protocol happens in src/common/endpoint*.c. The
+ * upgrade and plain HTTP are runner_listen.c's; the dial's own events
+ * runner_dial.c's.
+ *
+ * Data model: struct runner_conn is lws's per-connection data: the message
+ * being reassembled and why the connection is to close. One connection at
+ * a time is current (runner_app.current); a newer one replaces it, and the
+ * older one is closed with 4005.
+ */
+#include "runner_conn.h"
+
+#include <string.h>
+
+#include "al_close.h"
+#include "al_err.h"
+#include "endpoint.h"
+#include "runner_dial.h"
+#include "runner_listen.h"
+#include "wsg.h"
+#include "wslisten.h"
+
+struct runner_conn {
+    struct wsg ws; /* the message being reassembled, the close */
+    int replaced;  /* a newer connection took over */
+    int max_aged;  /* --connect: time to reconnect */
+};
+
+static void want_write(void *link)
+{
+    lws_callback_on_writable((struct lws *)link);
+}
+
+static void link_established(struct runner_app *a, struct lws *wsi, int64_t exp)
+{
+    wsg_nodelay(wsi);
+    if (a->current) {
+        struct runner_conn *old = lws_wsi_user(a->current);
+        if (old)
+            old->replaced = 1;
+        runner_link_down(a->runner, a->current);
+        lws_callback_on_writable(a->current);
+        runner_log(a->runner, 1, "a newer connection replaces the current one");
+    }
+    a->current = wsi;
+    runner_link_up(a->runner, wsi, want_write, exp);
+}
+
+static void link_closed(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    if (c)
+        wsg_release(&c->ws);
+    if (a->current == wsi) {
+        a->current = NULL;
+        runner_link_down(a->runner, wsi);
+        runner_log(a->runner, 1, "connection closed");
+    }
+}
+
+static int link_receive(struct runner_app *a, struct lws *wsi, struct runner_conn *c,
+                        const void *in, size_t len)
+{
+    if (!c || a->current != wsi || c->replaced)
+        return 0; /* an old connection: ignore */
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    if (rx == WSG_REFUSED) {
+        /* the endpoint says why in an ERROR, then asks for the close */
+        runner_log(a->runner, 1, "peer's message refused: %s: closing", c->ws.refused_why);
+        if (runner_refuse(a->runner, c->ws.refused, c->ws.refused_why) != AL_OK)
+            wsg_close_later(&c->ws, wsi, ep_close_code_of(c->ws.refused), c->ws.refused_why);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    if (rx != WSG_MESSAGE)
+        return 0;
+    int rc = runner_input(a->runner, c->ws.msg, n);
+    if (rc != AL_OK)
+        runner_log(a->runner, 1, "peer broke the protocol: %s", al_strerror(rc));
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+/* What wsg_drain() writes: the runner's frames. */
+static long pull_output(void *runner, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    (void)wsi;
+    return runner_output(runner, buf, cap);
+}
+
+static int link_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    if (c && c->replaced)
+        wsg_close_later(&c->ws, wsi, AL_CLOSE_REPLACED, "replaced by a newer connection");
+    if (c && c->max_aged)
+        wsg_close_later(&c->ws, wsi, AL_CLOSE_NORMAL, "max age");
+    if (c && c->ws.close_code)
+        return wsg_close_now(&c->ws, wsi);
+    if (a->current != wsi)
+        return 0;
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wsg_drain(wsi, pull_output, a->runner, &wrote, &err);
+    if (tx == WSG_TX_PULL) {
+        runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        return -1;
+    }
+    if (tx != WSG_TX_IDLE)
+        return tx == WSG_TX_CHOKED ? 0 : -1;
+    int code;
+    const char *reason;
+    if (runner_closing(a->runner, &code, &reason)) {
+        if (wrote) { /* the close frame goes in a callback of its own */
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        runner_log(a->runner, 1, "closing the connection (%d): %s", code, reason);
+        if (c)
+            wsg_close_later(&c->ws, wsi, code, reason);
+        return 0;
+    }
+    return 0;
+}
+
+void runner_conn_max_age(struct runner_app *a)
+{
+    if (!a->current)
+        return;
+    struct runner_conn *c = lws_wsi_user(a->current);
+    runner_log(a->runner, 1, "connection reached its maximum age: reconnecting");
+    if (c)
+        c->max_aged = 1;
+    lws_callback_on_writable(a->current);
+}
+
+static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                    size_t len)
+{
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct runner_app *a = ctx ? lws_context_user(ctx) : NULL;
+    struct runner_conn *c = user;
+    if (!a)
+        return lws_callback_http_dummy(wsi, reason, user, in, len);
+    switch (reason) {
+    case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
+        return runner_listen_upgrade(a, wsi, in);
+    case LWS_CALLBACK_HTTP:
+        return runner_listen_http(a, wsi);
+    case LWS_CALLBACK_ESTABLISHED: {
+        int64_t exp = runner_listen_accepted(a, wsi);
+        if (c)
+            memset(c, 0, sizeof *c);
+        link_established(a, wsi, exp);
+        return 0;
+    }
+    case LWS_CALLBACK_CLIENT_ESTABLISHED:
+        if (c)
+            memset(c, 0, sizeof *c);
+        runner_dial_connected(a);
+        link_established(a, wsi, a->token_exp);
+        return 0;
+    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
+        return runner_dial_headers(a, wsi, in, len);
+    case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+        runner_dial_failed(a, wsi, in);
+        return 0;
+    case LWS_CALLBACK_RECEIVE:
+    case LWS_CALLBACK_CLIENT_RECEIVE:
+        return link_receive(a, wsi, c, in, len);
+    case LWS_CALLBACK_SERVER_WRITEABLE:
+    case LWS_CALLBACK_CLIENT_WRITEABLE:
+        return link_writeable(a, wsi, c);
+    case LWS_CALLBACK_CLOSED:
+        link_closed(a, wsi, c);
+        return 0;
+    case LWS_CALLBACK_WSI_DESTROY:
+        wsl_gone(a->wsl, wsi);
+        break;
+    case LWS_CALLBACK_CLIENT_CLOSED: {
+        int aged = c && c->max_aged;
+        int was_current = a->current == wsi;
+        link_closed(a, wsi, c);
+        runner_dial_closed(a, was_current, aged);
+        return 0;
+    }
+    default:
+        break;
+    }
+    return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+const struct lws_protocols runner_conn_protocols[] = {
+    {AL_SUBPROTOCOL, callback, sizeof(struct runner_conn), AL_MAX_FRAME, 0, NULL, AL_MAX_FRAME},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};

@@ -1,0 +1,172 @@
+/*
+ * runner_listen: see runner_listen.h. The decision itself is upgrade.c's,
+ * a pure function of the request; this file reads the request's parts
+ * from lws and writes the answer. An accepted upgrade's token expiry
+ * waits in runner_app.pending_exp until the connection is established.
+ */
+#include "runner_listen.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "al_err.h"
+#include "runner_opts.h"
+#include "upgrade.h"
+#include "wsg.h"
+#include "wslisten.h"
+
+/* What one runner accepts at once. It serves one link (and the ingress's
+ * health checks), usually all from one ingress address. */
+#define LISTEN_MAX_CONNS 64
+#define LISTEN_MAX_CONNS_PER_IP 32
+#define LISTEN_REQUEST_TIMEOUT_MS (RUNNER_APP_HANDSHAKE_S * 1000ull) /* headers, from accept */
+#define REPLY_BODY_MAX 255 /* bytes of an answer's body: one word */
+
+static int http_reply(struct lws *wsi, unsigned status, const char *body)
+{
+    uint8_t buf[LWS_PRE + 1024];
+    uint8_t *start = buf + LWS_PRE, *p = start, *end = buf + sizeof buf - 1;
+    size_t len = strlen(body);
+    if (len > REPLY_BODY_MAX)
+        len = REPLY_BODY_MAX; /* never more than body_buf holds */
+    if (lws_add_http_common_headers(wsi, status, "text/plain", len, &p, end) ||
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5,
+                                     &p, end) ||
+        lws_finalize_write_http_header(wsi, start, &p, end))
+        return -1;
+    uint8_t body_buf[LWS_PRE + REPLY_BODY_MAX + 1];
+    memcpy(body_buf + LWS_PRE, body, len); // NOLINT(bugprone-not-null-terminated-result)
+    if (lws_write(wsi, body_buf + LWS_PRE, len, LWS_WRITE_HTTP_FINAL) != (int)len)
+        return -1;
+    const struct runner_app *a = lws_context_user(lws_get_context(wsi));
+    wsl_deadline(a->wsl, wsi, 1);
+    return lws_http_transaction_completed(wsi) ? -1 : 0;
+}
+
+/* The token of the upgrade: in Authorization, or in --token-header. */
+static const char *read_auth(const struct runner_app *a, struct lws *wsi, char *auth, int cap)
+{
+    if (a->header_is_auth) {
+        int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
+        if (n > 0 && n <= UPGRADE_MAX_HEADER &&
+            lws_hdr_copy(wsi, auth, cap, WSI_TOKEN_HTTP_AUTHORIZATION) > 0)
+            return auth;
+        return NULL;
+    }
+    int nl = (int)strlen(a->token_header_lc);
+    int n = lws_hdr_custom_length(wsi, a->token_header_lc, nl);
+    if (n > 0 && n <= UPGRADE_MAX_HEADER &&
+        lws_hdr_custom_copy(wsi, auth, cap, a->token_header_lc, nl) > 0)
+        return auth;
+    return NULL;
+}
+
+static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
+{
+    char path[512] = "", idb[300], apib[128];
+    char auth[UPGRADE_MAX_HEADER + 1];
+    if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+        path[0] = 0;
+    struct upgrade_request req;
+    memset(&req, 0, sizeof req);
+    req.path = path;
+    req.is_upgrade = 1;
+    req.identifier = wsg_urlarg(wsi, "identifier", idb, sizeof idb);
+    req.api_version = wsg_urlarg(wsi, "api-version", apib, sizeof apib);
+    char protob[UPGRADE_MAX_HEADER + 1];
+    int n = lws_hdr_total_length(wsi, WSI_TOKEN_PROTOCOL);
+    if (n > UPGRADE_MAX_HEADER)
+        req.subprotocols = "?"; /* too long to read: refused as an offer without ours */
+    else if (n > 0 && lws_hdr_copy(wsi, protob, sizeof protob, WSI_TOKEN_PROTOCOL) > 0)
+        req.subprotocols = protob;
+    req.auth = read_auth(a, wsi, auth, (int)sizeof auth);
+    struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upgrade_result res;
+    upgrade_decide(&cfg, &req, &res);
+    char peer[64] = "?";
+    lws_get_peer_simple(wsi, peer, sizeof peer);
+    if (res.status != 101) {
+        runner_log(a->runner, 1, "upgrade from %s refused %d: %s", peer, res.status, res.log);
+        (void)http_reply(wsi, (unsigned)res.status, res.body);
+        return -1;
+    }
+    runner_log(a->runner, 1, "upgrade from %s accepted: %s", peer, res.log);
+    a->pending_exp = res.claims.exp;
+    a->pending_wsi = wsi;
+    return 0;
+}
+
+int runner_listen_upgrade(struct runner_app *a, struct lws *wsi, const void *in)
+{
+    if (!in || strcmp((const char *)in, "websocket") != 0) {
+        (void)http_reply(wsi, 400, "Bad Request\n");
+        return -1;
+    }
+    return confirm_upgrade(a, wsi);
+}
+
+int runner_listen_http(struct runner_app *a, struct lws *wsi)
+{
+    char path[256] = "";
+    if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
+        path[0] = 0;
+    struct upgrade_request req = {path, 0, NULL, NULL, NULL, NULL};
+    struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upgrade_result res;
+    upgrade_decide(&cfg, &req, &res);
+    return http_reply(wsi, (unsigned)res.status, res.body);
+}
+
+int64_t runner_listen_accepted(struct runner_app *a, struct lws *wsi)
+{
+    int64_t exp = a->pending_wsi == wsi ? a->pending_exp : 0;
+    a->pending_wsi = NULL;
+    wsl_deadline(a->wsl, wsi, 0);
+    return exp;
+}
+
+int runner_listen_parse(struct runner_app *a)
+{
+    const char *colon = strrchr(a->listen, ':');
+    uint64_t port;
+    if (!colon || runner_opts_u64(colon + 1, 65535, &port) != 0 ||
+        (size_t)(colon - a->listen) >= sizeof a->l_host) {
+        fprintf(stderr, "airlock-runner: --listen wants HOST:PORT, got %s\n", a->listen);
+        return -1;
+    }
+    memcpy(a->l_host, a->listen, (size_t)(colon - a->listen));
+    a->l_host[colon - a->listen] = 0;
+    a->l_port = (int)port;
+    return 0;
+}
+
+int runner_listen_start(struct runner_app *a)
+{
+    struct wsl_config lc = {
+        .loop = a->loop,
+        .vhost = lws_get_vhost_by_name(a->ctx, "default"),
+        .host = a->l_host[0] && strcmp(a->l_host, "0.0.0.0") != 0 ? a->l_host : NULL,
+        .port = a->l_port,
+        .lim = {LISTEN_MAX_CONNS, LISTEN_MAX_CONNS_PER_IP, LISTEN_REQUEST_TIMEOUT_MS},
+        .prog = "airlock-runner",
+        .instance = a->identifier,
+        .log_level = a->rcfg.log_level,
+    };
+    char lerr[256] = "";
+    if (!lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {
+        fprintf(stderr, "airlock-runner: %s (is the port free?)\n", lerr);
+        lws_context_destroy(a->ctx);
+        a->ctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void runner_listen_announce(struct runner_app *a)
+{
+    char bound[sizeof a->l_host + 8]; /* port 0: the one the kernel chose */
+    (void)snprintf(bound, sizeof bound, "%s:%d", a->l_host, wsl_port(a->wsl));
+    runner_log(a->runner, 1, "listening on %s for identifier %s", a->l_port ? a->listen : bound,
+               a->identifier);
+}
