@@ -55,7 +55,8 @@ static const struct airlockd_cmd cmds[] = {
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
      "[--audit-keep-rows N]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
-     "static, reverse), terminals relayed to clients and recorded, the web page",
+     "static, reverse), terminals relayed to clients and recorded, the web page, and the "
+     "credential proxy of the upstreams --config names",
      airlockd_serve},
     {"signer", "--fd N --data DIR [--log-level 0|1|2]",
      "internal: the process serve starts to hold the signing key and mint its tokens "
