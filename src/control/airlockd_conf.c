@@ -38,6 +38,7 @@ static const struct {
     KEY("--sandbox-cpu", sbx_cpu),
     KEY("--session-ttl", session_ttl),
     KEY("--session-idle", session_idle),
+    KEY("--proxy-listen", proxy_listen),
 #undef KEY
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };

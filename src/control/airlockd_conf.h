@@ -18,7 +18,7 @@
 #include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
-#define AIRLOCKD_CONF_KEYS 21   /* settings in the table */
+#define AIRLOCKD_CONF_KEYS 22   /* settings in the table */
 
 /* Each a string, NULL while unset; they point into argv or the store
  * airlockd_conf_read was given. */
@@ -28,7 +28,8 @@ struct airlockd_conf {
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
     const char *session_ttl, *session_idle;
-    struct proxycfg *proxy; /* where upstream.* lines go (the caller's) */
+    const char *proxy_listen; /* the credential proxy's direct path, ADDR:PORT */
+    struct proxycfg *proxy;   /* where upstream.* lines go (the caller's) */
 };
 
 /* The flags taking a value, bound to c's fields, into opts (room for

@@ -210,6 +210,7 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.tls_key = c.tls_key;
     cfg.web_dir = c.web;
     cfg.proxy = &upstreams;
+    cfg.proxy_listen = c.proxy_listen;
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     if (rc != AL_OK) {

@@ -373,7 +373,7 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .insecure_tls = a->tls, /* local runners dial our own certificate */
         .log_level = a->cfg.log_level,
         .proxy = a->proxy,
-        .proxy_base = NULL, /* its direct path is not served yet */
+        .proxy_base = a->proxysrv ? a->proxy_base : NULL,
         .loop = a->loop,
         .wake = api_ws_wake,
         .dial = api_runner_dial,

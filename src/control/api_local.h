@@ -46,6 +46,7 @@ struct rl_sbx;
 struct rl_client;
 struct sesswatch;
 struct proxy;
+struct proxysrv;
 
 struct api {
     struct api_config cfg;
@@ -72,7 +73,9 @@ struct api {
     struct al_lograte log_refused;
     struct sesswatch *watch; /* WebSockets opened by web sessions (api_wsess.c) */
     struct al_lograte log_wsess;
-    struct proxy *proxy; /* the credential proxy; NULL: no upstreams (api_proxy.c) */
+    struct proxy *proxy;       /* the credential proxy; NULL: no upstreams (api_proxy.c) */
+    struct proxysrv *proxysrv; /* its direct path; NULL: not served */
+    char proxy_base[128];      /* "http://ADDR:PORT/v1/proxy" (PROXYSRV_BASE_MAX) */
 };
 
 struct conn {

@@ -2,11 +2,11 @@
  * api_proxy: the credential proxy in `airlockd serve` (docs/proxy.md):
  * started with the relay when --config names upstreams (each upstream's
  * secret read once at start, so that a bad one stops airlockd with the
- * upstream named, never the secret), its store the database
- * (proxystore.c), and stopped before the loop closes. Its direct path is
- * not served yet: a terminal asking for upstreams is refused until it is.
- * POST /v1/terminals/ID/proxy/revoke revokes a terminal's credentials; a
- * terminal's view shows its upstreams (never its credential).
+ * upstream named, never the secret), its direct path served on
+ * --proxy-listen by proxysrv.c, its store the database (proxystore.c), and
+ * stopped before the loop closes. POST /v1/terminals/ID/proxy/revoke
+ * revokes a terminal's credentials; a terminal's view shows its
+ * upstreams (never its credential).
  *
  * Not here: minting and revoking with a terminal's life (relay_proxy.c),
  * the proxy's own work (proxy.c and the proxy*.c it drives), /metrics
@@ -20,6 +20,7 @@
 #include "api_local.h"
 #include "proxy.h"
 #include "proxystore.h"
+#include "proxysrv.h"
 #include "relay.h"
 
 /* The upstreams' names for the log, "a, b". */
@@ -45,8 +46,13 @@ static void run_closes(struct api *a)
 int api_proxy_start(struct api *a, char *err, size_t cap)
 {
     const struct proxycfg *pc = a->cfg.proxy;
-    if (!pc || pc->n == 0)
+    if (!pc || pc->n == 0) {
+        if (a->cfg.proxy_listen) {
+            al_errf(err, cap, "--proxy-listen: no upstream.* in --config to serve");
+            return AL_E_INVAL;
+        }
         return AL_OK;
+    }
     struct proxy_store store;
     proxystore_of_db(a->db, &store);
     char why[512] = "";
@@ -55,6 +61,10 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         al_errf(err, cap, "credential proxy: %s", why);
     else if (rc != AL_OK)
         al_errf(err, cap, "%s", why);
+    if (rc == AL_OK && a->cfg.proxy_listen &&
+        (rc = proxysrv_new(a->loop, a->proxy, a->cfg.proxy_listen, &a->proxysrv, why,
+                           sizeof why)) != AL_OK)
+        al_errf(err, cap, "credential proxy: %s", why);
     if (rc != AL_OK) {
         api_proxy_stop(a);
         run_closes(a);
@@ -62,12 +72,23 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
     }
     char names[PROXY_MAX_UPSTREAMS * (PROXY_NAME_MAX + 16)];
     upstream_names(pc, names, sizeof names);
-    api_log(a, 0, "credential proxy: upstreams %s configured, not served yet", names);
+    if (a->proxysrv) {
+        proxysrv_base(a->proxysrv, a->proxy_base, sizeof a->proxy_base);
+        api_log(a, 1, "credential proxy serving on port %d, agents reach it at %s (upstreams: %s)",
+                proxysrv_port(a->proxysrv), a->proxy_base, names);
+    } else {
+        api_log(a, 0,
+                "credential proxy: upstreams %s configured but not served (no --proxy-listen): "
+                "terminals cannot use them",
+                names);
+    }
     return AL_OK;
 }
 
 void api_proxy_stop(struct api *a)
 {
+    proxysrv_free(a->proxysrv); /* its connections first: they use the proxy */
+    a->proxysrv = NULL;
     proxy_free(a->proxy);
     a->proxy = NULL;
 }
