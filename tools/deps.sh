@@ -55,7 +55,8 @@ if [ "$(id -u)" -eq 0 ] && ! id "$SANDBOX_USER" >/dev/null 2>&1; then
 fi
 
 # npm packages, exactly as package-lock.json pins them (package.json: xterm.js
-# for the page; ws, jose, playwright-core for the tests; eslint, @eslint/js and
+# for the page; ws, jose, playwright-core and @anthropic-ai/claude-code (its
+# native binary, for tests/integration/proxy_claude.mjs) for the tests; eslint, @eslint/js and
 # globals for tools/check-lint.sh); a stamp of the lock file's hash makes the
 # second run a no-op.
 if [ -f package-lock.json ]; then

@@ -38,6 +38,7 @@ static const struct {
     KEY("--sandbox-cpu", sbx_cpu),
     KEY("--session-ttl", session_ttl),
     KEY("--session-idle", session_idle),
+    KEY("--proxy-listen", proxy_listen),
 #undef KEY
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };
@@ -103,6 +104,14 @@ int airlockd_conf_read(const char *path, struct airlockd_conf *c, char *store, s
         if (!v) {
             airlockd_cmd_err("serve", "%s:%u: expected key = value", path, lineno);
             return AIRLOCKD_RC_USAGE;
+        }
+        if (proxycfg_is_key(line)) {
+            char why[PROXY_URL_MAX + 128] = "";
+            if (!c->proxy || proxycfg_set(c->proxy, line, v, why, sizeof why) != 0) {
+                airlockd_cmd_err("serve", "%s:%u: %s", path, lineno, why[0] ? why : line);
+                return AIRLOCKD_RC_USAGE;
+            }
+            continue;
         }
         size_t i = 0;
         while (i < NKEYS && strcmp(keys[i].flag + 2, line) != 0)

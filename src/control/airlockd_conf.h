@@ -5,7 +5,9 @@
  * (airlockd_serve.c checks the values).
  *
  * A config file: "key = value" lines, '#' comments, at most
- * AIRLOCKD_CONF_MAX bytes.
+ * AIRLOCKD_CONF_MAX bytes. Its "upstream.NAME.FIELD" lines are the
+ * credential proxy's (docs/proxy.md): they go to a proxycfg, which checks
+ * each one as it comes; they have no flag.
  */
 #ifndef AL_AIRLOCKD_CONF_H
 #define AL_AIRLOCKD_CONF_H
@@ -13,9 +15,10 @@
 #include <stddef.h>
 
 #include "airlockd_cmd.h"
+#include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
-#define AIRLOCKD_CONF_KEYS 21   /* settings in the table */
+#define AIRLOCKD_CONF_KEYS 22   /* settings in the table */
 
 /* Each a string, NULL while unset; they point into argv or the store
  * airlockd_conf_read was given. */
@@ -25,6 +28,8 @@ struct airlockd_conf {
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
     const char *session_ttl, *session_idle;
+    const char *proxy_listen; /* the credential proxy's direct path, ADDR:PORT */
+    struct proxycfg *proxy;   /* where upstream.* lines go (the caller's) */
 };
 
 /* The flags taking a value, bound to c's fields, into opts (room for

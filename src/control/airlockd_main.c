@@ -53,9 +53,10 @@ static const struct airlockd_cmd cmds[] = {
      "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
      "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
-     "[--audit-keep-rows N]",
+     "[--audit-keep-rows N] [--proxy-listen ADDR:PORT]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
-     "static, reverse), terminals relayed to clients and recorded, the web page",
+     "static, reverse), terminals relayed to clients and recorded, the web page, and the "
+     "credential proxy of the upstreams --config names",
      airlockd_serve},
     {"signer", "--fd N --data DIR [--log-level 0|1|2]",
      "internal: the process serve starts to hold the signing key and mint its tokens "

@@ -166,6 +166,11 @@ static int serve_settings(const struct airlockd_cmd *self, int argc, char **argv
     static char store[AIRLOCKD_CONF_MAX];
     if (config && (prc = airlockd_conf_read(config, c, store, sizeof store)) != 0)
         return prc;
+    char why[PROXY_URL_MAX + 128] = "";
+    if (c->proxy && proxycfg_finish(c->proxy, why, sizeof why) != 0) {
+        airlockd_cmd_err("serve", "--config %s: %s", config, why);
+        return AIRLOCKD_RC_USAGE;
+    }
     if (!c->listen) {
         airlockd_cmd_err("serve", "--listen HOST:PORT is required (or listen = in --config)");
         return AIRLOCKD_RC_USAGE;
@@ -177,6 +182,9 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
 {
     struct airlockd_conf c;
     memset(&c, 0, sizeof c);
+    static struct proxycfg upstreams; /* large: not on the stack */
+    proxycfg_init(&upstreams);
+    c.proxy = &upstreams;
     int prc = serve_settings(self, argc, argv, &c);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
@@ -201,6 +209,8 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.tls_cert = c.tls_cert;
     cfg.tls_key = c.tls_key;
     cfg.web_dir = c.web;
+    cfg.proxy = &upstreams;
+    cfg.proxy_listen = c.proxy_listen;
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     if (rc != AL_OK) {

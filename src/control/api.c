@@ -14,6 +14,7 @@
  *   api_ws.c        WebSocket connections: messages in, frames out, close
  *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
+ *   api_proxy.c     the credential proxy: started, stopped, its route
  *
  * api_local.h is what they share; nothing outside src/control/api*.c
  * includes it.
@@ -265,6 +266,7 @@ static void teardown(struct api *a)
     api_wsess_stop(a); /* after the context: its connections are forgotten */
     relay_free(a->relay);
     a->relay = NULL;
+    api_proxy_stop(a); /* after the relay: it revokes through the proxy */
     lsbx_free(a->lsbx);
     a->lsbx = NULL;
     for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
@@ -359,6 +361,8 @@ static int start_relay(struct api *a, char *err, size_t cap)
         api_log(a, 0,
                 "--no-bwrap: local sandboxes run WITHOUT isolation; their agents can read "
                 "this host as airlockd's user does");
+    if ((rc = api_proxy_start(a, err, cap)) != AL_OK)
+        return rc;
     struct relay_config rc_cfg = {
         .db = a->db,
         .signer = a->signer,
@@ -368,6 +372,8 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .no_network = a->cfg.sandbox_no_network,
         .insecure_tls = a->tls, /* local runners dial our own certificate */
         .log_level = a->cfg.log_level,
+        .proxy = a->proxy,
+        .proxy_base = a->proxysrv ? a->proxy_base : NULL,
         .loop = a->loop,
         .wake = api_ws_wake,
         .dial = api_runner_dial,
@@ -378,6 +384,11 @@ static int start_relay(struct api *a, char *err, size_t cap)
         al_errf(err, cap, "web sessions' WebSockets: %s", al_strerror(rc));
         relay_free(a->relay);
         a->relay = NULL;
+    }
+    if (rc != AL_OK) {
+        api_proxy_stop(a);
+        for (int i = 0; i < 10 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
+            ;
     }
     return rc;
 }

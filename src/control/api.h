@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "cgroup.h"
+#include "proxycfg.h"
 
 struct api_config {
     const char *data_dir;
@@ -46,6 +47,11 @@ struct api_config {
     unsigned audit_keep_rows;   /* at most this many audit rows (API_AUDIT_KEEP_ROWS) */
     unsigned session_ttl_s;     /* a web session's absolute lifetime; 0: 12 hours */
     unsigned session_idle_s;    /* ... and unused; 0: 1 hour (at most the lifetime) */
+    /* the credential proxy (docs/proxy.md): its upstreams (checked by
+     * proxycfg_finish; NULL or none: no proxy), and where its direct path
+     * listens (ADDR:PORT; NULL: not served) */
+    const struct proxycfg *proxy;
+    const char *proxy_listen;
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

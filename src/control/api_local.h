@@ -45,6 +45,8 @@ enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 struct rl_sbx;
 struct rl_client;
 struct sesswatch;
+struct proxy;
+struct proxysrv;
 
 struct api {
     struct api_config cfg;
@@ -71,6 +73,9 @@ struct api {
     struct al_lograte log_refused;
     struct sesswatch *watch; /* WebSockets opened by web sessions (api_wsess.c) */
     struct al_lograte log_wsess;
+    struct proxy *proxy;       /* the credential proxy; NULL: no upstreams (api_proxy.c) */
+    struct proxysrv *proxysrv; /* its direct path; NULL: not served */
+    char proxy_base[128];      /* "http://ADDR:PORT/v1/proxy" (PROXYSRV_BASE_MAX) */
 };
 
 struct conn {
@@ -190,6 +195,11 @@ void api_wsess_signed_out(struct api *a, const char *sid);
 void api_wsess_expired(struct api *a, const char *sid);
 void api_wsess_tick(struct api *a);
 
+/* api_proxy.c: the credential proxy started (after the database, before
+ * the relay) and stopped; a terminal's view of its upstreams */
+int api_proxy_start(struct api *a, char *err, size_t cap);
+void api_proxy_stop(struct api *a);
+void api_proxy_view(struct api *a, json_t *o, const char *term_id);
 /* api_runner.c */
 void api_runner_up(struct api *a, struct conn *c, struct lws *wsi);
 int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *token);
@@ -218,6 +228,7 @@ int api_terminal_kill(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_close(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_recording(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_attach(struct api *a, struct lws *wsi, struct call *c);
+int api_terminal_proxy_revoke(struct api *a, struct lws *wsi, struct call *c);
 int api_audit_list(struct api *a, struct lws *wsi, struct call *c);
 int api_runner_connect(struct api *a, struct lws *wsi, struct call *c);
 

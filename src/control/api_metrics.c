@@ -1,15 +1,64 @@
 /*
  * api_metrics: what monitoring reads: GET /healthz (open: "ok") and
- * GET /metrics (behind a credential), the relay's counters and each
- * sandbox's link in the Prometheus text format.
+ * GET /metrics (behind a credential), the relay's counters, each
+ * sandbox's link and the credential proxy's calls per upstream in the
+ * Prometheus text format.
  *
- * Not here: the counting itself (relay.c).
+ * Not here: the counting itself (relay.c, proxy.c).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "api_local.h"
+#include "proxy.h"
 #include "relay.h"
+
+/* Per upstream (labels are upstream names, [a-z0-9_-]: nothing to
+ * escape): calls by status class ("cut": the answer was cut), bytes each
+ * way, and the latency histogram (docs/proxy.md). */
+static void metrics_proxy(const struct proxy *p, FILE *f)
+{
+    static const char *const classes[6] = {"cut", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    const struct proxycfg *pc = proxy_config(p);
+    (void)fputs("# TYPE airlock_proxy_requests_total counter\n", f);
+    for (unsigned i = 0; i < pc->n; i++) {
+        const struct proxy_metrics *m = proxy_metrics_of(p, pc->up[i].name);
+        for (unsigned k = 0; m && k < 6; k++)
+            (void)fprintf(f, "airlock_proxy_requests_total{upstream=\"%s\",class=\"%s\"} %llu\n",
+                          pc->up[i].name, classes[k], (unsigned long long)m->by_class[k]);
+    }
+    (void)fputs("# TYPE airlock_proxy_bytes_total counter\n", f);
+    for (unsigned i = 0; i < pc->n; i++) {
+        const struct proxy_metrics *m = proxy_metrics_of(p, pc->up[i].name);
+        if (m)
+            (void)fprintf(f,
+                          "airlock_proxy_bytes_total{upstream=\"%s\",direction=\"up\"} %llu\n"
+                          "airlock_proxy_bytes_total{upstream=\"%s\",direction=\"down\"} %llu\n",
+                          pc->up[i].name, (unsigned long long)m->bytes_up, pc->up[i].name,
+                          (unsigned long long)m->bytes_down);
+    }
+    (void)fputs("# TYPE airlock_proxy_latency_seconds histogram\n", f);
+    for (unsigned i = 0; i < pc->n; i++) {
+        const struct proxy_metrics *m = proxy_metrics_of(p, pc->up[i].name);
+        for (unsigned k = 0; m && k < PROXY_LATENCY_BUCKETS; k++) {
+            char le[32];
+            if (proxy_latency_bounds_ms[k] == UINT64_MAX)
+                (void)snprintf(le, sizeof le, "+Inf");
+            else
+                (void)snprintf(le, sizeof le, "%.3f", (double)proxy_latency_bounds_ms[k] / 1e3);
+            (void)fprintf(f,
+                          "airlock_proxy_latency_seconds_bucket{upstream=\"%s\",le=\"%s\"} %llu\n",
+                          pc->up[i].name, le, (unsigned long long)m->latency_le[k]);
+        }
+        if (m)
+            (void)fprintf(f,
+                          "airlock_proxy_latency_seconds_sum{upstream=\"%s\"} %.3f\n"
+                          "airlock_proxy_latency_seconds_count{upstream=\"%s\"} %llu\n",
+                          pc->up[i].name, (double)m->latency_sum_ms / 1e3, pc->up[i].name,
+                          (unsigned long long)m->requests);
+    }
+}
 
 static void metrics_link_up(void *ud, const char *sandbox, int up, int64_t rtt_us)
 {
@@ -53,6 +102,8 @@ int api_metrics_get(struct api *a, struct lws *wsi, struct call *c)
     relay_each_link(a->relay, metrics_link_up, f);
     (void)fputs("# TYPE airlock_link_rtt_seconds gauge\n", f);
     relay_each_link(a->relay, metrics_link_rtt, f);
+    if (a->proxy)
+        metrics_proxy(a->proxy, f);
     int bad = n < 0 || ferror(f);
     if (fclose(f) != 0 || bad) {
         free(body);

@@ -2,7 +2,8 @@
  * api_route: the routes of airlockd, one table, routes[]: a method, a path
  * pattern, the minimum role with the 403's text below it, and the handler
  * (in the file of its resource: api_sandbox.c, api_terminal.c,
- * api_session.c, api_audit.c, api_metrics.c, api_static.c, api_runner.c);
+ * api_session.c, api_audit.c, api_metrics.c, api_static.c, api_runner.c,
+ * api_proxy.c);
  * docs/api.md says what each answers, and tests/integration/api_doc.mjs
  * checks that both tables have the same rows. One dispatch for HTTP
  * (api_route_http) and one for upgrades (api_route_upgrade) alone compare
@@ -100,6 +101,8 @@ static const struct route routes[] = {
      api_terminal_close},
     {M_GET, "/v1/terminals/{id}/recording", DB_ROLE_VIEWER, ROUTE_TERMINAL, NULL,
      api_terminal_recording},
+    {M_POST, "/v1/terminals/{id}/proxy/revoke", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
+     api_terminal_proxy_revoke},
     {M_ANY, "/v1/terminals/{id}*", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
      route_not_allowed},
     {M_UPGRADE, "/v1/terminals/{id}/attach", DB_ROLE_VIEWER, 0, NULL, api_terminal_attach},

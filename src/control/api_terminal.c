@@ -56,12 +56,15 @@ int api_terminal_create(struct api *a, struct lws *wsi, struct call *c)
     }
     json_t *o = api_view_terminal(a, row);
     free(row);
+    api_proxy_view(a, o, id);
     return api_reply_json(wsi, 201, o);
 }
 
 int api_terminal_get(struct api *a, struct lws *wsi, struct call *c)
 {
-    return api_reply_json(wsi, 200, api_view_terminal(a, c->term));
+    json_t *o = api_view_terminal(a, c->term);
+    api_proxy_view(a, o, c->id);
+    return api_reply_json(wsi, 200, o);
 }
 
 int api_terminal_kill(struct api *a, struct lws *wsi, struct call *c)
@@ -82,6 +85,8 @@ int api_terminal_kill(struct api *a, struct lws *wsi, struct call *c)
 
 int api_terminal_close(struct api *a, struct lws *wsi, struct call *c)
 {
+    /* its proxy credential ends now, not when the runner has closed it */
+    (void)relay_proxy_revoke(a->relay, c->id);
     int rc = relay_terminal_close(a->relay, c->id);
     if (rc == AL_E_NOENT) { /* not live: only the row is left */
         rc = db_terminal_remove(a->db, c->id);

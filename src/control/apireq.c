@@ -236,7 +236,7 @@ static int ar_int(const json_t *o, const char *name, bool required, long long mi
 
 /* In the order they are checked (after the unknown ones). */
 static const char *const ar_terminal_members[] = {
-    "sandbox", "argv", "cwd", "env", "cols", "rows", "mode", "term", "record_input", NULL,
+    "sandbox", "argv", "cwd", "env", "cols", "rows", "mode", "term", "record_input", "proxy", NULL,
 };
 
 static int ar_argv(const json_t *o, struct apireq_terminal *t, char *err, size_t cap)
@@ -436,6 +436,45 @@ static int ar_record(const json_t *o, struct apireq_terminal *t, char *err, size
     return AL_OK;
 }
 
+/* An upstream's name: 1..DB_PROXY_NAME_MAX of [a-z0-9_-] (proxycfg.h). */
+static bool ar_upstream_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > DB_PROXY_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+static int ar_proxy(const json_t *o, struct apireq_terminal *t, char *err, size_t cap)
+{
+    const json_t *a = json_object_get(o, "proxy");
+    t->nproxy = 0;
+    if (!a)
+        return AL_OK;
+    if (!json_is_array(a))
+        return ar_fail(err, cap, AL_E_INVAL, "\"proxy\": must be an array of upstream names");
+    size_t n = json_array_size(a);
+    if (n > APIREQ_PROXY_MAX)
+        return ar_fail(err, cap, AL_E_TOOBIG, "\"proxy\": has %zu entries, at most %d", n,
+                       APIREQ_PROXY_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(a, i);
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        size_t len = s ? json_string_length(v) : 0;
+        if (!s || strlen(s) != len || !ar_upstream_ok(s, len))
+            return ar_fail(err, cap, AL_E_INVAL, "\"proxy\"[%zu]: must be 1 to %d of a-z 0-9 _ -",
+                           i, DB_PROXY_NAME_MAX);
+        for (size_t j = 0; j < t->nproxy; j++)
+            if (strcmp(t->proxy[j], s) == 0)
+                return ar_fail(err, cap, AL_E_INVAL, "\"proxy\"[%zu]: %s is named twice", i, s);
+        memcpy(t->proxy[t->nproxy++], s, len + 1);
+    }
+    return AL_OK;
+}
+
 int apireq_terminal(const char *body, size_t len, struct apireq_terminal *out, char *err,
                     size_t cap)
 {
@@ -469,6 +508,8 @@ int apireq_terminal(const char *body, size_t len, struct apireq_terminal *out, c
         rc = ar_term(o, out, err, cap);
     if (rc == AL_OK)
         rc = ar_record(o, out, err, cap);
+    if (rc == AL_OK)
+        rc = ar_proxy(o, out, err, cap);
     json_decref(o);
     if (rc != AL_OK)
         apireq_terminal_free(out);

@@ -37,10 +37,17 @@
  *    "term": "xterm-256color",          optional, default APIREQ_DEFAULT_TERM:
  *                                         1..AL_MAX_TERM printable ASCII
  *                                         characters, no space
- *    "record_input": true}              optional, default true: a boolean; it
+ *    "record_input": true,              optional, default true: a boolean; it
  *                                         can only narrow the sandbox's own
  *                                         record_input (off unless an admin set
  *                                         it), never turn input recording on
+ *    "proxy": ["anthropic"]}            optional, default []: the credential
+ *                                         proxy's upstreams the terminal may
+ *                                         call (docs/proxy.md): 0..
+ *                                         APIREQ_PROXY_MAX names, each 1..
+ *                                         DB_PROXY_NAME_MAX of [a-z0-9_-], none
+ *                                         twice (whether airlockd has them is
+ *                                         the relay's check, not this one's)
  *
  * POST /v1/sandboxes  (apireq_sandbox, admin)
  *   {"id": "box1",                      required: a sandbox id (as "sandbox")
@@ -111,6 +118,7 @@ enum {
     APIREQ_ENROLL_TTL_MIN = 5,  /* seconds an enrollment token lives, bounds */
     APIREQ_ENROLL_TTL_MAX = 86400,
     APIREQ_ENROLL_TTL_DEFAULT = 3600,
+    APIREQ_PROXY_MAX = DB_PROXY_UPSTREAMS_MAX, /* upstreams in "proxy" */
 };
 
 /*
@@ -133,6 +141,8 @@ struct apireq_terminal {
     enum db_term_mode mode;
     char term[AL_MAX_TERM + 1];
     bool record_input;
+    size_t nproxy; /* 0..APIREQ_PROXY_MAX, in the order given */
+    char proxy[APIREQ_PROXY_MAX][DB_PROXY_NAME_MAX + 1];
 };
 
 /* A checked POST /v1/sandboxes request (nothing to free). */

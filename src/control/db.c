@@ -7,7 +7,7 @@
  * Data model: struct db (db_backend.h) = the chosen backend's function
  * table, its state, and the last error message. The public calls on an
  * open db live with their tables: db_user.c, db_session.c, db_sandbox.c,
- * db_terminal.c, db_audit.c; each checks every input (db_check.c,
+ * db_terminal.c, db_proxy.c, db_audit.c; each checks every input (db_check.c,
  * db_secret.c) before a backend sees it, so that a backend only stores
  * what the rules allow:
  *   names       [a-z0-9._-]{1,64}, first character a letter or digit (so

@@ -43,6 +43,16 @@
  *              expires_at (absolute: never extended). At most
  *              DB_SESSIONS_PER_USER_MAX per user; expired ones are deleted
  *              when met and whenever a session is added.
+ *   proxy_credentials (schema 5) the credential proxy's per-terminal
+ *              credentials (docs/proxy.md): hex SHA-256 of the credential
+ *              (never the credential: it has 256 bits of entropy, a plain
+ *              hash is enough), the terminal it belongs to (removing the
+ *              terminal removes it), the upstreams it opens (1 to
+ *              DB_PROXY_UPSTREAMS_MAX names of [a-z0-9_-], at most
+ *              DB_PROXY_NAME_MAX each, stored "a,b"), revoked and
+ *              revoked_at, created_at. A credential opens an upstream only
+ *              while it is not revoked and its terminal is opening or
+ *              running.
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -70,7 +80,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 4,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 5,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -90,6 +100,11 @@ enum {
     DB_SESSION_LEN = 47,           /* "als_" / "alc_" + 43 base64url characters */
     DB_SESSIONS_PER_USER_MAX = 32, /* live sessions of one user */
     DB_SESSION_HANDLE_LEN = 64,    /* a session's handle: hex SHA-256 of its secret */
+    DB_PROXY_NAME_MAX = 32,        /* an upstream's name (proxycfg's PROXY_NAME_MAX) */
+    DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
+    /* "a,b,...": the stored list of upstreams, without its NUL */
+    DB_PROXY_UPSTREAMS_TEXT_MAX = DB_PROXY_UPSTREAMS_MAX * (DB_PROXY_NAME_MAX + 1) - 1,
+    DB_PROXY_HASH_HEX = 64, /* hex SHA-256 of a proxy credential */
 };
 
 #define DB_SESSION_PREFIX "als_"
@@ -203,6 +218,15 @@ struct db_session {
     int64_t created_at, last_seen, expires_at;
 };
 
+/* A terminal's proxy credential, as db_proxy_of_terminal reads it. */
+struct db_proxy {
+    char terminal_id[DB_NAME_MAX + 1];
+    char upstreams[DB_PROXY_UPSTREAMS_TEXT_MAX + 1]; /* "a,b" */
+    bool revoked;
+    int64_t revoked_at; /* 0 unless revoked */
+    int64_t created_at;
+};
+
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -302,6 +326,29 @@ int db_session_live(struct db *db, const char *handle, int64_t now,
 int db_session_remove(struct db *db, const char *id);
 /* Delete every session expired at now. */
 int db_session_expire(struct db *db, int64_t now, const struct db_session_policy *p);
+
+/* Proxy credentials, by the hex SHA-256 of the credential (lowercase,
+ * DB_PROXY_HASH_HEX characters; the proxy mints and hashes them).
+ * db_proxy_add binds one to a live (opening or running) terminal and the n
+ * upstreams it opens (names as above, no duplicates): AL_E_NOENT if there
+ * is no such terminal, AL_E_STATE if it has ended, AL_E_EXISTS if the hash
+ * is stored already. */
+int db_proxy_add(struct db *db, const char *hash_hex, const char *terminal_id,
+                 const char *const *upstreams, size_t n);
+/* The terminal (into terminal_out, cap > DB_NAME_MAX) whose credential
+ * this is, when it opens `upstream`: AL_E_NOENT when the hash is unknown,
+ * revoked, bound to a terminal that is no longer opening or running, or
+ * does not open that upstream; AL_E_INVAL for a malformed hash or name. */
+int db_proxy_lookup(struct db *db, const char *hash_hex, const char *upstream, char *terminal_out,
+                    size_t cap);
+/* Revoke every credential of the terminal (none is fine). */
+int db_proxy_revoke_terminal(struct db *db, const char *terminal_id);
+/* Revoke every credential whose terminal is no longer opening or running
+ * (airlockd at start: a terminal that ended while it was down). */
+int db_proxy_revoke_ended(struct db *db);
+/* The terminal's newest credential (never the credential itself):
+ * AL_E_NOENT when it has none. */
+int db_proxy_of_terminal(struct db *db, const char *terminal_id, struct db_proxy *out);
 
 /* Audit. at: Unix ms (0: now); actor: a user name or "system"; target may
  * be NULL or ""; detail_json a JSON object (NULL: {}). */

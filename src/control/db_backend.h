@@ -6,7 +6,7 @@
  *
  * Data model: struct db is the handle db.h hands out. db.c owns it; the
  * public calls (db_user.c, db_sandbox.c, db_terminal.c, db_session.c,
- * db_audit.c) validate every input (names, enums, JSON, sizes, state
+ * db_proxy.c, db_audit.c) validate every input (names, enums, JSON, sizes, state
  * transitions), generate keys and ids and read the clock; a backend only
  * stores and
  * fetches, through db->impl (its own state, created by open and freed by
@@ -71,6 +71,19 @@ struct db_backend {
     int (*session_touch)(struct db *db, const char *id_sha256, int64_t now);
     int (*session_remove)(struct db *db, const char *id_sha256);
     int (*session_expire)(struct db *db, int64_t now, int64_t idle_ms);
+
+    /* Proxy credentials. add: AL_E_NOENT when there is no such terminal,
+     * AL_E_EXISTS for a hash stored already. get: the row of a hash with
+     * its terminal's state (AL_E_NOENT when there is none). revoke_*:
+     * revoked = now on the live rows of a terminal, or of every terminal
+     * not opening or running. of_terminal: its newest row. */
+    int (*proxy_add)(struct db *db, const char *hash_hex, const char *terminal_id,
+                     const char *upstreams, int64_t now);
+    int (*proxy_get)(struct db *db, const char *hash_hex, struct db_proxy *out,
+                     enum db_term_state *term_state);
+    int (*proxy_revoke_terminal)(struct db *db, const char *terminal_id, int64_t now);
+    int (*proxy_revoke_ended)(struct db *db, int64_t now);
+    int (*proxy_of_terminal)(struct db *db, const char *terminal_id, struct db_proxy *out);
 
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
                      const char *target, const char *detail_json);

@@ -108,6 +108,22 @@ static const char *const dbp_schema_v4[] = {
     "  CHECK (network = 'default' OR kind = 'local')",
     NULL,
 };
+
+/* Schema 5: the same table as db_sqlite_schema.c's dbs_schema_v5. */
+static const char *const dbp_schema_v5[] = {
+    "CREATE TABLE proxy_credentials ("
+    "  hash_sha256 text CONSTRAINT proxy_credentials_pkey PRIMARY KEY "
+    DBP_HEX64_CHECK("hash_sha256") ","
+    "  terminal_id text NOT NULL CONSTRAINT proxy_credentials_terminal_fkey"
+    "    REFERENCES terminals (id) ON DELETE CASCADE,"
+    "  upstreams text NOT NULL"
+    "    CHECK (upstreams ~ '^[a-z0-9_-]+(,[a-z0-9_-]+)*$' AND length(upstreams) <= 527),"
+    "  revoked boolean NOT NULL DEFAULT false,"
+    "  revoked_at bigint CHECK (revoked = (revoked_at IS NOT NULL)),"
+    "  created_at bigint NOT NULL CHECK (created_at >= 0))",
+    "CREATE INDEX proxy_credentials_terminal ON proxy_credentials (terminal_id, created_at)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -117,11 +133,13 @@ const struct dbp_migration dbp_migrations[] = {
     {"terminal creator, record_input", dbp_schema_v2},
     {"web sessions", dbp_schema_v3},
     {"sandbox network", dbp_schema_v4},
+    {"proxy credentials", dbp_schema_v5},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,
                "one migration per schema version");
 _Static_assert(AL_MAX_COLS == 4096 && AL_MAX_ROWS == 4096, "the CHECKs on cols and rows");
+_Static_assert(DB_PROXY_UPSTREAMS_TEXT_MAX == 527, "the CHECK on proxy_credentials.upstreams");
 
 /* Where the version lives; created with the first migration, in its
  * transaction. */

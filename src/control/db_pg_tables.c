@@ -1,6 +1,7 @@
 /*
  * db_pg_tables: the PostgreSQL backend's calls (db_backend.h), table by
- * table: users, sandboxes, terminals, audit, web sessions; and its
+ * table: users, sandboxes, terminals, audit, web sessions, proxy
+ * credentials; and its
  * function table, db_pg_backend. Each call is one statement with text
  * parameters (db_pg_exec.c) whose failed constraint, if any, is told apart
  * by SQLSTATE and constraint name and reported as the SQLite backend
@@ -461,6 +462,81 @@ static int dbp_session_expire(struct db *db, int64_t now, int64_t idle_ms)
                    2, v);
 }
 
+/* ---- proxy credentials ---------------------------------------------------------- */
+
+static int dbp_proxy_add(struct db *db, const char *hash_hex, const char *terminal_id,
+                         const char *upstreams, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {hash_hex, terminal_id, upstreams, at};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "add proxy credential",
+                      "INSERT INTO proxy_credentials (hash_sha256, terminal_id, upstreams,"
+                      " revoked, created_at) VALUES ($1, $2, $3, false, $4::bigint)",
+                      4, v, &r);
+    PQclear(r.res);
+    if (dbp_state_is(r.state, "23503"))
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", terminal_id);
+    else if (dbp_state_is(r.state, "23505"))
+        rc = db_fail(db, AL_E_EXISTS, "proxy credential collision; try again");
+    return rc;
+}
+
+static int dbp_proxy_get(struct db *db, const char *hash_hex, struct db_proxy *out,
+                         enum db_term_state *term_state)
+{
+    const char *const v[] = {hash_hex};
+    struct db_row_proxy_out o = {.p = out, .term_state = term_state};
+    bool found = false;
+    int rc = dbp_one(db, "find proxy credential",
+                     "SELECT " DB_PROXY_COLS " FROM proxy_credentials p"
+                     " JOIN terminals t ON t.id = p.terminal_id WHERE p.hash_sha256 = $1",
+                     1, v, db_row_one_proxy, &o, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no such proxy credential");
+    return rc;
+}
+
+static int dbp_proxy_revoke_terminal(struct db *db, const char *terminal_id, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {terminal_id, at};
+    return dbp_run(db, "revoke proxy credentials",
+                   "UPDATE proxy_credentials SET revoked = true, revoked_at = $2::bigint"
+                   " WHERE terminal_id = $1 AND NOT revoked",
+                   2, v);
+}
+
+static int dbp_proxy_revoke_ended(struct db *db, int64_t now)
+{
+    char at[DBP_INT_TEXT];
+    dbp_i64_text(at, sizeof at, now);
+    const char *const v[] = {at};
+    return dbp_run(db, "revoke proxy credentials",
+                   "UPDATE proxy_credentials SET revoked = true, revoked_at = $1::bigint"
+                   " WHERE NOT revoked AND terminal_id IN (SELECT id FROM terminals"
+                   " WHERE state NOT IN ('opening', 'running'))",
+                   1, v);
+}
+
+static int dbp_proxy_of_terminal(struct db *db, const char *terminal_id, struct db_proxy *out)
+{
+    const char *const v[] = {terminal_id};
+    enum db_term_state st = DB_TERM_OPENING;
+    struct db_row_proxy_out o = {.p = out, .term_state = &st};
+    bool found = false;
+    int rc = dbp_one(db, "find proxy credential",
+                     "SELECT " DB_PROXY_COLS " FROM proxy_credentials p"
+                     " JOIN terminals t ON t.id = p.terminal_id WHERE p.terminal_id = $1"
+                     " ORDER BY p.created_at DESC, p.hash_sha256 DESC LIMIT 1",
+                     1, v, db_row_one_proxy, &o, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "terminal %s has no proxy credential", terminal_id);
+    return rc;
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -487,6 +563,11 @@ const struct db_backend db_pg_backend = {
     .session_touch = dbp_session_touch,
     .session_remove = dbp_session_remove,
     .session_expire = dbp_session_expire,
+    .proxy_add = dbp_proxy_add,
+    .proxy_get = dbp_proxy_get,
+    .proxy_revoke_terminal = dbp_proxy_revoke_terminal,
+    .proxy_revoke_ended = dbp_proxy_revoke_ended,
+    .proxy_of_terminal = dbp_proxy_of_terminal,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

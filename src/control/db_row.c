@@ -147,6 +147,25 @@ int db_row_session(const struct db_row *r, struct db_session *s, char *csrf_hex)
     return rc;
 }
 
+int db_row_proxy(const struct db_row *r, struct db_proxy *p, enum db_term_state *term_state)
+{
+    static const int64_t zero = 0;
+    int state = 0;
+    int rc = r->ops->text(r, 0, p->terminal_id, sizeof p->terminal_id, false);
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 1, p->upstreams, sizeof p->upstreams, false);
+    if (rc == AL_OK)
+        rc = r->ops->flag(r, 2, &p->revoked);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 3, 0, INT64_MAX, &zero, &p->revoked_at);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 4, 0, INT64_MAX, NULL, &p->created_at);
+    if (rc == AL_OK)
+        rc = r->ops->enumv(r, 5, db_parse_state_int, &state);
+    *term_state = (enum db_term_state)state;
+    return rc;
+}
+
 /* ---- lookups and listings ------------------------------------------------- */
 
 int db_row_list_user(const struct db_row *r, void *ctx)
@@ -197,6 +216,12 @@ int db_row_one_session(const struct db_row *r, void *out)
 {
     const struct db_row_session_out *o = out;
     return db_row_session(r, o->s, o->csrf_hex);
+}
+
+int db_row_one_proxy(const struct db_row *r, void *out)
+{
+    const struct db_row_proxy_out *o = out;
+    return db_row_proxy(r, o->p, o->term_state);
 }
 
 int db_row_list_start(struct db *db, struct db_row_list *l, size_t size)

@@ -31,6 +31,10 @@
 #define DB_SESSION_COLS                                                                            \
     "u.name, u.role, u.created_at, s.csrf_sha256, s.created_at, s.last_seen, s.expires_at"
 
+/* A proxy credential with its terminal's state (proxy_credentials p JOIN
+ * terminals t). */
+#define DB_PROXY_COLS "p.terminal_id, p.upstreams, p.revoked, p.revoked_at, p.created_at, t.state"
+
 struct db_row;
 
 struct db_row_ops {
@@ -58,6 +62,9 @@ int db_row_terminal(const struct db_row *r, struct db_terminal *t); /* DB_TERM_C
 int db_row_audit(const struct db_row *r, struct db_audit *a);       /* DB_AUDIT_COLS */
 /* DB_SESSION_COLS; the CSRF token's hash into csrf_hex[DB_HASH_HEX + 1]. */
 int db_row_session(const struct db_row *r, struct db_session *s, char *csrf_hex);
+
+/* DB_PROXY_COLS; the terminal's state into *term_state. */
+int db_row_proxy(const struct db_row *r, struct db_proxy *p, enum db_term_state *term_state);
 
 /* A listing in progress: the caller's callback and context, and the row
  * handed to it (on the heap but for users: struct db_terminal is large);
@@ -91,6 +98,11 @@ struct db_row_session_out {
     char *csrf_hex; /* DB_HASH_HEX + 1 bytes */
 };
 int db_row_one_session(const struct db_row *r, void *out);
+struct db_row_proxy_out {
+    struct db_proxy *p;
+    enum db_term_state *term_state;
+};
+int db_row_one_proxy(const struct db_row *r, void *out);
 
 /* l's row buffer of size bytes (AL_E_NOMEM with db's message set). */
 int db_row_list_start(struct db *db, struct db_row_list *l, size_t size);

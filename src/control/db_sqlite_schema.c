@@ -114,6 +114,24 @@ static const char dbs_schema_v4[] =
     "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'default'"
     "  CHECK (network IN ('default', 'host', 'none')"
     "    AND (network = 'default' OR kind = 'local'));";
+
+/* Schema 5: the credential proxy's credentials (db.h): only the SHA-256 of
+ * each, the terminal it belongs to (removing the terminal removes it), the
+ * upstreams it opens ("a,b": names of [a-z0-9_-], 1..16 of them), whether
+ * and when it was revoked. */
+static const char dbs_schema_v5[] =
+    "CREATE TABLE proxy_credentials ("
+    "  hash_sha256 TEXT PRIMARY KEY"
+    "    CHECK (length(hash_sha256) = 64 AND hash_sha256 NOT GLOB '*[^0-9a-f]*'),"
+    "  terminal_id TEXT NOT NULL REFERENCES terminals (id) ON DELETE CASCADE,"
+    "  upstreams TEXT NOT NULL CHECK (length(upstreams) BETWEEN 1 AND 527"
+    "    AND upstreams GLOB '[a-z0-9_-]*' AND upstreams NOT GLOB '*[^a-z0-9_,-]*'"
+    "    AND upstreams NOT GLOB '*,' AND upstreams NOT GLOB '*,,*'),"
+    "  revoked INTEGER NOT NULL DEFAULT 0 CHECK (revoked IN (0, 1)),"
+    "  revoked_at INTEGER CHECK ((revoked = 1) = (revoked_at IS NOT NULL)),"
+    "  created_at INTEGER NOT NULL CHECK (created_at >= 0)"
+    ") STRICT;"
+    "CREATE INDEX proxy_credentials_terminal ON proxy_credentials (terminal_id, created_at);";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -123,9 +141,11 @@ const struct dbs_migration dbs_migrations[] = {
     {"terminal creator, record_input", dbs_schema_v2},
     {"web sessions", dbs_schema_v3},
     {"sandbox network", dbs_schema_v4},
+    {"proxy credentials", dbs_schema_v5},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
                "one migration per schema version");
 _Static_assert(DBS_APP_ID == 1098009707, "the application_id in dbs_schema_v1");
 _Static_assert(AL_MAX_COLS == 4096 && AL_MAX_ROWS == 4096, "the CHECKs on cols and rows");
+_Static_assert(DB_PROXY_UPSTREAMS_TEXT_MAX == 527, "the CHECK on proxy_credentials.upstreams");

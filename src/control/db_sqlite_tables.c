@@ -1,6 +1,7 @@
 /*
  * db_sqlite_tables: the SQLite backend's calls (db_backend.h), table by
- * table: users, sandboxes, terminals, audit, web sessions; and its
+ * table: users, sandboxes, terminals, audit, web sessions, proxy
+ * credentials; and its
  * function table, db_sqlite_backend. Each call is one statement with its
  * parameters (db_sqlite_stmt.c) whose SQLite constraint, if one fails, is
  * told apart by its extended result code (SQLITE_CONSTRAINT_PRIMARYKEY,
@@ -415,6 +416,75 @@ static int dbs_session_expire(struct db *db, int64_t now, int64_t idle_ms)
                    a, DBS_NARGS(a), NULL, NULL);
 }
 
+/* ---- proxy credentials ---------------------------------------------------------- */
+
+static int dbs_proxy_add(struct db *db, const char *hash_hex, const char *terminal_id,
+                         const char *upstreams, int64_t now)
+{
+    const struct dbs_arg a[] = {dbs_text(hash_hex), dbs_text(terminal_id), dbs_text(upstreams),
+                                dbs_int(now)};
+    int raw = SQLITE_OK;
+    int rc = dbs_run(db,
+                     "INSERT INTO proxy_credentials (hash_sha256, terminal_id, upstreams,"
+                     " revoked, created_at) VALUES (?1, ?2, ?3, 0, ?4)",
+                     a, DBS_NARGS(a), &raw, NULL);
+    if (raw == SQLITE_CONSTRAINT_FOREIGNKEY)
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", terminal_id);
+    else if (raw == SQLITE_CONSTRAINT_PRIMARYKEY)
+        rc = db_fail(db, AL_E_EXISTS, "proxy credential collision; try again");
+    return rc;
+}
+
+static int dbs_proxy_get(struct db *db, const char *hash_hex, struct db_proxy *out,
+                         enum db_term_state *term_state)
+{
+    const struct dbs_arg a[] = {dbs_text(hash_hex)};
+    struct db_row_proxy_out o = {.p = out, .term_state = term_state};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "SELECT " DB_PROXY_COLS " FROM proxy_credentials p"
+                     " JOIN terminals t ON t.id = p.terminal_id WHERE p.hash_sha256 = ?1",
+                     a, DBS_NARGS(a), db_row_one_proxy, &o, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no such proxy credential");
+    return rc;
+}
+
+static int dbs_proxy_revoke_terminal(struct db *db, const char *terminal_id, int64_t now)
+{
+    const struct dbs_arg a[] = {dbs_text(terminal_id), dbs_int(now)};
+    return dbs_run(db,
+                   "UPDATE proxy_credentials SET revoked = 1, revoked_at = ?2"
+                   " WHERE terminal_id = ?1 AND revoked = 0",
+                   a, DBS_NARGS(a), NULL, NULL);
+}
+
+static int dbs_proxy_revoke_ended(struct db *db, int64_t now)
+{
+    const struct dbs_arg a[] = {dbs_int(now)};
+    return dbs_run(db,
+                   "UPDATE proxy_credentials SET revoked = 1, revoked_at = ?1"
+                   " WHERE revoked = 0 AND terminal_id IN (SELECT id FROM terminals"
+                   " WHERE state NOT IN ('opening', 'running'))",
+                   a, DBS_NARGS(a), NULL, NULL);
+}
+
+static int dbs_proxy_of_terminal(struct db *db, const char *terminal_id, struct db_proxy *out)
+{
+    const struct dbs_arg a[] = {dbs_text(terminal_id)};
+    enum db_term_state st = DB_TERM_OPENING;
+    struct db_row_proxy_out o = {.p = out, .term_state = &st};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "SELECT " DB_PROXY_COLS " FROM proxy_credentials p"
+                     " JOIN terminals t ON t.id = p.terminal_id WHERE p.terminal_id = ?1"
+                     " ORDER BY p.created_at DESC, p.rowid DESC LIMIT 1",
+                     a, DBS_NARGS(a), db_row_one_proxy, &o, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "terminal %s has no proxy credential", terminal_id);
+    return rc;
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -441,6 +511,11 @@ const struct db_backend db_sqlite_backend = {
     .session_touch = dbs_session_touch,
     .session_remove = dbs_session_remove,
     .session_expire = dbs_session_expire,
+    .proxy_add = dbs_proxy_add,
+    .proxy_get = dbs_proxy_get,
+    .proxy_revoke_terminal = dbs_proxy_revoke_terminal,
+    .proxy_revoke_ended = dbs_proxy_revoke_ended,
+    .proxy_of_terminal = dbs_proxy_of_terminal,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

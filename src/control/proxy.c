@@ -213,7 +213,10 @@ static int secret_of(struct proxy *p, const struct proxy_upstream *up, char *out
                                    sizeof detail, up->name);
         if (rc != AL_OK) {
             s->until_ms = 0;
-            al_errf(why, wcap, "%s", detail);
+            if (up->secret_file[0]) /* a command's reason names the upstream already */
+                al_errf(why, wcap, "upstream %s: %s", up->name, detail);
+            else
+                al_errf(why, wcap, "%s", detail);
             return rc;
         }
         s->until_ms = now + (uint64_t)up->secret_ttl_s * 1000u;

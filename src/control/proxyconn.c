@@ -603,3 +603,8 @@ void proxyconn_writable(struct proxyconn *c)
         proxyup_resume_down(c->call);
     }
 }
+
+int proxyconn_busy(const struct proxyconn *c)
+{
+    return c->busy;
+}

@@ -87,5 +87,8 @@ size_t proxyconn_input(struct proxyconn *c, const uint8_t *p, size_t n);
 void proxyconn_input_end(struct proxyconn *c);
 /* The transport drained after send returned 1. */
 void proxyconn_writable(struct proxyconn *c);
+/* 1 from a request's whole head to the end of its answer (a transport
+ * bounds the wait for a head, never an answer in flight), else 0. */
+int proxyconn_busy(const struct proxyconn *c);
 
 #endif

@@ -192,6 +192,8 @@ int relay_new(const struct relay_config *cfg, struct relay **out, char *err, siz
     rc = db_sandbox_list(cfg->db, load_sandbox, r);
     if (rc == AL_OK)
         rc = db_terminal_list(cfg->db, NULL, load_terminal, r);
+    if (rc == AL_OK)
+        rc = relay_proxy_start(r);
     if (rc != AL_OK) {
         al_errf(err, cap, "loading state: %s", db_errmsg(cfg->db));
         relay_free(r);

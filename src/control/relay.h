@@ -26,7 +26,8 @@
  * Files: a function's prefix names the file that holds it (relay_int.h
  * maps them): relay.c (relay_new, relay_tick, ...), relay_cred.c,
  * relay_sandbox.c, relay_runner.c (the link), relay_spawn.c,
- * relay_terminal.c, relay_output.c, relay_client.c. Types keep rl_.
+ * relay_terminal.c, relay_output.c, relay_client.c, relay_proxy.c (the
+ * credential proxy's part in a terminal's life). Types keep rl_.
  *
  * Durability: output is acknowledged to the runner only once it is in the
  * recording and the pair (stream offset, recording size) is in the
@@ -75,6 +76,7 @@
 
 struct relay;
 struct lsbx;
+struct proxy;
 struct rl_sbx;
 struct rl_client;
 
@@ -95,6 +97,9 @@ struct relay_config {
                              sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
+    struct proxy *proxy;    /* the credential proxy (borrowed); NULL: no upstreams */
+    const char *proxy_base; /* its direct path as agents reach it
+                               ("http://ADDR:PORT/v1/proxy"); NULL: not served */
     uv_loop_t *loop;
     rl_wake_fn *wake;
     rl_dial_fn *dial;
@@ -181,6 +186,9 @@ int relay_terminal_signal(struct relay *r, const char *id, unsigned signo);
 int relay_terminal_resize(struct relay *r, const char *id, uint16_t cols, uint16_t rows);
 /* Close the channel on the runner and forget the terminal (the recording stays). */
 int relay_terminal_close(struct relay *r, const char *id);
+/* Revoke the terminal's proxy credentials (relay_proxy.c): in the database
+ * (none is fine), and the proxy's limits for it forgotten. */
+int relay_proxy_revoke(struct relay *r, const char *term_id);
 
 struct rl_term_info {
     int live; /* known to the relay (else only the row exists) */

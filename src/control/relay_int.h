@@ -18,6 +18,8 @@
  *                     durable offsets, its snapshot cache
  *   relay_client.c    struct rl_client: attach, the writer and viewers,
  *                     what each client is sent
+ *   relay_proxy.c     a terminal's proxy credential: minted with its
+ *                     environment, bound to its row, revoked at its end
  *
  * Not for api.c or any other file: relay.h is the relay's interface.
  */
@@ -26,6 +28,8 @@
 
 #include "backoff.h"
 #include "frame.h"
+#include "proxy.h"
+#include "proxyenv.h"
 #include "ratelim.h"
 #include "relay.h"
 #include "ring.h"
@@ -233,6 +237,29 @@ void relay_output_snapshot_failed(struct rl_term *t, const char *why);
 /* The snapshot the runner sent (ev: EP_EV_SNAPSHOT) becomes the cache. */
 void relay_output_snapshot(struct rl_term *t, const struct ep_event *ev);
 int relay_output_snapshot_usable(const struct rl_term *t, uint64_t cur);
+
+/* ---- relay_proxy.c ------------------------------------------------------------ */
+
+/* A create's proxy credential: the OPEN frame's variables (holding it)
+ * and its hash, until the row is bound. */
+struct rl_proxy_env {
+    struct proxyenv env;
+    char hash[PROXY_HASH_HEX + 1];
+};
+/* The checks of spec's "proxy" and, when it names any, a new credential
+ * with its variables (*out NULL when it names none). AL_E_INVAL with why
+ * (a 400) for an upstream airlockd does not have, a proxy it does not
+ * serve, a sandbox its agents cannot reach it from, a variable the
+ * request's env sets too; AL_E_TOOBIG past AL_MAX_ENV variables. */
+int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
+                        const struct rl_sbx *sb, struct rl_proxy_env **out, char *why, size_t cap);
+/* Store the credential's hash, bound to the terminal's row (audited). */
+int relay_proxy_bind(struct relay *r, const struct rl_proxy_env *px,
+                     const struct apireq_terminal *spec, const char *term_id, char *why,
+                     size_t cap);
+void relay_proxy_free(struct rl_proxy_env *px);
+/* At start: revoke the credentials of terminals that ended meanwhile. */
+int relay_proxy_start(struct relay *r);
 
 /* ---- relay_client.c ----------------------------------------------------------- */
 

@@ -84,6 +84,8 @@ void relay_terminal_state(struct rl_term *t, enum db_term_state s)
     if (db_terminal_set_state(r->cfg.db, t->id, s) != AL_OK)
         relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
     t->state = s;
+    if (s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST)
+        (void)relay_proxy_revoke(r, t->id);
 }
 
 void relay_terminal_exit(struct rl_term *t, int code, int signo)
@@ -97,6 +99,7 @@ void relay_terminal_exit(struct rl_term *t, int code, int signo)
     if (db_terminal_set_exit(r->cfg.db, t->id, code, signo) != AL_OK)
         relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
     t->state = DB_TERM_EXITED;
+    (void)relay_proxy_revoke(r, t->id); /* its process is gone: so is its credential */
     if (t->cast && !t->rec_failed) {
         int rc = cast_exit(t->cast, (int64_t)relay_now_us(), signo ? 128 + signo : code);
         if (rc != AL_OK && rc != AL_E_STATE)
@@ -266,9 +269,15 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
     /* input is recorded only where the sandbox allows it and the terminal wants it */
     bool record_input = srow->record_input && spec->record_input;
     free(srow);
+    struct rl_proxy_env *px = NULL;
+    int rc = relay_proxy_prepare(r, spec, sb, &px, why, why_cap);
+    if (rc != AL_OK)
+        return rc;
     struct fr_open *o = calloc(1, sizeof *o);
-    if (!o)
+    if (!o) {
+        relay_proxy_free(px);
         return AL_E_NOMEM;
+    }
     o->mode = spec->mode == DB_MODE_PIPES ? FR_MODE_PIPES : FR_MODE_PTY;
     o->cols = spec->cols;
     o->rows = spec->rows;
@@ -286,9 +295,15 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         o->env[i].p = spec->env[i];
         o->env[i].len = (uint16_t)strlen(spec->env[i]);
     }
+    /* the proxy's variables go to the runner only, never into the row */
+    for (size_t i = 0; px && i < px->env.n; i++) {
+        o->env[o->envc].p = px->env.vars[i];
+        o->env[o->envc++].len = (uint16_t)strlen(px->env.vars[i]);
+    }
     long ch = ep_open(sb->ep, o);
     free(o);
     if (ch < 0) {
+        relay_proxy_free(px);
         al_errf(why, why_cap, "cannot open a channel: %s", al_strerror((int)ch));
         return (int)ch;
     }
@@ -304,8 +319,17 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         .creator = creator,
         .record_input = record_input,
     };
-    int rc = db_terminal_add(r->cfg.db, &ds, id_out, cap);
-    struct db_terminal *row = rc == AL_OK ? malloc(sizeof *row) : NULL;
+    rc = db_terminal_add(r->cfg.db, &ds, id_out, cap);
+    if (rc != AL_OK)
+        al_errf(why, why_cap, "%s", db_errmsg(r->cfg.db));
+    if (rc == AL_OK && px && (rc = relay_proxy_bind(r, px, spec, id_out, why, why_cap)) != AL_OK)
+        (void)db_terminal_set_state(r->cfg.db, id_out, DB_TERM_LOST); /* never opened */
+    relay_proxy_free(px);
+    if (rc != AL_OK) {
+        (void)ep_close(sb->ep, (uint32_t)ch);
+        return rc;
+    }
+    struct db_terminal *row = malloc(sizeof *row);
     if (rc == AL_OK && (!row || db_terminal_get(r->cfg.db, id_out, row) != AL_OK))
         rc = AL_E_NOMEM;
     struct rl_term *t = NULL;

@@ -168,6 +168,7 @@ static void check_defaults(const struct apireq_terminal *t)
     assert_int_equal(t->mode, DB_MODE_PTY);
     assert_string_equal(t->term, "xterm-256color");
     assert_true(t->record_input);
+    assert_int_equal(t->nproxy, 0);
 }
 
 /* ---- a database to store what was accepted --------------------------------- */
@@ -704,6 +705,57 @@ static void test_terminal_size_mode_term(void **state)
     term_bad_with(",\"record_input\":null", AL_E_INVAL, "\"record_input\"");
 }
 
+/* "proxy": upstream names, in the order given, each once; the names are
+ * only checked for form here (the relay knows which are configured). */
+static void test_terminal_proxy(void **state)
+{
+    (void)state;
+    struct apireq_terminal t;
+    term_ok_with(",\"proxy\":[]", &t);
+    assert_int_equal(t.nproxy, 0);
+    apireq_terminal_free(&t);
+    term_ok_with(",\"proxy\":[\"anthropic\",\"git-hub_2\",\"0\"]", &t);
+    assert_int_equal(t.nproxy, 3);
+    assert_string_equal(t.proxy[0], "anthropic");
+    assert_string_equal(t.proxy[1], "git-hub_2");
+    assert_string_equal(t.proxy[2], "0");
+    apireq_terminal_free(&t);
+    assert_true(zeroed(&t, sizeof t));
+
+    term_bad_with(",\"proxy\":\"anthropic\"", AL_E_INVAL, "\"proxy\": must be an array");
+    term_bad_with(",\"proxy\":null", AL_E_INVAL, "\"proxy\": must be an array");
+    term_bad_with(",\"proxy\":{}", AL_E_INVAL, "\"proxy\": must be an array");
+    term_bad_with(",\"proxy\":[\"ok\",1]", AL_E_INVAL, "\"proxy\"[1]: must be 1 to 32");
+    term_bad_with(",\"proxy\":[\"\"]", AL_E_INVAL, "\"proxy\"[0]");
+    term_bad_with(",\"proxy\":[\"Anthropic\"]", AL_E_INVAL, "\"proxy\"[0]");
+    term_bad_with(",\"proxy\":[\"a.b\"]", AL_E_INVAL, "\"proxy\"[0]");
+    term_bad_with(",\"proxy\":[\"a\\u0000\"]", AL_E_INVAL, "\"proxy\"[0]");
+    term_bad_with(",\"proxy\":[null]", AL_E_INVAL, "\"proxy\"[0]");
+    term_bad_with(",\"proxy\":[\"a\",\"b\",\"a\"]", AL_E_INVAL, "\"proxy\"[2]: a is named twice");
+    /* the longest name and the most names */
+    char members[512];
+    (void)snprintf(members, sizeof members, ",\"proxy\":[\"%032d\"]", 7);
+    term_ok_with(members, &t);
+    assert_int_equal(strlen(t.proxy[0]), DB_PROXY_NAME_MAX);
+    apireq_terminal_free(&t);
+    (void)snprintf(members, sizeof members, ",\"proxy\":[\"%033d\"]", 7);
+    term_bad_with(members, AL_E_INVAL, "\"proxy\"[0]");
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t o = (size_t)snprintf(members, sizeof members, ",\"proxy\":[");
+        for (int i = 0; i < APIREQ_PROXY_MAX + extra; i++)
+            o += (size_t)snprintf(members + o, sizeof members - o, "%s\"u%d\"", i ? "," : "", i);
+        (void)snprintf(members + o, sizeof members - o, "]");
+        if (!extra) {
+            term_ok_with(members, &t);
+            assert_int_equal(t.nproxy, APIREQ_PROXY_MAX);
+            assert_string_equal(t.proxy[APIREQ_PROXY_MAX - 1], "u15");
+            apireq_terminal_free(&t);
+        } else {
+            term_bad_with(members, AL_E_TOOBIG, "\"proxy\": has 17 entries, at most 16");
+        }
+    }
+}
+
 /* The body limit: exactly APIREQ_MAX_BODY bytes are parsed, one more is
  * refused before parsing (even if it is not JSON at all). */
 static void test_terminal_body_limit(void **state)
@@ -1234,6 +1286,7 @@ int main(void)
         cmocka_unit_test(test_terminal_env),
         cmocka_unit_test(test_terminal_env_limits),
         cmocka_unit_test(test_terminal_size_mode_term),
+        cmocka_unit_test(test_terminal_proxy),
         cmocka_unit_test(test_terminal_body_limit),
         cmocka_unit_test(test_terminal_all_limits),
         cmocka_unit_test(test_err_buffer),

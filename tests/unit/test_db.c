@@ -21,7 +21,9 @@
  * migration that fails leaving nothing; users and API keys (the key never
  * stored in clear); sandboxes, terminals with their foreign key, channel
  * and state rules; offsets that survive a reopen; the audit log with its
- * filters and limit; and a clear error for every bad input.
+ * filters and limit; proxy credentials (bound to a live terminal and its
+ * upstreams, revoked, removed with their terminal); and a clear error for
+ * every bad input.
  * Every db_close must return AL_OK: SQLite refuses to close a connection
  * with a statement left unfinalized.
  */
@@ -401,8 +403,8 @@ static void test_open_creates_0600_wal_schema(void **state)
                      DB_SCHEMA_VERSION);
     assert_int_equal(sq_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                                      " AND name IN ('users', 'sandboxes', 'terminals', 'audit',"
-                                     " 'sessions')"),
-                     5);
+                                     " 'sessions', 'proxy_credentials')"),
+                     6);
     /* A write makes the WAL; it gets the database file's mode. */
     char key[DB_KEY_LEN + 1];
     assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
@@ -1846,6 +1848,14 @@ static void test_null_db(void **state)
     assert_int_equal(db_session_use(NULL, "als_", "alc_", 0, &p, &ss), AL_E_INVAL);
     assert_int_equal(db_session_remove(NULL, "als_"), AL_E_INVAL);
     assert_int_equal(db_session_expire(NULL, 0, &p), AL_E_INVAL);
+    char term[DB_NAME_MAX + 1];
+    struct db_proxy px;
+    static const char *const one[] = {"a"};
+    assert_int_equal(db_proxy_add(NULL, "00", "t", one, 1), AL_E_INVAL);
+    assert_int_equal(db_proxy_lookup(NULL, "00", "a", term, sizeof term), AL_E_INVAL);
+    assert_int_equal(db_proxy_revoke_terminal(NULL, "t"), AL_E_INVAL);
+    assert_int_equal(db_proxy_revoke_ended(NULL), AL_E_INVAL);
+    assert_int_equal(db_proxy_of_terminal(NULL, "t", &px), AL_E_INVAL);
 }
 
 /* ---- web sessions ---------------------------------------------------------------- */
@@ -2062,10 +2072,20 @@ static void test_session_bad_inputs(void **state)
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
 }
 
+/* Take a closed database back to schema 4, behind the interface: no
+ * proxy credentials. */
+static void undo_v5(const struct fx *f)
+{
+    raw_exec(f, "DROP TABLE proxy_credentials");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 5");
+    raw_set_version(f, 4);
+}
+
 /* Take a closed database back to schema 3, behind the interface: no
  * sandbox network (dropping the column drops its constraints). */
 static void undo_v4(const struct fx *f)
 {
+    undo_v5(f);
     raw_exec(f, "ALTER TABLE sandboxes DROP COLUMN network");
     raw_exec(f, "DELETE FROM schema_migrations WHERE version = 4");
     raw_set_version(f, 3);
@@ -2312,6 +2332,233 @@ static void test_migration_3_to_4(void **state)
     assert_int_equal(sb.network, DB_NETWORK_NONE);
 }
 
+/* ---- proxy credentials ------------------------------------------------------------ */
+
+/* The hash a proxy credential is stored by (its text does not matter here:
+ * the data layer only ever sees hashes). */
+static void cred_hash(const char *cred, char hex[65])
+{
+    hex_sha256(cred, hex);
+}
+
+static void test_proxy_credentials(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_NAME_MAX + 1], b[DB_NAME_MAX + 1], c[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1];
+    char ha[65], hb[65], hc[65], hx[65];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, a);
+    add_term(f, "sb1", 2, b);
+    add_term(f, "sb1", 3, c);
+    cred_hash("alp_a", ha);
+    cred_hash("alp_b", hb);
+    cred_hash("alp_c", hc);
+    cred_hash("alp_never", hx);
+    static const char *const ups_a[] = {"anthropic", "git-hub_2"};
+    static const char *const ups_b[] = {"openai"};
+    int64_t before = now_ms();
+    assert_int_equal(db_proxy_add(f->db, ha, a, ups_a, 2), AL_OK);
+    assert_int_equal(db_proxy_add(f->db, hb, b, ups_b, 1), AL_OK);
+
+    /* a credential opens its own upstreams, for its own terminal only */
+    assert_int_equal(db_proxy_lookup(f->db, ha, "anthropic", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "git-hub_2", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_int_equal(db_proxy_lookup(f->db, hb, "openai", got, sizeof got), AL_OK);
+    assert_string_equal(got, b);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "openai", got, sizeof got), AL_E_NOENT);
+    assert_string_equal(got, "");
+    assert_int_equal(db_proxy_lookup(f->db, hb, "anthropic", got, sizeof got), AL_E_NOENT);
+    /* a prefix or a part of the list is not a name in it */
+    assert_int_equal(db_proxy_lookup(f->db, ha, "anthropi", got, sizeof got), AL_E_NOENT);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "git", got, sizeof got), AL_E_NOENT);
+    assert_int_equal(db_proxy_lookup(f->db, hx, "anthropic", got, sizeof got), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "no such proxy credential"));
+
+    struct db_proxy p;
+    assert_int_equal(db_proxy_of_terminal(f->db, a, &p), AL_OK);
+    assert_string_equal(p.terminal_id, a);
+    assert_string_equal(p.upstreams, "anthropic,git-hub_2");
+    assert_false(p.revoked);
+    assert_int_equal(p.revoked_at, 0);
+    assert_true(p.created_at >= before);
+    assert_int_equal(db_proxy_of_terminal(f->db, c, &p), AL_E_NOENT);
+
+    /* running: still open; kept across a reopen */
+    assert_int_equal(db_terminal_set_state(f->db, a, DB_TERM_RUNNING), AL_OK);
+    reopen(f);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "anthropic", got, sizeof got), AL_OK);
+
+    /* revoked: closed for every upstream; the other terminal's stays */
+    assert_int_equal(db_proxy_revoke_terminal(f->db, a), AL_OK);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "anthropic", got, sizeof got), AL_E_NOENT);
+    assert_int_equal(db_proxy_lookup(f->db, ha, "git-hub_2", got, sizeof got), AL_E_NOENT);
+    assert_int_equal(db_proxy_lookup(f->db, hb, "openai", got, sizeof got), AL_OK);
+    assert_int_equal(db_proxy_of_terminal(f->db, a, &p), AL_OK);
+    assert_true(p.revoked);
+    assert_true(p.revoked_at >= before);
+    int64_t at = p.revoked_at;
+    assert_int_equal(db_proxy_revoke_terminal(f->db, a), AL_OK); /* again: no change */
+    assert_int_equal(db_proxy_of_terminal(f->db, a, &p), AL_OK);
+    assert_int_equal(p.revoked_at, at);
+    assert_int_equal(db_proxy_revoke_terminal(f->db, c), AL_OK); /* none: fine */
+    assert_int_equal(db_proxy_revoke_terminal(f->db, "t-nope"), AL_OK);
+    /* a revoked terminal may get a new credential while it lives */
+    assert_int_equal(db_proxy_add(f->db, hc, a, ups_b, 1), AL_OK);
+    assert_int_equal(db_proxy_lookup(f->db, hc, "openai", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_int_equal(db_proxy_of_terminal(f->db, a, &p), AL_OK);
+    assert_string_equal(p.upstreams, "openai");
+    assert_false(p.revoked);
+    assert_int_equal(db_proxy_revoke_terminal(f->db, a), AL_OK);
+
+    /* a terminal that ended opens nothing, revoked or not yet (airlockd
+     * revokes at start what ended while it was down) */
+    assert_int_equal(db_terminal_set_exit(f->db, b, 0, 0), AL_OK);
+    assert_int_equal(db_proxy_lookup(f->db, hb, "openai", got, sizeof got), AL_E_NOENT);
+    assert_non_null(strstr(db_errmsg(f->db), "no live proxy credential for upstream openai"));
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials WHERE NOT revoked"), 1);
+    assert_int_equal(db_proxy_revoke_ended(f->db), AL_OK);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials WHERE NOT revoked"), 0);
+    assert_int_equal(db_proxy_of_terminal(f->db, b, &p), AL_OK);
+    assert_true(p.revoked);
+    /* and gets no new one */
+    assert_int_equal(db_proxy_add(f->db, hx, b, ups_b, 1), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), "exited"));
+    assert_int_equal(db_proxy_add(f->db, hx, "t-nope", ups_b, 1), AL_E_NOENT);
+    /* one row per hash */
+    assert_int_equal(db_proxy_add(f->db, hb, c, ups_b, 1), AL_E_EXISTS);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials"), 3);
+
+    /* removing a terminal removes its credentials */
+    assert_int_equal(db_terminal_set_state(f->db, b, DB_TERM_CLOSED), AL_OK);
+    assert_int_equal(db_terminal_remove(f->db, b), AL_OK);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials"), 2);
+    assert_int_equal(db_proxy_of_terminal(f->db, b, &p), AL_E_NOENT);
+}
+
+/* Bad inputs: a clear error, nothing stored; the table's CHECKs refuse
+ * what db_proxy.c refuses (a credential in clear, a bad list). */
+static void test_proxy_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1], h[65];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, a);
+    cred_hash("alp_x", h);
+    static const char *const one[] = {"anthropic"};
+    char upper[65];
+    memcpy(upper, h, sizeof upper);
+    upper[0] = 'A';
+    upper[1] = 'B';
+    const char *bad_hashes[] = {NULL, "", "abc", upper,
+                                "alp_0123456789012345678901234567890123456789012"};
+    for (size_t i = 0; i < sizeof bad_hashes / sizeof bad_hashes[0]; i++) {
+        assert_int_equal(db_proxy_add(f->db, bad_hashes[i], a, one, 1), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "hex"));
+        assert_int_equal(db_proxy_lookup(f->db, bad_hashes[i], "anthropic", got, sizeof got),
+                         AL_E_INVAL);
+    }
+    char long_name[DB_PROXY_NAME_MAX + 2];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    const char *const bad_names[] = {"", "Anthropic", "a.b", "a,b", "a b", long_name};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        const char *const l[] = {"ok", bad_names[i]};
+        assert_int_equal(db_proxy_add(f->db, h, a, l, 2), AL_E_INVAL);
+        assert_non_null(strstr(db_errmsg(f->db), "upstream"));
+        assert_int_equal(db_proxy_lookup(f->db, h, bad_names[i], got, sizeof got), AL_E_INVAL);
+    }
+    const char *const with_null[] = {"ok", NULL};
+    assert_int_equal(db_proxy_add(f->db, h, a, with_null, 2), AL_E_INVAL);
+    const char *const twice[] = {"ok", "other", "ok"};
+    assert_int_equal(db_proxy_add(f->db, h, a, twice, 3), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "ok is named twice"));
+    assert_int_equal(db_proxy_add(f->db, h, a, one, 0), AL_E_INVAL);
+    assert_int_equal(db_proxy_add(f->db, h, a, NULL, 1), AL_E_INVAL);
+    /* the most a credential opens, each name at its longest */
+    char names[DB_PROXY_UPSTREAMS_MAX + 1][DB_PROXY_NAME_MAX + 1];
+    const char *l[DB_PROXY_UPSTREAMS_MAX + 1];
+    for (size_t i = 0; i <= DB_PROXY_UPSTREAMS_MAX; i++) {
+        memset(names[i], 'a', DB_PROXY_NAME_MAX);
+        (void)snprintf(names[i], sizeof names[i], "%02zu", i);
+        names[i][2] = 'a';
+        names[i][DB_PROXY_NAME_MAX] = '\0';
+        l[i] = names[i];
+    }
+    assert_int_equal(db_proxy_add(f->db, h, a, l, DB_PROXY_UPSTREAMS_MAX + 1), AL_E_INVAL);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials"), 0);
+    assert_int_equal(db_proxy_add(f->db, h, a, l, DB_PROXY_UPSTREAMS_MAX), AL_OK);
+    assert_int_equal(db_proxy_lookup(f->db, h, names[DB_PROXY_UPSTREAMS_MAX - 1], got, sizeof got),
+                     AL_OK);
+    assert_int_equal(db_proxy_lookup(f->db, h, names[DB_PROXY_UPSTREAMS_MAX], got, sizeof got),
+                     AL_E_NOENT);
+    struct db_proxy p;
+    assert_int_equal(db_proxy_of_terminal(f->db, a, &p), AL_OK);
+    assert_int_equal(strlen(p.upstreams), DB_PROXY_UPSTREAMS_TEXT_MAX);
+
+    assert_int_equal(db_proxy_add(f->db, h, "Bad Id", one, 1), AL_E_INVAL);
+    assert_int_equal(db_proxy_lookup(f->db, h, "anthropic", got, DB_NAME_MAX), AL_E_INVAL);
+    assert_int_equal(db_proxy_lookup(f->db, h, "anthropic", NULL, 0), AL_E_INVAL);
+    assert_int_equal(db_proxy_revoke_terminal(f->db, "Bad Id"), AL_E_INVAL);
+    assert_int_equal(db_proxy_revoke_terminal(f->db, NULL), AL_E_INVAL);
+    assert_int_equal(db_proxy_of_terminal(f->db, a, NULL), AL_E_INVAL);
+    assert_int_equal(db_proxy_of_terminal(f->db, "", &p), AL_E_INVAL);
+
+    /* behind the interface: only a hash, only a list of names */
+    char sql[512];
+    (void)snprintf(sql, sizeof sql,
+                   "INSERT INTO proxy_credentials (hash_sha256, terminal_id, upstreams,"
+                   " revoked, created_at) VALUES ('%s', '%s', 'x', %s, 1)",
+                   "alp_0123456789012345678901234567890123456789012345678901234567890", a,
+                   pg.on ? "false" : "0");
+    assert_int_equal(raw_try(f, sql), -1);
+    static const char *const bad_lists[] = {"", ",a", "a,", "a,,b", "A", "a b"};
+    for (size_t i = 0; i < sizeof bad_lists / sizeof bad_lists[0]; i++) {
+        (void)snprintf(sql, sizeof sql,
+                       "INSERT INTO proxy_credentials (hash_sha256, terminal_id, upstreams,"
+                       " revoked, created_at) VALUES (repeat('0', 64), '%s', '%s', %s, 1)",
+                       a, bad_lists[i], pg.on ? "false" : "0");
+        if (!pg.on) /* SQLite has no repeat() */
+            (void)snprintf(sql, sizeof sql,
+                           "INSERT INTO proxy_credentials (hash_sha256, terminal_id, upstreams,"
+                           " revoked, created_at) VALUES ('%064d', '%s', '%s', 0, 1)",
+                           0, a, bad_lists[i]);
+        assert_int_equal(raw_try(f, sql), -1);
+    }
+    /* revoked and revoked_at go together */
+    (void)snprintf(sql, sizeof sql, "UPDATE proxy_credentials SET revoked = %s",
+                   pg.on ? "true" : "1");
+    assert_int_equal(raw_try(f, sql), -1);
+}
+
+/* A schema 4 database is migrated to 5: its terminals are kept and can
+ * get credentials. */
+static void test_migration_4_to_5(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1], h[65];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v5(f);
+    assert_int_equal(raw_version(f), 4);
+    char err[MSG_CAP];
+    assert_int_equal(db_open(f->url, &f->db, err, sizeof err), AL_OK);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 5"), 1);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM proxy_credentials"), 0);
+    cred_hash("alp_m", h);
+    static const char *const one[] = {"anthropic"};
+    assert_int_equal(db_proxy_add(f->db, h, id, one, 1), AL_OK);
+    reopen(f);
+    assert_int_equal(db_proxy_lookup(f->db, h, "anthropic", got, sizeof got), AL_OK);
+    assert_string_equal(got, id);
+}
+
 /* Tests on both backends, with a fresh database each. */
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
 
@@ -2344,6 +2591,9 @@ int main(int argc, char **argv)
         BOTH(test_migration_1_to_2),
         BOTH(test_sandbox_network),
         BOTH(test_migration_3_to_4),
+        BOTH(test_proxy_credentials),
+        BOTH(test_proxy_bad_inputs),
+        BOTH(test_migration_4_to_5),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),

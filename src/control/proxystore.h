@@ -1,0 +1,25 @@
+/*
+ * proxystore: the credential proxy's store (proxy.h, struct proxy_store)
+ * kept in airlockd's database: a credential's lookup is db_proxy_lookup
+ * (a live credential of a live terminal that opens the upstream), and
+ * each call's record is one audit row, action "proxy_call", actor
+ * "system", target the terminal ("" when the credential was not valid),
+ * detail {"upstream", "method", "path" (without its query, at most
+ * PROXYSTORE_PATH_SHOWN bytes), "status", "bytes_up", "bytes_down",
+ * "latency_ms"}. Never a secret: the record holds none. Control plane only
+ * (al_control).
+ */
+#ifndef AL_PROXYSTORE_H
+#define AL_PROXYSTORE_H
+
+#include "db.h"
+#include "proxy.h"
+
+enum {
+    PROXYSTORE_PATH_SHOWN = 1024, /* bytes of a path an audit row keeps */
+};
+
+/* The store over db (borrowed: it must outlive the proxy). */
+void proxystore_of_db(struct db *db, struct proxy_store *out);
+
+#endif

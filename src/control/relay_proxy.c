@@ -1,0 +1,132 @@
+/*
+ * relay_proxy: the credential proxy's part in a terminal's life
+ * (docs/proxy.md). When the API creates a terminal with "proxy": [...],
+ * a credential is minted (proxy_mint) and the terminal's OPEN frame gets
+ * the variables of its upstreams (proxyenv.c) pointing at the proxy's
+ * direct path; once its row exists, the credential's hash is bound to it
+ * in the database (db_proxy_add). The credential itself goes into the
+ * OPEN frame only: never into the row's env or argv, a log, or the API.
+ * It is revoked (in the database, and the proxy's limits for the terminal
+ * forgotten) when the terminal exits, is closed or lost (a kill revokes
+ * when the process ends), on POST /v1/terminals/ID/proxy/revoke, and at
+ * start for every terminal that ended while airlockd was down; removing a
+ * terminal's row removes its credentials (ON DELETE CASCADE).
+ *
+ * Data model: struct rl_proxy_env (relay_int.h) lives from the checks of
+ * a create to its end: the variables (holding the credential) and the
+ * credential's hash; relay_proxy_free wipes it.
+ */
+#include "relay_int.h"
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_err.h"
+#include "al_limits.h"
+#include "proxy.h"
+
+int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
+                        const struct rl_sbx *sb, struct rl_proxy_env **out, char *why, size_t cap)
+{
+    *out = NULL;
+    if (spec->nproxy == 0)
+        return AL_OK;
+    if (!r->cfg.proxy) {
+        al_errf(why, cap, "\"proxy\": airlockd has no upstream (no upstream.* in its --config)");
+        return AL_E_INVAL;
+    }
+    if (!r->cfg.proxy_base || !r->cfg.proxy_base[0]) {
+        al_errf(why, cap,
+                "\"proxy\": airlockd does not serve the credential proxy (start it "
+                "with --proxy-listen ADDR:PORT)");
+        return AL_E_INVAL;
+    }
+    if (sb->kind == DB_SANDBOX_LOCAL && relay_sandbox_network(r, sb->network) == DB_NETWORK_NONE) {
+        al_errf(why, cap,
+                "\"proxy\": the agents of sandbox %s have no network, so they cannot reach the "
+                "proxy's direct path (the path through the runner is not built yet)",
+                sb->id);
+        return AL_E_INVAL;
+    }
+    struct rl_proxy_env *px = calloc(1, sizeof *px);
+    if (!px)
+        return AL_E_NOMEM;
+    const char *names[APIREQ_PROXY_MAX];
+    for (size_t i = 0; i < spec->nproxy; i++)
+        names[i] = spec->proxy[i];
+    char cred[PROXY_CRED_LEN + 1];
+    int rc = proxy_mint(cred, px->hash);
+    if (rc != AL_OK)
+        al_errf(why, cap, "cannot mint a proxy credential");
+    if (rc == AL_OK)
+        rc = proxyenv_build(proxy_config(r->cfg.proxy), names, spec->nproxy, r->cfg.proxy_base,
+                            cred, &px->env, why, cap);
+    OPENSSL_cleanse(cred, sizeof cred);
+    if (rc == AL_E_NOENT) /* an upstream airlockd does not have: the request's fault */
+        rc = AL_E_INVAL;
+    char name[AL_MAX_STR];
+    if (rc == AL_OK && proxyenv_clash(&px->env, spec->env, spec->envc, name, sizeof name)) {
+        al_errf(why, cap, "\"env\".\"%.64s\": set by the credential proxy for this terminal", name);
+        rc = AL_E_INVAL;
+    }
+    if (rc == AL_OK && spec->envc + px->env.n > AL_MAX_ENV) {
+        al_errf(why, cap, "\"env\": %zu entries and %zu of the credential proxy, at most %d",
+                spec->envc, px->env.n, AL_MAX_ENV);
+        rc = AL_E_TOOBIG;
+    }
+    if (rc != AL_OK) {
+        relay_proxy_free(px);
+        return rc;
+    }
+    *out = px;
+    return AL_OK;
+}
+
+int relay_proxy_bind(struct relay *r, const struct rl_proxy_env *px,
+                     const struct apireq_terminal *spec, const char *term_id, char *why, size_t cap)
+{
+    const char *names[APIREQ_PROXY_MAX];
+    for (size_t i = 0; i < spec->nproxy; i++)
+        names[i] = spec->proxy[i];
+    int rc = db_proxy_add(r->cfg.db, px->hash, term_id, names, spec->nproxy);
+    if (rc != AL_OK) {
+        al_errf(why, cap, "cannot store the proxy credential: %s", db_errmsg(r->cfg.db));
+        return rc;
+    }
+    json_t *ups = json_array();
+    for (size_t i = 0; ups && i < spec->nproxy; i++)
+        (void)json_array_append_new(ups, json_string(spec->proxy[i]));
+    json_t *d = ups ? json_pack("{s:o}", "upstreams", ups) : NULL;
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    relay_audit(r, "system", "proxy_credential", term_id, detail);
+    free(detail);
+    return AL_OK;
+}
+
+void relay_proxy_free(struct rl_proxy_env *px)
+{
+    if (!px)
+        return;
+    proxyenv_clear(&px->env);
+    OPENSSL_cleanse(px->hash, sizeof px->hash);
+    free(px);
+}
+
+int relay_proxy_revoke(struct relay *r, const char *term_id)
+{
+    int rc = db_proxy_revoke_terminal(r->cfg.db, term_id);
+    if (rc != AL_OK)
+        relay_log(r, 0, "terminal %s: revoking its proxy credential: %s", term_id,
+                  db_errmsg(r->cfg.db));
+    if (r->cfg.proxy)
+        proxy_forget_terminal(r->cfg.proxy, term_id);
+    return rc;
+}
+
+int relay_proxy_start(struct relay *r)
+{
+    return db_proxy_revoke_ended(r->cfg.db);
+}

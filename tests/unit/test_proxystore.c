@@ -1,0 +1,157 @@
+/*
+ * Unit tests for proxystore: the proxy's store over a real SQLite
+ * database: a live credential opens its upstreams for its terminal only,
+ * a revoked one and one of an ended terminal open nothing, and each call
+ * becomes one audit row holding no credential, its path cut to
+ * PROXYSTORE_PATH_SHOWN bytes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "al_err.h"
+#include "proxystore.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fx {
+    char dir[64];
+    struct db *db;
+    struct proxy_store st;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    (void)snprintf(f->dir, sizeof f->dir, "/tmp/al-pstore.XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    char url[128], err[DB_MSG_MAX];
+    (void)snprintf(url, sizeof url, "sqlite:%s/airlock.db", f->dir);
+    assert_int_equal(db_open(url, &f->db, err, sizeof err), AL_OK);
+    proxystore_of_db(f->db, &f->st);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_close(f->db), AL_OK);
+    char p[128];
+    static const char *const files[] = {"airlock.db", "airlock.db-wal", "airlock.db-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        (void)snprintf(p, sizeof p, "%s/%s", f->dir, files[i]);
+        (void)unlink(p);
+    }
+    assert_int_equal(rmdir(f->dir), 0);
+    free(f);
+    return 0;
+}
+
+static void add_term(struct fx *f, uint32_t ch, char *id)
+{
+    const struct db_terminal_spec s = {
+        .sandbox_id = "sb", .channel = ch, .argv_json = "[\"sh\"]", .cols = 80, .rows = 24};
+    assert_int_equal(db_terminal_add(f->db, &s, id, DB_NAME_MAX + 1), AL_OK);
+}
+
+static void test_lookup(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_NAME_MAX + 1], b[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, 1, a);
+    add_term(f, 2, b);
+    char ca[PROXY_CRED_LEN + 1], ha[PROXY_HASH_HEX + 1], cb[PROXY_CRED_LEN + 1],
+        hb[PROXY_HASH_HEX + 1], h[PROXY_HASH_HEX + 1];
+    assert_int_equal(proxy_mint(ca, ha), AL_OK);
+    assert_int_equal(proxy_mint(cb, hb), AL_OK);
+    static const char *const ups_a[] = {"anthropic"};
+    static const char *const ups_b[] = {"github"};
+    assert_int_equal(db_proxy_add(f->db, ha, a, ups_a, 1), AL_OK);
+    assert_int_equal(db_proxy_add(f->db, hb, b, ups_b, 1), AL_OK);
+    /* the gate hashes what the agent sent */
+    proxy_hash(ca, h);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "anthropic", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "github", got, sizeof got), AL_E_NOENT);
+    proxy_hash(cb, h);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "github", got, sizeof got), AL_OK);
+    assert_string_equal(got, b);
+    proxy_hash("alp_forged", h);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "github", got, sizeof got), AL_E_NOENT);
+    /* revoked; ended */
+    assert_int_equal(db_proxy_revoke_terminal(f->db, a), AL_OK);
+    proxy_hash(ca, h);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "anthropic", got, sizeof got), AL_E_NOENT);
+    assert_int_equal(db_terminal_set_exit(f->db, b, 0, 0), AL_OK);
+    proxy_hash(cb, h);
+    assert_int_equal(f->st.lookup(f->st.ud, h, "github", got, sizeof got), AL_E_NOENT);
+}
+
+struct rows {
+    unsigned n;
+    struct db_audit last;
+};
+
+static int collect(void *ctx, const struct db_audit *a)
+{
+    struct rows *r = ctx;
+    if (r->n++ == 0)
+        r->last = *a;
+    return 0;
+}
+
+static void test_record(void **state)
+{
+    struct fx *f = *state;
+    char path[PROXYSTORE_PATH_SHOWN + 100];
+    memset(path, 'p', sizeof path - 1);
+    path[0] = '/';
+    path[sizeof path - 1] = '\0';
+    const struct proxyconn_record rec = {
+        .terminal = "t-0123",
+        .upstream = "anthropic",
+        .method = "POST",
+        .path = "/v1/messages",
+        .status = 200,
+        .bytes_up = 123,
+        .bytes_down = 4567,
+        .latency_ms = 89,
+    };
+    f->st.record(f->st.ud, &rec);
+    struct proxyconn_record bad = rec;
+    bad.terminal = "";
+    bad.status = 401;
+    bad.path = path;
+    f->st.record(f->st.ud, &bad);
+    struct rows r = {0};
+    const struct db_audit_filter flt = {.action = "proxy_call", .limit = 10};
+    assert_int_equal(db_audit_query(f->db, &flt, collect, &r), AL_OK);
+    assert_int_equal(r.n, 2);
+    /* newest first: the refused one */
+    assert_string_equal(r.last.actor, "system");
+    assert_string_equal(r.last.target, "");
+    assert_non_null(strstr(r.last.detail, "\"status\":401"));
+    assert_non_null(strstr(r.last.detail, "\"upstream\":\"anthropic\""));
+    char *p = strstr(r.last.detail, "\"path\":\"/");
+    assert_non_null(p);
+    assert_int_equal(strcspn(p + 8, "\""), PROXYSTORE_PATH_SHOWN);
+    assert_null(strstr(r.last.detail, "alp_"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
