@@ -197,6 +197,9 @@ static int report_error(const struct plan *pl, const struct child_report *rep, c
         al_errf(err, errcap, "cannot switch to uid %lu gid %lu: %s", (unsigned long)pl->uid,
                 (unsigned long)pl->gid, msg);
         break;
+    case STEP_LIMITS:
+        al_errf(err, errcap, "cannot set the agent's memory limit (RLIMIT_DATA): %s", msg);
+        break;
     case STEP_SETSID:
         al_errf(err, errcap, "cannot start a session: %s", msg);
         break;

@@ -105,6 +105,10 @@ struct proc_spec {
      * child under the same number, for the wrapper to read. */
     const char *const *wrap;
     int wrap_fd;
+    /* RLIMIT_DATA of the command (and what it starts), set in the child
+     * just before exec, so that it never bounds the runner itself (nor its
+     * sanitizer's shadow memory); 0: unchanged. */
+    uint64_t max_data;
 };
 
 struct proc {

@@ -53,7 +53,8 @@ struct plan {
     int set_user;
     uid_t uid;
     gid_t gid;
-    long maxfd; /* fds below it are closed one by one as a last resort */
+    uint64_t max_data; /* RLIMIT_DATA set just before exec (0: unchanged) */
+    long maxfd;        /* fds below it are closed one by one as a last resort */
 };
 
 /* Copy s for a message: bounded, control bytes shown as '?'. */
@@ -72,6 +73,7 @@ enum child_step {
     STEP_SIGNALS,
     STEP_USER,
     STEP_CHDIR,
+    STEP_LIMITS,
     STEP_EXEC,
     STEP_KEEPER,
 };

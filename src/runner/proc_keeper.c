@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -164,6 +165,11 @@ static _Noreturn void child_run(struct plan *pl, const int stdio[3], int pty, in
     uint64_t none = 0;
     if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof none) < 0)
         child_fail(errfd, STEP_SIGNALS, errno);
+
+    /* last before exec: nothing is allocated from here on */
+    struct rlimit data = {(rlim_t)pl->max_data, (rlim_t)pl->max_data};
+    if (pl->max_data && setrlimit(RLIMIT_DATA, &data) < 0)
+        child_fail(errfd, STEP_LIMITS, errno);
 
     int e = ENOENT, eacces = 0;
     if (pl->nwrap) { /* the first executable file, started by the wrapper */

@@ -338,6 +338,7 @@ int proc_plan_build(const struct proc_spec *s, struct plan *pl, char *err, size_
     }
     pl->cwd = s->cwd && s->cwd[0] ? s->cwd : NULL;
     pl->set_user = s->set_user;
+    pl->max_data = s->max_data;
     pl->uid = s->uid;
     pl->gid = s->gid;
     pl->maxfd = sysconf(_SC_OPEN_MAX);

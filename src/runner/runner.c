@@ -523,6 +523,7 @@ static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
     spec.cols = o->cols;
     spec.rows = o->rows;
     spec.set_user = r->cfg.set_user;
+    spec.max_data = r->cfg.max_data;
     spec.uid = r->cfg.uid;
     spec.gid = r->cfg.gid;
     why[0] = 0;

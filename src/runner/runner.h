@@ -37,6 +37,7 @@ struct runner_config {
     int set_user;                 /* run agents as uid/gid */
     uid_t uid;
     gid_t gid;
+    uint64_t max_data;       /* RLIMIT_DATA of each agent process (0: unchanged) */
     int log_level;           /* 0 errors, 1 info, 2 debug */
     const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
     /* heap all screen models together may hold (vt_mem_estimate); 0: the default */

@@ -43,7 +43,7 @@ int runner_app_confine(struct runner_app *a)
         uint64_t value;
     } limits[] = {
         {"--max-procs", RLIMIT_NPROC, a->max_procs},
-        {"--max-data", RLIMIT_DATA, a->max_data},
+        /* --max-data is set for each agent as it starts (proc_spec) */
     };
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
         struct rlimit rl = {(rlim_t)limits[i].value, (rlim_t)limits[i].value};

@@ -59,7 +59,6 @@ struct runner_app {
     int cgroup_fds[RUNNER_APP_CGROUP_FDS_MAX]; /* --cgroup-fd: cgroup.procs to join */
     int ncgroup_fds;
     uint64_t max_procs;      /* --max-procs: RLIMIT_NPROC (0: unchanged) */
-    uint64_t max_data;       /* --max-data: RLIMIT_DATA, per process (0: unchanged) */
     int nice;                /* --nice: the priority we and our agents run at (0: unchanged) */
     struct jail_config jcfg; /* its settings */
     int key_fd;              /* --link-key-fd: our key arrives there (-1: make one) */

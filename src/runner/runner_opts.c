@@ -148,7 +148,7 @@ static const struct opt opts[] = {
     FN("--cgroup-fd", set_cgroup_fd),
     NUM("--link-key-fd", OPT_INT, key_fd, 0, FD_MAX, 1),
     NUM("--max-procs", OPT_U64, max_procs, 1, 1u << 22, 1),
-    NUM("--max-data", OPT_U64, max_data, 1u << 24, 1ull << 44, 1),
+    NUM("--max-data", OPT_U64, rcfg.max_data, 1u << 24, 1ull << 44, 1),
     NUM("--nice", OPT_INT, nice, 0, 19, 1),
     FN("--workspace", set_workspace),
     FN("--agent-user", set_agent_user),
@@ -185,8 +185,8 @@ static void usage(FILE *to)
           "  --cgroup-fd N          join the control group whose cgroup.procs is open on\n"
           "                         descriptor N, first thing (repeatable)\n"
           "  --max-procs N          RLIMIT_NPROC for us and our agents\n"
-          "  --max-data BYTES       RLIMIT_DATA (heap and private mappings) of each of our\n"
-          "                         processes and our agents'\n"
+          "  --max-data BYTES       RLIMIT_DATA (heap and private mappings) of each agent\n"
+          "                         process\n"
           "  --nice N               run us and our agents at nice N, 0..19\n"
           "  --link-key-fd N        --connect: read our key from descriptor N (else a random\n"
           "                         one); it goes with every dial, so that a copy of our token\n"

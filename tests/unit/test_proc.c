@@ -25,6 +25,7 @@
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1134,6 +1135,30 @@ static void test_cwd(void **state)
     expect_spawn_error(&s, AL_E_NOENT, "cannot change directory", NULL);
 }
 
+/* max_data bounds the command (and what it starts), never the caller:
+ * the child sets it just before exec. */
+static void test_max_data(void **state)
+{
+    (void)state;
+    const char *argv[] = {"sh", "-c", "ulimit -d", NULL};
+    struct proc_spec s = spec_of(PROC_PIPES, argv);
+    s.max_data = 64ull << 20;
+    struct out o = {.len = 0}, e = {.len = 0};
+    int code = -2, sig = -2;
+    run(&s, &o, &e, &code, &sig);
+    assert_string_equal(o.buf, "65536\n"); /* KiB */
+    struct rlimit mine;
+    assert_int_equal(getrlimit(RLIMIT_DATA, &mine), 0);
+    assert_true(mine.rlim_cur == RLIM_INFINITY || mine.rlim_cur > s.max_data);
+    /* an allocation beyond it fails in the command */
+    const char *hog[] = {"perl", "-e", "$x = 'x' x (256 * 1024 * 1024); print 'got it'", NULL};
+    s.argv = hog;
+    o.len = e.len = 0;
+    o.buf[0] = e.buf[0] = 0;
+    run(&s, &o, &e, &code, &sig);
+    assert_true(code != 0 && strstr(o.buf, "got it") == NULL);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -1445,6 +1470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_script_without_shebang, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cwd, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_calls_on_live_process, setup, teardown),
