@@ -169,6 +169,10 @@ function dashboard() {
   const cmd = h('input#open-command', { name: 'command', value: 'sh', required: true, spellcheck: false, class: 'mono' });
   const cols = h('input#open-cols', { name: 'cols', type: 'number', min: 1, max: 4096, value: 80 });
   const rows = h('input#open-rows', { name: 'rows', type: 'number', min: 1, max: 4096, value: 24 });
+  // the credential proxy's upstreams (GET /v1/proxy/upstreams), one
+  // checkbox each: the terminal gets a credential of its own for those
+  // checked, airlockd keeps the keys (docs/proxy.md); hidden when none
+  const proxyBox = h('fieldset.proxy#open-proxy', { hidden: true });
   const form = h('form.open-form#open-form', {
     onsubmit: async (e) => {
       e.preventDefault(); err.textContent = '';
@@ -176,12 +180,14 @@ function dashboard() {
       try { argv = splitCommand(cmd.value); } catch (x) { err.textContent = x.message; return; }
       if (!argv.length) { err.textContent = 'Give a command.'; return; }
       const body = { sandbox: sandboxSel.value, argv, cols: Number(cols.value), rows: Number(rows.value) };
+      const proxy = [...proxyBox.querySelectorAll('input[name=proxy]:checked')].map((x) => x.value);
+      if (proxy.length) body.proxy = proxy;
       const r = await api('POST', '/v1/terminals', body);
       if ((r.status === 200 || r.status === 201) && r.json && r.json.id) { location.hash = `#/t/${r.json.id}`; return; }
       err.textContent = `Could not open the terminal: ${(r.json && r.json.error) || r.status}`;
     },
   }, h('label', {}, 'Sandbox', sandboxSel), h('label', {}, 'Command', cmd), h('label', {}, 'Columns', cols),
-  h('label', {}, 'Rows', rows), h('button.primary#open-btn', { type: 'submit' }, 'Open terminal'));
+  h('label', {}, 'Rows', rows), proxyBox, h('button.primary#open-btn', { type: 'submit' }, 'Open terminal'));
 
   main.replaceChildren(h('div.page', {},
     h('h2', {}, 'Sandboxes'),
@@ -191,6 +197,17 @@ function dashboard() {
     mayOperate() ? [h('h2', {}, 'Open a terminal'), form, err] : null));
 
   let stopped = false;
+  const showUpstreams = (list) => {
+    proxyBox.replaceChildren(h('legend', {}, 'Model and Git APIs (keys stay in airlockd)'), ...list.map((u) => h('label.check', {
+      title: u.served ? `${u.kind}: the terminal gets this upstream's variables and a credential of its own, never the key`
+        : 'airlockd does not serve the credential proxy (--proxy-listen)',
+    }, h('input', { type: 'checkbox', name: 'proxy', value: u.name, disabled: !u.served, dataset: { kind: u.kind } }),
+    h('span.mono', {}, u.name), h('span.muted', {}, `(${u.kind})`))));
+    proxyBox.hidden = !list.length;
+  };
+  if (mayOperate()) {
+    api('GET', '/v1/proxy/upstreams').then((r) => { if (!stopped && r.status === 200 && Array.isArray(r.json)) showUpstreams(r.json); });
+  }
   const poll = async () => {
     const [s, t] = await Promise.all([api('GET', '/v1/sandboxes'), api('GET', '/v1/terminals')]);
     if (stopped) return;
@@ -338,7 +355,8 @@ function terminalView(id, watchOnly) {
     if (r.status === 404) { setNotice('No such terminal.'); link.stop(); return; }
     if (r.status !== 200 || !r.json) return;
     const t = r.json;
-    infoEl.textContent = `${(t.argv || []).join(' ')} · ${t.sandbox} · ${t.state}`;
+    const proxy = t.proxy ? ` · proxy: ${t.proxy.upstreams.join(', ')}${t.proxy.revoked ? ' (revoked)' : ''}` : '';
+    infoEl.textContent = `${(t.argv || []).join(' ')} · ${t.sandbox} · ${t.state}${proxy}`;
     if (t.state === 'closed' || t.state === 'lost') {
       if (link.state !== 'closed' && !link.exit) setNotice(`This terminal is ${t.state}; its recording can be replayed.`);
       link.stop();

@@ -41,9 +41,10 @@ static const struct cmd cmds[] = {
      "        attach this terminal to it (Enter ~ . detaches, ~ t takes over, ~ ? help)\n",
      cli_attach_cmd},
     {"run",
-     "  run SANDBOX [--pipe] [--cwd DIR] [--env NAME=VALUE]... -- CMD ARGS...\n"
+     "  run SANDBOX [--pipe] [--cwd DIR] [--env NAME=VALUE]... [--proxy NAME]... -- CMD ARGS...\n"
      "        start a command and attach; --pipe (or no terminal here): stdin, stdout\n"
-     "        and stderr as pipes, exit code propagated\n",
+     "        and stderr as pipes, exit code propagated; --proxy: the command may call\n"
+     "        airlockd's upstream NAME through the credential proxy, without its key\n",
      cli_run_cmd},
     {"ls", "  ls [--json]                    sandboxes and terminals\n", cli_ls_cmd},
     {"kill", "  kill TERMINAL [--signal NAME]  signal its processes (TERM, INT, HUP, KILL, ...)\n",

@@ -21,64 +21,119 @@
 #define MS_PER_S 1000
 #define DEFAULT_TERM "xterm-256color"
 
+/* --env NAME=VALUE: one member of body's "env"; 0 or the usage error's
+ * exit code. */
+static int add_env(json_t *body, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv)
+        return cli_err_usage("--env wants NAME=VALUE, not '%s'", kv);
+    char name[AL_MAX_STR];
+    (void)snprintf(name, sizeof name, "%.*s", (int)(eq - kv), kv);
+    if (json_object_set_new(json_object_get(body, "env"), name, json_string(eq + 1)) != 0)
+        return cli_err_usage("--env wants NAME=VALUE in UTF-8, not '%s'", kv);
+    return 0;
+}
+
+/* --proxy NAME: one more of body's "proxy" (the server checks the name:
+ * an upstream it does not have is its 400); 0 or the usage error's code. */
+static int add_proxy(json_t *body, const char *name)
+{
+    if (json_array_append_new(json_object_get(body, "proxy"), json_string(name)) != 0)
+        return cli_err_usage("--proxy wants an upstream's name in UTF-8, not '%s'", name);
+    return 0;
+}
+
+/* --cwd DIR: body's "cwd". */
+static int set_cwd(json_t *body, const char *dir)
+{
+    if (json_object_set_new(body, "cwd", json_string(dir)) != 0)
+        return cli_err_usage("--cwd wants a directory in UTF-8, not '%s'", dir);
+    return 0;
+}
+
+/* run's options with a value, each put into the request's body */
+static const struct run_opt {
+    const char *name;
+    int (*set)(json_t *body, const char *value);
+} run_opts_with_value[] = {{"--cwd", set_cwd}, {"--env", add_env}, {"--proxy", add_proxy}};
+
+/* The options before "--": aa's, *sandbox, and body's "cwd", "env" and
+ * "proxy"; *i ends at the command's first word. 0 or an exit code. */
+static int run_opts(struct cli_attach_args *aa, int argc, char **argv, int *i, const char **sandbox,
+                    json_t *body)
+{
+    for (; *i < argc; ++*i) {
+        const char *s = argv[*i];
+        const struct run_opt *o = NULL;
+        for (size_t k = 0; k < sizeof run_opts_with_value / sizeof run_opts_with_value[0]; k++)
+            if (!strcmp(s, run_opts_with_value[k].name))
+                o = &run_opts_with_value[k];
+        int err = 0;
+        if (!strcmp(s, "--")) {
+            ++*i;
+            return 0;
+        }
+        if (!strcmp(s, "--pipe"))
+            aa->pipe = 1;
+        else if (o && *i + 1 >= argc)
+            err = cli_err_usage("run: %s wants a value", s);
+        else if (o)
+            err = o->set(body, argv[++*i]);
+        else if (!cli_attach_opt(aa, argc, argv, i, &err)) {
+            if (s[0] != '-' && !*sandbox)
+                *sandbox = s;
+            else
+                err = cli_err_usage("run: unexpected argument %s (the command goes after --)", s);
+        }
+        if (err)
+            return err;
+    }
+    return 0;
+}
+
+/* body's "sandbox" and "argv" (argv[i..argc-1]); 0 or an exit code. */
+static int set_command(json_t *body, const char *sandbox, int argc, char **argv, int i)
+{
+    if (!sandbox || i >= argc)
+        return cli_err_usage(
+            "run: usage: airlock run SANDBOX [--pipe] [--proxy NAME]... -- CMD ARGS...%s", "");
+    json_t *av = json_array();
+    for (int k = i; av && k < argc; k++)
+        if (json_array_append_new(av, json_string(argv[k])) != 0) {
+            json_decref(av);
+            av = NULL;
+        }
+    if (!av || json_object_set_new(body, "argv", av) != 0 ||
+        json_object_set_new(body, "sandbox", json_string(sandbox)) != 0) {
+        fprintf(stderr, "airlock: the command or sandbox is not valid UTF-8\n");
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int cli_run_cmd(struct cli_app *a, int argc, char **argv)
 {
     struct cli_attach_args aa = {0, CLI_ESCAPE_DEFAULT, 0,
                                  (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S};
-    const char *sandbox = NULL, *cwd = NULL;
-    json_t *env = json_object();
-    int i = 0;
-    for (; i < argc; i++) {
-        int err = 0;
-        if (!strcmp(argv[i], "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(argv[i], "--pipe")) {
-            aa.pipe = 1;
-        } else if (!strcmp(argv[i], "--cwd") && i + 1 < argc) {
-            cwd = argv[++i];
-        } else if (!strcmp(argv[i], "--env") && i + 1 < argc) {
-            const char *kv = argv[++i], *eq = strchr(kv, '=');
-            if (!eq || eq == kv) {
-                json_decref(env);
-                return cli_err_usage("--env wants NAME=VALUE, not '%s'", kv);
-            }
-            char name[AL_MAX_STR];
-            (void)snprintf(name, sizeof name, "%.*s", (int)(eq - kv), kv);
-            (void)json_object_set_new(env, name, json_string(eq + 1));
-        } else if (cli_attach_opt(&aa, argc, argv, &i, &err)) {
-            if (err) {
-                json_decref(env);
-                return err;
-            }
-        } else if (argv[i][0] != '-' && !sandbox) {
-            sandbox = argv[i];
-        } else {
-            json_decref(env);
-            return cli_err_usage("run: unexpected argument %s (the command goes after --)",
-                                 argv[i]);
-        }
+    const char *sandbox = NULL;
+    json_t *body = json_pack("{s:o, s:o}", "env", json_object(), "proxy", json_array());
+    if (!body) {
+        fprintf(stderr, "airlock: out of memory\n");
+        return CLI_EXIT_OTHER;
     }
-    if (!sandbox || i >= argc) {
-        json_decref(env);
-        return cli_err_usage("run: usage: airlock run SANDBOX [--pipe] -- CMD ARGS...%s", "");
+    int i = 0, rc = run_opts(&aa, argc, argv, &i, &sandbox, body);
+    if (rc == 0)
+        rc = set_command(body, sandbox, argc, argv, i);
+    if (rc != 0) {
+        json_decref(body);
+        return rc;
     }
+    if (json_array_size(json_object_get(body, "proxy")) == 0)
+        (void)json_object_del(body, "proxy"); /* the body of a run without --proxy, as before */
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
         aa.pipe = 1;
-    json_t *av = json_array();
-    for (int k = i; k < argc; k++)
-        (void)json_array_append_new(av, json_string(argv[k]));
-    json_t *body = json_pack("{s:s, s:o, s:s}", "sandbox", sandbox, "argv", av, "mode",
-                             aa.pipe ? "pipes" : "pty");
-    if (!body) {
-        json_decref(env);
-        fprintf(stderr, "airlock: the command or sandbox is not valid UTF-8\n");
-        return CLI_EXIT_USAGE;
-    }
-    (void)json_object_set_new(body, "env", env);
-    if (cwd)
-        (void)json_object_set_new(body, "cwd", json_string(cwd));
+    (void)json_object_set_new(body, "mode", json_string(aa.pipe ? "pipes" : "pty"));
     uint16_t cols, rows;
     if (!aa.pipe) {
         if (cli_tty_size(STDOUT_FILENO, &cols, &rows) == AL_OK) {
@@ -92,7 +147,7 @@ int cli_run_cmd(struct cli_app *a, int argc, char **argv)
             json_string(tl > 0 && tl <= AL_MAX_TERM && !strchr(term, ' ') ? term : DEFAULT_TERM));
     }
     json_t *t = NULL;
-    int rc = cli_app_json(a, "starting the command", "POST", "/v1/terminals", body, &t);
+    rc = cli_app_json(a, "starting the command", "POST", "/v1/terminals", body, &t);
     json_decref(body);
     if (rc != CLI_EXIT_OK)
         return rc;

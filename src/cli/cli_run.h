@@ -1,9 +1,12 @@
 /*
  * cli_run: `airlock run SANDBOX [--pipe] [--cwd DIR] [--env NAME=VALUE]...
- * -- CMD ARGS...`: a terminal started with POST /v1/terminals (pipes with
- * --pipe or when this side is not a terminal; else a PTY of the local
- * size and TERM), attached to at once (cli_attach), and closed when its
- * command is over (its row and recording stay).
+ * [--proxy NAME]... -- CMD ARGS...`: a terminal started with POST
+ * /v1/terminals (pipes with --pipe or when this side is not a terminal;
+ * else a PTY of the local size and TERM; "proxy": the credential proxy's
+ * upstreams NAME..., docs/proxy.md, checked by the server), attached to at
+ * once (cli_attach), and closed when its command is over (its row and
+ * recording stay). A refusal (an upstream airlockd does not have: 400) is
+ * the server's one line.
  */
 #ifndef CLI_RUN_H
 #define CLI_RUN_H

@@ -229,6 +229,7 @@ int api_terminal_close(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_recording(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_attach(struct api *a, struct lws *wsi, struct call *c);
 int api_terminal_proxy_revoke(struct api *a, struct lws *wsi, struct call *c);
+int api_proxy_upstreams(struct api *a, struct lws *wsi, struct call *c);
 int api_audit_list(struct api *a, struct lws *wsi, struct call *c);
 int api_runner_connect(struct api *a, struct lws *wsi, struct call *c);
 

@@ -4,7 +4,9 @@
  * secret read once at start, so that a bad one stops airlockd with the
  * upstream named, never the secret), its direct path served on
  * --proxy-listen by proxysrv.c, its store the database (proxystore.c), and
- * stopped before the loop closes. POST /v1/terminals/ID/proxy/revoke
+ * stopped before the loop closes. GET /v1/proxy/upstreams lists the
+ * upstreams a terminal may ask for (names and kinds: never a URL, a
+ * header or where a secret comes from); POST /v1/terminals/ID/proxy/revoke
  * revokes a terminal's credentials; a terminal's view shows its
  * upstreams (never its credential).
  *
@@ -117,4 +119,26 @@ int api_terminal_proxy_revoke(struct api *a, struct lws *wsi, struct call *c)
         return api_reply_error(wsi, 500, "database error");
     api_audit(a, c->u.name, "proxy_revoke", c->id, NULL);
     return api_reply_json(wsi, 200, json_pack("{s:s, s:b}", "id", c->id, "revoked", 1));
+}
+
+/* GET /v1/proxy/upstreams: [{"name", "kind", "served"}] in the order of
+ * --config; "served": whether terminals can use it now (the direct path is
+ * served). Nothing else of an upstream is shown: its URL may hold a
+ * private host, its secret's file or command say where keys are kept. */
+int api_proxy_upstreams(struct api *a, struct lws *wsi, struct call *c)
+{
+    (void)c;
+    const struct proxycfg *pc = a->cfg.proxy;
+    json_t *arr = json_array();
+    for (unsigned i = 0; arr && pc && i < pc->n; i++) {
+        json_t *o = json_pack("{s:s, s:s, s:b}", "name", pc->up[i].name, "kind",
+                              proxycfg_kind_name(pc->up[i].kind), "served", a->proxysrv != NULL);
+        if (!o || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr)
+        return api_reply_error(wsi, 500, "out of memory");
+    return api_reply_json(wsi, 200, arr);
 }

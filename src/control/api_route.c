@@ -106,6 +106,8 @@ static const struct route routes[] = {
     {M_ANY, "/v1/terminals/{id}*", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
      route_not_allowed},
     {M_UPGRADE, "/v1/terminals/{id}/attach", DB_ROLE_VIEWER, 0, NULL, api_terminal_attach},
+    {M_GET, "/v1/proxy/upstreams", DB_ROLE_OPERATOR, 0,
+     "the proxy's upstreams are listed for operators and admins", api_proxy_upstreams},
     {M_GET, "/v1/audit", DB_ROLE_ADMIN, 0, "the audit log is for admins", api_audit_list},
     {M_UPGRADE, "/v1/runners/connect", ROUTE_OPEN, 0, NULL, api_runner_connect},
 };

@@ -27,6 +27,31 @@
 #include "al_limits.h"
 #include "proxy.h"
 
+/* AL_OK when airlockd has every upstream the request names; else AL_E_INVAL
+ * and why names the first it lacks and those it has, so that a client's
+ * one line (airlock run --proxy) says what to ask for instead. */
+static int known_upstreams(const struct proxycfg *pc, const struct apireq_terminal *spec, char *why,
+                           size_t cap)
+{
+    for (size_t i = 0; i < spec->nproxy; i++) {
+        if (proxycfg_find(pc, spec->proxy[i]))
+            continue;
+        char have[PROXY_MAX_UPSTREAMS * (PROXY_NAME_MAX + 2)] = "";
+        size_t o = 0;
+        for (unsigned k = 0; k < pc->n && o < sizeof have; k++) {
+            int n = snprintf(have + o, sizeof have - o, "%s%s", k ? ", " : "", pc->up[k].name);
+            if (n < 0)
+                break;
+            o += (size_t)n;
+        }
+        al_errf(why, cap,
+                "\"proxy\"[%zu]: no upstream \"%s\" in airlockd's configuration (it has: %s)", i,
+                spec->proxy[i], have);
+        return AL_E_INVAL;
+    }
+    return AL_OK;
+}
+
 int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
                         const struct rl_sbx *sb, struct rl_proxy_env **out, char *why, size_t cap)
 {
@@ -50,6 +75,9 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
                 sb->id);
         return AL_E_INVAL;
     }
+    int rc = known_upstreams(proxy_config(r->cfg.proxy), spec, why, cap);
+    if (rc != AL_OK)
+        return rc;
     struct rl_proxy_env *px = calloc(1, sizeof *px);
     if (!px)
         return AL_E_NOMEM;
@@ -57,7 +85,7 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
     for (size_t i = 0; i < spec->nproxy; i++)
         names[i] = spec->proxy[i];
     char cred[PROXY_CRED_LEN + 1];
-    int rc = proxy_mint(cred, px->hash);
+    rc = proxy_mint(cred, px->hash);
     if (rc != AL_OK)
         al_errf(why, cap, "cannot mint a proxy credential");
     if (rc == AL_OK)

@@ -1,7 +1,8 @@
 // docs/api.md cannot drift from the code:
 // - every example in it (a ```http request block followed by a ```http
 //   response block, "How the examples run" in api.md) is sent, in order, to
-//   a real airlockd on 127.0.0.1 with a linked local sandbox, and the
+//   a real airlockd on 127.0.0.1 with a linked local sandbox and two
+//   upstreams of the credential proxy (never called), and the
 //   answer's status, the headers shown and the body (JSON: the same members,
 //   the same strings and booleans, numbers of the same kind) must be the
 //   documented ones;
@@ -386,13 +387,25 @@ await run('api_doc', async () => {
       (missing.length ? `; missing: ${missing.join(', ')}` : ''));
   }
 
-  const dir = path.join(tmpdir('apidoc'), 'data');
+  const base = tmpdir('apidoc');
+  const dir = path.join(base, 'data');
   const vars = {
     admin_key: addUser(dir, 'ada', 'admin'),
     operator_key: addUser(dir, 'oli', 'operator'),
     viewer_key: addUser(dir, 'vic', 'viewer'),
   };
-  const d = await startAirlockd({ dir });
+  // the credential proxy's upstreams of "How the examples run" (never called)
+  const conf = path.join(base, 'airlockd.conf');
+  const lines = ['proxy-listen = 127.0.0.1:0'];
+  for (const [name, url, kind, header] of [['anthropic', 'https://api.anthropic.com', 'anthropic', 'x-api-key'],
+    ['github', 'https://github.com', 'git', 'basic']]) {
+    const secret = path.join(base, `${name}.key`);
+    fs.writeFileSync(secret, `not-a-real-${name}-key\n`, { mode: 0o600 });
+    lines.push(`upstream.${name}.url = ${url}`, `upstream.${name}.kind = ${kind}`,
+      `upstream.${name}.header = ${header}`, `upstream.${name}.secret-file = ${secret}`);
+  }
+  fs.writeFileSync(conf, `${lines.join('\n')}\n`);
+  const d = await startAirlockd({ dir, args: ['--config', conf] });
   vars.host = `127.0.0.1:${d.port}`;
   await addLocalSandbox(d.port, vars.admin_key, 'box');
   for (const ex of exs) {

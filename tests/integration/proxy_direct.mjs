@@ -160,8 +160,8 @@ await run('proxy_direct', async () => {
 
   // ---- what a create with "proxy" refuses
   let r0 = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', argv: ['true'], proxy: ['nope'] });
-  check(r0.status === 400 && r0.json.error === 'no upstream "nope" in airlockd\'s configuration',
-    `an upstream airlockd does not have: 400 naming it (${r0.body})`);
+  check(r0.status === 400 && r0.json.error === '"proxy"[0]: no upstream "nope" in airlockd\'s configuration (it has: anthropic, other)',
+    `an upstream airlockd does not have: 400 naming it and those it has (${r0.body})`);
   r0 = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', argv: ['true'], proxy: ['anthropic'], env: { ANTHROPIC_BASE_URL: 'http://elsewhere' } });
   check(r0.status === 400 && /"env"."ANTHROPIC_BASE_URL": set by the credential proxy/.test(r0.json.error),
     `an env that would override the proxy's variables: 400 (${r0.body})`);
