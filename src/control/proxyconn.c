@@ -273,7 +273,11 @@ static void up_head_done(void *ud)
     c->chunked = !c->no_body && !c->has_length && !c->http10;
     if (!c->no_body && !c->has_length && c->http10)
         c->close_after = 1;
-    if (!c->keep_alive)
+    /* An upstream that answers before the agent's body is all in (a 401
+     * or 403 to a push it will not take): the rest of that body must not
+     * be read as the next request, and need not reach anyone, so the
+     * connection ends with this answer (what is left is dropped). */
+    if (!c->keep_alive || !c->body_end)
         c->close_after = 1;
     char line[128];
     int ll = snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", c->status, phrase_of(c->status));

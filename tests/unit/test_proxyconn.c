@@ -322,6 +322,36 @@ static void test_agent_gone_cancels(void **state)
     proxyconn_free(c);
 }
 
+static int starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* An upstream that answers before the agent's body is all in (a server
+ * refusing an upload): the answer says Connection: close and the
+ * connection ends with it, rather than reading the rest of that body as
+ * the next request; what the agent still sends is dropped. */
+static void test_early_answer_closes(void **state)
+{
+    struct fixture *f = *state;
+    struct proxyconn *c = conn(f);
+    feed(c, "POST /v1/proxy/up/ok/early HTTP/1.1\r\nx-api-key: alp_good\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n5\r\nfirst\r\n");
+    run_until(f, &f->closed, 3000);
+    assert_true(f->closed);
+    assert_true(starts(f->out, "HTTP/1.1 403 Forbidden\r\n"));
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nnope"));
+    assert_int_equal(f->records, 1);
+    assert_int_equal(f->last_status, 403);
+    assert_int_equal(f->ended, 1);
+    static char more[3 * PROXYCONN_INPUT_MAX];
+    memset(more, 'x', sizeof more);
+    assert_int_equal(proxyconn_input(c, (const uint8_t *)more, sizeof more), sizeof more);
+    assert_int_equal(f->records, 1);
+    proxyconn_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +360,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keep_alive_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_transport_pauses_upstream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_gone_cancels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_answer_closes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
