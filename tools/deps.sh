@@ -17,8 +17,10 @@ DEB_PKGS=(
   # run: local sandboxes (bubblewrap), make run (curl)
   bubblewrap curl
   # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests;
-  # postgresql: the server binaries tests/tools/pg-temp.sh runs for the PostgreSQL suites)
-  nodejs openssl procps util-linux tmux vim chromium postgresql
+  # postgresql: the server binaries tests/tools/pg-temp.sh runs for the PostgreSQL suites;
+  # git and lighttpd: the Git smart-HTTP server tests/integration/proxy_git.mjs runs,
+  # git http-backend behind lighttpd's CGI)
+  nodejs openssl procps util-linux tmux vim chromium postgresql git lighttpd
 )
 
 missing=()

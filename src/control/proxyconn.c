@@ -86,6 +86,8 @@ struct proxyconn {
 
 /* ---- answers of our own ---- */
 
+#define CONTINUE "HTTP/1.1 100 Continue\r\n\r\n"
+
 static const struct {
     int status;
     const char *phrase;
@@ -273,7 +275,11 @@ static void up_head_done(void *ud)
     c->chunked = !c->no_body && !c->has_length && !c->http10;
     if (!c->no_body && !c->has_length && c->http10)
         c->close_after = 1;
-    if (!c->keep_alive)
+    /* An upstream that answers before the agent's body is all in (a 401
+     * or 403 to a push it will not take): the rest of that body must not
+     * be read as the next request, and need not reach anyone, so the
+     * connection ends with this answer (what is left is dropped). */
+    if (!c->keep_alive || !c->body_end)
         c->close_after = 1;
     char line[128];
     int ll = snprintf(line, sizeof line, "HTTP/1.1 %d %s\r\n", c->status, phrase_of(c->status));
@@ -461,8 +467,19 @@ static void on_head(struct proxyconn *c, const struct proxyreq_head *h)
     st = proxyup_start(c->up, &spec, &up_cbs, c, &c->call, why, sizeof why);
     /* libcurl copied the header list: our copy, with the secret, goes */
     OPENSSL_cleanse(c->up_hdr, sizeof c->up_hdr);
-    if (st != AL_OK)
+    if (st != AL_OK) {
         refuse(c, 502, "cannot start the upstream request", 0);
+        return;
+    }
+    /* An agent that waits for "100 Continue" before its body (curl does
+     * over 1 MiB) gets it now that the request is on its way: the upstream
+     * is sent no Expect, so no 100 would come from there, and the agent
+     * would sit out its own timeout (curl's: 1 s) on every upload. An
+     * interim answer: the final one, even a refusal, may still follow. */
+    const char *expect = proxyreq_header(h, "expect");
+    if (spec.has_body && !c->http10 && expect && strcasecmp(expect, "100-continue") == 0 &&
+        send_bytes(c, CONTINUE, sizeof CONTINUE - 1) < 0)
+        close_conn(c);
 }
 
 static int on_req(void *ud, enum proxyreq_ev ev, const struct proxyreq_head *h, const uint8_t *p,

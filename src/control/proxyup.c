@@ -43,6 +43,7 @@ struct proxyup_call {
     int cancelled;              /* no callback runs any more */
     int timed_out;              /* our response timeout fired */
     int down_paused, up_paused; /* libcurl's pause state is one mask for both */
+    int send_cut;               /* a final answer >= 300 came while the upload was paused */
     struct proxyup_call *next, *prev;
     char err[CURL_ERROR_SIZE];
 };
@@ -123,11 +124,32 @@ static void reap(struct proxyup *u)
     }
 }
 
+/* libcurl stops sending a request body once a final answer of 300 or more
+ * has come before its end (its "HTTP error before end of send": a server
+ * refusing an upload), but an upload we paused keeps its pause bit, and a
+ * transfer with a paused direction never ends: the answer would be all in
+ * and the call never done. So such an upload is let go, outside libcurl's
+ * callbacks; should libcurl still want to send (it keeps sending when the
+ * upstream asked to close), the read callback just pauses it again. */
+static void release_cut(struct proxyup *u)
+{
+    for (struct proxyup_call *c = u->calls; c; c = c->next) {
+        if (!c->send_cut || c->cancelled)
+            continue;
+        c->send_cut = 0;
+        if (c->up_paused) {
+            c->up_paused = 0;
+            curl_easy_pause(c->easy, c->down_paused ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+        }
+    }
+}
+
 static void action(struct proxyup *u, curl_socket_t fd, int ev)
 {
     int running;
     u->in_action++;
     curl_multi_socket_action(u->multi, fd, ev, &running);
+    release_cut(u);
     u->in_action--;
     if (!u->in_action)
         reap(u);
@@ -297,6 +319,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     if (c->status == 0)
         return len; /* a 1xx head's lines */
     if (len <= 2 && (len == 0 || p[0] == '\r' || p[0] == '\n')) {
+        if (c->status >= 300 && c->up_paused)
+            c->send_cut = 1; /* release_cut */
         c->cb.on_head_done(c->ud);
         return len;
     }
@@ -435,6 +459,7 @@ static void repause(struct proxyup_call *c)
     int mask = (c->down_paused ? CURLPAUSE_RECV : 0) | (c->up_paused ? CURLPAUSE_SEND : 0);
     u->in_action++;
     curl_easy_pause(c->easy, mask);
+    release_cut(u);
     u->in_action--;
     if (!u->in_action)
         reap(u);

@@ -104,6 +104,8 @@ static void answer(struct httpsrv_conn *c, const char *head_end)
     } else if (strstr(c->path, "/broken")) {
         send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789");
         close_conn(c);
+    } else if (strstr(c->path, "/early")) {
+        send_text(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope");
     } else if (strstr(c->path, "/big")) {
         static char big[40001];
         memset(big, 'b', 40000);
@@ -135,6 +137,10 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
         c->s->heads[c->s->heads_len] = '\0';
     }
     c->s->requests++;
+    if (strstr(c->path, "/early")) {
+        answer(c, e); /* before the body, whatever it is */
+        return;
+    }
     const char *cl = strstr(c->in, "Content-Length: ");
     if (cl && cl < e && c->len - (size_t)(e + 4 - c->in) < strtoul(cl + 16, NULL, 10))
         return; /* the body is not all in */

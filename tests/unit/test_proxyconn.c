@@ -7,7 +7,9 @@
  * answers its status with a JSON body, closes, and sends nothing
  * upstream; two requests on one connection are answered in order; a full
  * transport pauses the upstream without losing a byte; an agent that goes
- * away cancels its call.
+ * away cancels its call; Expect: 100-continue is answered 100 once the
+ * call is under way (a refusal from the head comes instead); an answer
+ * that comes before the request body's end closes the connection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -322,6 +324,86 @@ static void test_agent_gone_cancels(void **state)
     proxyconn_free(c);
 }
 
+static int starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* An agent that sends Expect: 100-continue gets the 100 as soon as its
+ * request is under way (the upstream is sent no Expect: no 100 comes from
+ * there), then the final answer; an HTTP/1.0 agent gets none. */
+static void test_expect_continue(void **state)
+{
+    struct fixture *f = *state;
+    struct proxyconn *c = conn(f);
+    feed(c, "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_good\r\nContent-Length: "
+            "5\r\nExpect: 100-Continue\r\n\r\n");
+    assert_string_equal(f->out, "HTTP/1.1 100 Continue\r\n\r\n");
+    feed(c, "hello");
+    run_until(f, &f->records, 3000);
+    assert_int_equal(f->records, 1);
+    assert_int_equal(f->last_status, 201);
+    assert_true(starts(f->out, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nhello"));
+    assert_null(strstr(f->srv.heads, "Expect"));
+    assert_null(strstr(f->srv.heads, "100-"));
+    assert_false(f->closed);
+    proxyconn_free(c);
+
+    f->out_len = 0;
+    f->out[0] = '\0';
+    f->records = 0;
+    c = conn(f);
+    feed(c, "POST /v1/proxy/up/ok/echo HTTP/1.0\r\nx-api-key: alp_good\r\nContent-Length: "
+            "5\r\nExpect: 100-continue\r\n\r\n");
+    assert_int_equal(f->out_len, 0);
+    feed(c, "hello");
+    run_until(f, &f->records, 3000);
+    assert_true(starts(f->out, "HTTP/1.1 201 Created\r\n"));
+    proxyconn_free(c);
+}
+
+/* A refusal the proxy can tell from the head comes instead of the 100. */
+static void test_expect_refused_first(void **state)
+{
+    struct fixture *f = *state;
+    check_refusal(f,
+                  "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_good\r\nContent-Length: "
+                  "100001\r\nExpect: 100-continue\r\n\r\n",
+                  413, "max-body");
+    assert_null(strstr(f->out, "100 Continue"));
+    check_refusal(f,
+                  "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_nope\r\nContent-Length: "
+                  "5\r\nExpect: 100-continue\r\n\r\n",
+                  401, "unknown");
+    assert_null(strstr(f->out, "100 Continue"));
+}
+
+/* An upstream that answers before the agent's body is all in (a server
+ * refusing an upload): the answer says Connection: close and the
+ * connection ends with it, rather than reading the rest of that body as
+ * the next request; what the agent still sends is dropped. */
+static void test_early_answer_closes(void **state)
+{
+    struct fixture *f = *state;
+    struct proxyconn *c = conn(f);
+    feed(c, "POST /v1/proxy/up/ok/early HTTP/1.1\r\nx-api-key: alp_good\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n5\r\nfirst\r\n");
+    run_until(f, &f->closed, 3000);
+    assert_true(f->closed);
+    assert_true(starts(f->out, "HTTP/1.1 403 Forbidden\r\n"));
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nnope"));
+    assert_int_equal(f->records, 1);
+    assert_int_equal(f->last_status, 403);
+    assert_int_equal(f->ended, 1);
+    static char more[3 * PROXYCONN_INPUT_MAX];
+    memset(more, 'x', sizeof more);
+    assert_int_equal(proxyconn_input(c, (const uint8_t *)more, sizeof more), sizeof more);
+    assert_int_equal(f->records, 1);
+    proxyconn_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +412,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keep_alive_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_transport_pauses_upstream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_gone_cancels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_refused_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_answer_closes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
  * byte-exact, through pauses; a refused connection ends quickly as
  * REFUSED, a silent upstream as TIMEOUT, a response cut short as BROKEN;
  * a cancelled call runs no callback again and its connection closes; a
- * paused download resumes whole.
+ * paused download resumes whole; an upload the upstream refuses before its
+ * end ends the call, even paused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@ struct call {
     const char *up; /* request body to send */
     size_t up_at, up_len;
     int up_paused;
+    size_t hold_at; /* 0, or: pause the body here for good (an agent gone quiet) */
     struct proxyup_call *pc;
     uv_timer_t resume;
 };
@@ -94,6 +96,8 @@ static size_t c_body(void *ud, const char *p, size_t n)
 static size_t c_read(void *ud, char *buf, size_t cap)
 {
     struct call *c = ud;
+    if (c->hold_at && c->up_at >= c->hold_at)
+        return PROXYUP_PAUSE;
     if (c->up_at == 7 && !c->up_paused) { /* pause once in the middle */
         c->up_paused = 1;
         uv_timer_start(&c->resume, resume_up, 100, 0);
@@ -284,6 +288,26 @@ static void test_paused_download_resumes_whole(void **state)
     assert_true(c->t_done - c->t_start >= 200);
 }
 
+/* An upstream that refuses an upload before its end (a 403 as soon as
+ * the head is in) while the body is paused, waiting for bytes that may
+ * never come: the call still ends, with the answer whole, at once. */
+static void test_refusal_before_body_end(void **state)
+{
+    struct fixture *f = *state;
+    struct call *c;
+    assert_int_equal(start(f, &c, "POST", "/early", f->srv.port, "first bytes of a push", -1, 5),
+                     AL_OK);
+    c->hold_at = 5;
+    run_until_done(&f->loop, c, 3000);
+    assert_true(c->done);
+    assert_int_equal(c->result, PROXYUP_OK);
+    assert_int_equal(c->status, 403);
+    assert_int_equal(c->body_len, 4);
+    assert_memory_equal(c->body, "nope", 4);
+    assert_true(c->t_done - c->t_start < 1000);
+    assert_int_equal(proxyup_active(f->u), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -292,6 +316,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_and_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_closes_upstream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_paused_download_resumes_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refusal_before_body_end, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
