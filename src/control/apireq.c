@@ -436,18 +436,6 @@ static int ar_record(const json_t *o, struct apireq_terminal *t, char *err, size
     return AL_OK;
 }
 
-/* An upstream's name: 1..DB_PROXY_NAME_MAX of [a-z0-9_-] (proxycfg.h). */
-static bool ar_upstream_ok(const char *s, size_t n)
-{
-    if (n == 0 || n > DB_PROXY_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-              s[i] == '-'))
-            return false;
-    return true;
-}
-
 static int ar_proxy(const json_t *o, struct apireq_terminal *t, char *err, size_t cap)
 {
     const json_t *a = json_object_get(o, "proxy");
@@ -464,7 +452,7 @@ static int ar_proxy(const json_t *o, struct apireq_terminal *t, char *err, size_
         const json_t *v = json_array_get(a, i);
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;
         size_t len = s ? json_string_length(v) : 0;
-        if (!s || strlen(s) != len || !ar_upstream_ok(s, len))
+        if (!s || strlen(s) != len || !db_proxy_name_valid(s, len))
             return ar_fail(err, cap, AL_E_INVAL, "\"proxy\"[%zu]: must be 1 to %d of a-z 0-9 _ -",
                            i, DB_PROXY_NAME_MAX);
         for (size_t j = 0; j < t->nproxy; j++)

@@ -242,6 +242,19 @@ const char *db_errmsg(const struct db *db);
 
 /* Names: user names, sandbox and terminal ids. */
 bool db_name_valid(const char *s);
+/* An upstream's name, s[0..n): 1..DB_PROXY_NAME_MAX of [a-z0-9_-] (the one
+ * rule for the config, the API and the credentials' table; inline, so that
+ * proxycfg, which links no data layer, shares it). */
+static inline bool db_proxy_name_valid(const char *s, size_t n)
+{
+    if (!s || n == 0 || n > DB_PROXY_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
 const char *db_role_name(enum db_role r);
 int db_role_parse(const char *s, enum db_role *out);
 const char *db_sandbox_kind_name(enum db_sandbox_kind k);

@@ -33,21 +33,6 @@ static bool db_proxy_hash_ok(const char *h)
     return true;
 }
 
-/* An upstream's name: 1..DB_PROXY_NAME_MAX of [a-z0-9_-] (proxycfg.c). */
-static bool db_proxy_name_ok(const char *s)
-{
-    if (!s)
-        return false;
-    size_t n = strnlen(s, DB_PROXY_NAME_MAX + 1);
-    if (n == 0 || n > DB_PROXY_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
-              s[i] == '-'))
-            return false;
-    return true;
-}
-
 static int db_proxy_check_hash(struct db *db, const char *h)
 {
     return db_proxy_hash_ok(h) ? AL_OK
@@ -59,7 +44,7 @@ static int db_proxy_check_hash(struct db *db, const char *h)
 
 static int db_proxy_check_upstream(struct db *db, const char *name)
 {
-    return db_proxy_name_ok(name)
+    return name && db_proxy_name_valid(name, strnlen(name, DB_PROXY_NAME_MAX + 1))
                ? AL_OK
                : db_fail(db, AL_E_INVAL, "an upstream's name must be 1 to %d of a-z 0-9 _ -",
                          DB_PROXY_NAME_MAX);

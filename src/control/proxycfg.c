@@ -11,6 +11,7 @@
 #include "proxycfg.h"
 
 #include "al_err.h"
+#include "db.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+_Static_assert((int)PROXY_NAME_MAX == (int)DB_PROXY_NAME_MAX,
+               "one rule for upstream names (db_proxy_name_valid)");
 
 #define KEY_PREFIX "upstream."
 
@@ -34,18 +38,6 @@ void proxycfg_init(struct proxycfg *c)
 int proxycfg_is_key(const char *key)
 {
     return key && strncmp(key, KEY_PREFIX, strlen(KEY_PREFIX)) == 0;
-}
-
-static int name_ok(const char *s, size_t n)
-{
-    if (n == 0 || n > PROXY_NAME_MAX)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_'))
-            return 0;
-    }
-    return 1;
 }
 
 /* ---- value parsers: one per kind of field ---- */
@@ -354,7 +346,7 @@ int proxycfg_set(struct proxycfg *c, const char *key, const char *value, char *w
     }
     const char *name = key + strlen(KEY_PREFIX);
     const char *dot = strchr(name, '.');
-    if (!dot || !name_ok(name, (size_t)(dot - name))) {
+    if (!dot || !db_proxy_name_valid(name, (size_t)(dot - name))) {
         al_errf(why, cap, "%s: the key is upstream.NAME.FIELD, NAME 1..%d of [a-z0-9_-]", key,
                 PROXY_NAME_MAX);
         return AL_E_INVAL;
