@@ -18,6 +18,10 @@ enum {
     CLI_KEY_MAX = 512,
     CLI_HOST_MAX = 256,
     CLI_CONFIG_FILE_MAX = 64 * 1024, /* bytes read from the config file */
+    CLI_HEADERS_MAX = 16,            /* extra request headers (probe --header) */
+    CLI_HEADER_MAX = 4200,           /* one "Name: value" */
+    CLI_HEADER_NAME_MAX = 64,        /* a header's name */
+    CLI_PATH_MAX = 1024,             /* a file's path (--cacert) */
 };
 
 struct cli_config {
@@ -28,6 +32,11 @@ struct cli_config {
     int tls;
     char prefix[CLI_URL_MAX]; /* path prefix without a trailing '/', or "" */
     int insecure;             /* https: accept any certificate (--insecure) */
+    /* set by commands that need them (airlock probe ws://...), else empty */
+    char token_header[CLI_HEADER_NAME_MAX + 1];    /* the key's header: "" is Authorization */
+    char headers[CLI_HEADERS_MAX][CLI_HEADER_MAX]; /* "Name: value" on every request */
+    int nheaders;
+    char cacert[CLI_PATH_MAX]; /* PEM CAs for TLS instead of the system's store, or "" */
 };
 
 /*

@@ -198,8 +198,13 @@ void cli_link_connect(struct cli_session *a)
 {
     if (a->done || a->ws)
         return;
-    static const struct cli_ws_handler h0 = {NULL,        ws_open,   ws_message,
-                                             ws_writable, ws_closed, ws_refused};
+    static const struct cli_ws_handler h0 = {
+        .on_open = ws_open,
+        .on_message = ws_message,
+        .on_writable = ws_writable,
+        .on_closed = ws_closed,
+        .on_refused = ws_refused,
+    };
     struct cli_ws_handler h = h0;
     h.ud = a;
     struct cli_ws *ws = NULL;

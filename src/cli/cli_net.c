@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "al_err.h"
 #include "al_limits.h"
@@ -61,6 +62,8 @@ struct cli_ws {
     int drop;
     int peer_code; /* from the peer's close frame */
     char peer_why[CLOSE_WHY_MAX];
+    char key[CLI_KEY_MAX]; /* the key presented, as it was when opened */
+    char subproto[128];    /* the server's Sec-WebSocket-Protocol, read before it is freed */
 };
 
 size_t cli_ws_pre(void)
@@ -70,18 +73,52 @@ size_t cli_ws_pre(void)
 
 /* ---- shared -------------------------------------------------------------- */
 
-static int add_auth(struct cli_net *n, struct lws *wsi, unsigned char **p, unsigned char *end)
+/* A header "name:" as lws wants it: lower case, with the colon. */
+static int header_name(const char *name, size_t n, char *out, size_t cap)
 {
-    if (!n->cfg.key[0])
-        return 0;
-    char hv[AUTH_MAX];
-    int len = snprintf(hv, sizeof hv, "Bearer %s", n->cfg.key);
-    if (len < 0 || (size_t)len >= sizeof hv)
+    if (n == 0 || n + 2 > cap)
         return -1;
-    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv, len,
-                                        p, end)
-               ? -1
-               : 0;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+    out[n] = ':';
+    out[n + 1] = 0;
+    return 0;
+}
+
+/* The key as "Bearer KEY" in Authorization or in cfg.token_header, then
+ * the configured extra headers. */
+static int add_auth(struct cli_net *n, const char *key, struct lws *wsi, unsigned char **p,
+                    unsigned char *end)
+{
+    char name[CLI_HEADER_NAME_MAX + 2];
+    if (key[0]) {
+        char hv[AUTH_MAX];
+        int len = snprintf(hv, sizeof hv, "Bearer %s", key);
+        if (len < 0 || (size_t)len >= sizeof hv)
+            return -1;
+        const char *th = n->cfg.token_header;
+        if (!th[0] || !strcasecmp(th, "authorization")) {
+            if (lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv,
+                                             len, p, end))
+                return -1;
+        } else if (header_name(th, strlen(th), name, sizeof name) ||
+                   lws_add_http_header_by_name(wsi, (unsigned char *)name, (unsigned char *)hv, len,
+                                               p, end)) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < n->cfg.nheaders; i++) {
+        const char *h = n->cfg.headers[i], *colon = strchr(h, ':');
+        if (!colon || header_name(h, (size_t)(colon - h), name, sizeof name))
+            return -1;
+        const char *v = colon + 1;
+        while (*v == ' ')
+            v++;
+        if (lws_add_http_header_by_name(wsi, (unsigned char *)name, (const unsigned char *)v,
+                                        (int)strlen(v), p, end))
+            return -1;
+    }
+    return 0;
 }
 
 /* https/wss: verify the server's certificate against the system's CA
@@ -151,7 +188,7 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, stru
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
         unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-        if (add_auth(q->n, wsi, p, end))
+        if (add_auth(q->n, q->n->cfg.key, wsi, p, end))
             return -1;
         if (!q->is_post)
             return 0;
@@ -334,8 +371,15 @@ static int ws_callback(struct lws *wsi, enum lws_callback_reasons reason, struct
     switch (reason) {
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
         unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-        return add_auth(ws->n, wsi, p, end);
+        if (ws->h.on_request)
+            ws->h.on_request(ws->h.ud, ws);
+        return add_auth(ws->n, ws->key, wsi, p, end);
     }
+    case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
+        /* the answer's headers are freed once established */
+        if (lws_hdr_copy(wsi, ws->subproto, sizeof ws->subproto, WSI_TOKEN_PROTOCOL) < 0)
+            ws->subproto[0] = 0;
+        return 0;
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         ws->opened = 1;
         ws->wsi = wsi;
@@ -415,6 +459,7 @@ int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler
     ws->kind = K_WS;
     ws->n = n;
     ws->h = *h;
+    (void)snprintf(ws->key, sizeof ws->key, "%s", n->cfg.key);
     struct lws_client_connect_info ci;
     connect_info(n, full, &ci);
     ci.protocol = AL_SUBPROTOCOL;
@@ -431,6 +476,19 @@ int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler
     }
     *out = ws;
     return AL_OK;
+}
+
+void cli_net_set_key(struct cli_net *n, const char *key)
+{
+    (void)snprintf(n->cfg.key, sizeof n->cfg.key, "%s", key ? key : "");
+}
+
+int cli_ws_subprotocol(const struct cli_ws *ws, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (!ws->opened)
+        return AL_E_STATE;
+    return snprintf(buf, cap, "%s", ws->subproto) < (int)cap ? AL_OK : AL_E_TOOBIG;
 }
 
 void cli_ws_want_write(struct cli_ws *ws)
@@ -506,6 +564,7 @@ int cli_net_new(uv_loop_t *loop, const struct cli_config *cfg, struct cli_net **
         .connect_timeout_s = CONNECT_TIMEOUT_S,
         .max_header_data = MAX_HEADER_DATA,
         .serv_buf_size = AL_MAX_FRAME + LWS_PRE + 1024,
+        .ca_file = cfg->cacert[0] ? cfg->cacert : NULL,
     };
     n->ctx = wsctx_new(&wc);
     if (!n->ctx) {

@@ -80,11 +80,19 @@ struct cli_ws_handler {
      * with ERROR code (ep_fail) so that the ERROR precedes the close. NULL:
      * the connection closes at once with that code's close. */
     void (*on_refused)(void *ud, struct cli_ws *ws, uint16_t code, const char *why);
+    /* The upgrade request is about to be sent (TCP, and TLS, are done):
+     * for a probe's timings. May be NULL. */
+    void (*on_request)(void *ud, struct cli_ws *ws);
 };
 
 /* Start a connection to path (with query). 0 or AL_E_*. */
 int cli_ws_open(struct cli_net *n, const char *path, const struct cli_ws_handler *h,
                 struct cli_ws **out);
+/* The key the next cli_ws_open presents (NULL or "": none); each
+ * connection keeps the one it was opened with. */
+void cli_net_set_key(struct cli_net *n, const char *key);
+/* The subprotocol the server chose, once open: "" when it named none. */
+int cli_ws_subprotocol(const struct cli_ws *ws, char *buf, size_t cap);
 /* Ask for an on_writable callback. */
 void cli_ws_want_write(struct cli_ws *ws);
 /*

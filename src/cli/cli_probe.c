@@ -7,17 +7,21 @@
  */
 #include "cli_probe.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "al_err.h"
+#include "al_limits.h"
 #include "cli_app.h"
 #include "cli_err.h"
 #include "cli_fmt.h"
+#include "cli_wsprobe.h"
 
 #define NS_PER_US 1000u
 #define US_PER_MS 1000.0
@@ -319,15 +323,140 @@ int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE 
 
 /* ---- the probe command ------------------------------------------------------- */
 
+/* A whole number from s in [lo, hi], or -1. */
+static long long whole(const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    return v;
+}
+
+/* The first line of a token file (at most AL_MAX_TOKEN bytes). */
+static int read_token(const char *path, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "airlock: probe: cannot read %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    if (!fgets(out, (int)cap, f))
+        out[0] = 0;
+    (void)fclose(f);
+    out[strcspn(out, "\r\n")] = 0;
+    if (!out[0]) {
+        fprintf(stderr, "airlock: probe: %s holds no token\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* `airlock probe ws://...`: options after the URL's (cli_wsprobe.h). */
+static int wsprobe_cmd(struct cli_app *a, const char *url, int argc, char **argv, int json)
+{
+    static struct cli_config cfg; /* large: its headers */
+    memset(&cfg, 0, sizeof cfg);
+    cfg.insecure = a->flag_insecure;
+    static char token[AL_MAX_TOKEN + 2], wrong[AL_MAX_TOKEN + 2];
+    struct wsprobe_opts o = {.url = url,
+                             .pings = WSPROBE_DEFAULT_PINGS,
+                             .bytes = WSPROBE_DEFAULT_BYTES,
+                             .idle_max_s = WSPROBE_DEFAULT_IDLE_MAX_S,
+                             .age_max_s = WSPROBE_DEFAULT_AGE_MAX_S,
+                             .ping_interval_ms = WSPROBE_DEFAULT_PING_MS,
+                             .json = json};
+    for (int i = 0; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long n;
+        if (!strcmp(k, "--json") || !strcmp(k, "--insecure") || (k[0] == 'w' && strstr(k, "://")))
+            continue; /* taken already */
+        if (!v)
+            return cli_err_usage("probe: %s needs a value", k);
+        i++;
+        if (!strcmp(k, "--token")) {
+            (void)snprintf(token, sizeof token, "%s", v);
+            o.token = token;
+        } else if (!strcmp(k, "--token-file")) {
+            if (read_token(v, token, sizeof token) != 0)
+                return CLI_EXIT_USAGE;
+            o.token = token;
+        } else if (!strcmp(k, "--wrong-token")) {
+            (void)snprintf(wrong, sizeof wrong, "%s", v);
+            o.wrong_token = wrong;
+        } else if (!strcmp(k, "--token-header")) {
+            if (strlen(v) > CLI_HEADER_NAME_MAX || strcspn(v, ": \t\r\n") != strlen(v) || !*v)
+                return cli_err_usage("probe: --token-header: a header name, not '%s'", v);
+            (void)snprintf(cfg.token_header, sizeof cfg.token_header, "%s", v);
+        } else if (!strcmp(k, "--header")) {
+            const char *colon = strchr(v, ':');
+            if (cfg.nheaders >= CLI_HEADERS_MAX)
+                return cli_err_usage("probe: at most 16 --header, not more (%s)", v);
+            if (!colon || colon == v || strlen(v) >= CLI_HEADER_MAX ||
+                (size_t)(colon - v) > CLI_HEADER_NAME_MAX || strpbrk(v, "\r\n") ||
+                strcspn(v, " \t") < (size_t)(colon - v))
+                return cli_err_usage("probe: --header wants 'Name: value', not '%s'", v);
+            (void)snprintf(cfg.headers[cfg.nheaders++], CLI_HEADER_MAX, "%s", v);
+        } else if (!strcmp(k, "--cacert")) {
+            if (strlen(v) >= sizeof cfg.cacert || access(v, R_OK) != 0)
+                return cli_err_usage("probe: --cacert: cannot read %s", v);
+            (void)snprintf(cfg.cacert, sizeof cfg.cacert, "%s", v);
+        } else if (!strcmp(k, "--idle-max") || !strcmp(k, "--age-max")) {
+            if ((n = whole(v, 0, WSPROBE_MAX_WAIT_S)) < 0)
+                return cli_err_usage(
+                    "probe: --idle-max and --age-max take 0 to 3600 seconds, not %s", v);
+            *(k[2] == 'i' ? &o.idle_max_s : &o.age_max_s) = (unsigned)n;
+        } else if (!strcmp(k, "--pings")) {
+            if ((n = whole(v, 1, WSPROBE_MAX_PINGS)) < 0)
+                return cli_err_usage("probe: --pings takes 1 to 10000, not %s", v);
+            o.pings = (unsigned)n;
+        } else if (!strcmp(k, "--bytes")) {
+            if ((n = whole(v, 1, WSPROBE_MAX_BYTES)) < 0)
+                return cli_err_usage("probe: --bytes takes 1 to 67108864, not %s", v);
+            o.bytes = (uint64_t)n;
+        } else if (!strcmp(k, "--ping-interval-ms")) {
+            if ((n = whole(v, 10, 600000)) < 0)
+                return cli_err_usage("probe: --ping-interval-ms takes 10 to 600000, not %s", v);
+            o.ping_interval_ms = (unsigned)n;
+        } else {
+            return cli_err_usage("probe: unknown argument %s", k);
+        }
+    }
+    if (!a->loop_ok) {
+        if (uv_loop_init(&a->loop) != 0) {
+            fprintf(stderr, "airlock: cannot start the event loop\n");
+            return CLI_EXIT_OTHER;
+        }
+        a->loop_ok = 1;
+    }
+    return cli_wsprobe(&a->loop, &cfg, &o, stdout);
+}
+
 int cli_probe_cmd(struct cli_app *a, int argc, char **argv)
 {
     int json = 0;
+    const char *ws_url = NULL;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
-        else
+        else if (!strcmp(argv[i], "--insecure"))
+            a->flag_insecure = 1;
+        else if (!strncmp(argv[i], "ws://", 5) || !strncmp(argv[i], "wss://", 6))
+            ws_url = argv[i];
+        else if (!strncmp(argv[i], "http://", 7) || !strncmp(argv[i], "https://", 8))
+            a->flag_url = argv[i];
+        else if (!ws_url && argv[i][0] == '-' && i + 1 < argc)
+            i++; /* a path probe's option: checked below */
+        else if (!ws_url)
             return cli_err_usage("probe: unknown argument %s", argv[i]);
     }
+    if (ws_url)
+        return wsprobe_cmd(a, ws_url, argc, argv, json);
+    for (int i = 0; i < argc; i++) /* airlockd's checks take no other option */
+        if (argv[i][0] == '-' && strcmp(argv[i], "--json") != 0 &&
+            strcmp(argv[i], "--insecure") != 0)
+            return cli_err_usage("probe: %s is for a WebSocket URL (ws:// or wss://)", argv[i]);
     int rc = cli_app_net(a);
     if (rc != CLI_EXIT_OK)
         return rc;

@@ -23,10 +23,14 @@
 #define AL_MAX_SNAPSHOT (4u << 20)       /* bytes in one whole snapshot */
 #define AL_MAX_COLS 4096                 /* terminal size bounds, inclusive */
 #define AL_MAX_ROWS 4096
-#define AL_MAX_PENDING_SIGNALS 8 /* signals queued per channel */
-#define AL_MAX_PENDING_ERRORS 16 /* error frames queued per endpoint */
-#define AL_MAX_VIEWERS 64        /* entries in one VIEWERS frame */
-#define AL_MAX_VIEWER_NAME 64    /* bytes in one VIEWERS entry's name */
+#define AL_MAX_PENDING_SIGNALS 8        /* signals queued per channel */
+#define AL_MAX_PENDING_ERRORS 16        /* error frames queued per endpoint */
+#define AL_MAX_VIEWERS 64               /* entries in one VIEWERS frame */
+#define AL_MAX_VIEWER_NAME 64           /* bytes in one VIEWERS entry's name */
+#define AL_PROBE_MAX_HEADERS 64         /* entries of a PROBE_REPLY HEADERS (§13) */
+#define AL_PROBE_MAX_HEADER_NAME 64     /* bytes of one header's name there */
+#define AL_PROBE_MAX_HEADER_VALUE 128   /* bytes of one header's redacted value there */
+#define AL_PROBE_SOURCE_MAX (64u << 20) /* bytes one PROBE SOURCE may ask for */
 
 /* A dialing runner's own key, sent on every dial beside its token: a copied
  * token alone cannot take a linked sandbox over (docs/protocol.md). */

@@ -378,6 +378,8 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
         rc = ep_fail_proto(
             ep, ep_is_host(ep) ? "frame only a host may send" : "frame only a controller may send",
             f);
+    } else if (fr_type_info(f->type)->props & FR_T_PROBE) {
+        rc = ep_fail_proto(ep, "a probe frame outside a probe session", f);
     } else {
         switch (f->type) {
         case FR_HELLO:

@@ -327,6 +327,38 @@ static int viewer_ok(const struct fr_viewer *v)
     return v->name.len >= 1 && relay_role_ok(v->role);
 }
 
+/* PROBE and PROBE_REPLY (§13): which ops each carries and their sizes. */
+static int probe_ok(const struct fr_frame *f)
+{
+    const int req = f->type == FR_PROBE;
+    switch (f->u.probe.op) {
+    case FR_PROBE_HEADERS:
+        return req ? 1 : f->u.probe.nheaders <= AL_PROBE_MAX_HEADERS;
+    case FR_PROBE_ECHO:
+        return 1;
+    case FR_PROBE_SINK:
+        return req;
+    case FR_PROBE_SOURCE:
+        return req ? f->u.probe.count >= 1 && f->u.probe.count <= AL_PROBE_SOURCE_MAX
+                   : f->u.probe.bytes.len >= 1;
+    default:
+        return 0;
+    }
+}
+
+/* A header's name in a PROBE_REPLY HEADERS: lower-case letters, digits, '-'. */
+static int probe_header_ok(const struct fr_probe_header *h)
+{
+    if (h->name.len < 1)
+        return 0;
+    for (size_t i = 0; i < h->name.len; i++) {
+        char c = h->name.p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 /* ---- the table of types --------------------------------------------------- */
 
 struct ftype {
@@ -350,6 +382,9 @@ static const struct ftype types[] = {
     [FR_ERROR] = {{"ERROR", FR_SCOPE_ANY, BOTH, 0}, error_ok},
     [FR_LIST] = {{"LIST", CONN, CTL, 0}, NULL},
     [FR_LIST_REPLY] = {{"LIST_REPLY", CONN, HOST, 0}, list_reply_ok},
+    /* probe sessions (§13) */
+    [FR_PROBE] = {{"PROBE", CONN, CTL, FR_T_PROBE}, probe_ok},
+    [FR_PROBE_REPLY] = {{"PROBE_REPLY", CONN, HOST, FR_T_PROBE}, probe_ok},
     /* channel frames (§4.2); OPEN, OPENED, ATTACH and ATTACHED link a channel */
     [FR_OPEN] = {{"OPEN", CHAN, CTL, 0}, open_ok},
     [FR_OPENED] = {{"OPENED", CHAN, HOST, 0}, NULL},
@@ -419,6 +454,40 @@ static uint16_t rd_count(struct rd *r, unsigned room)
     uint16_t n = rd_u16(r);
     rd_check(r, n <= room);
     return n;
+}
+
+/* PROBE, PROBE_REPLY: u8 op, then what the op carries one way or the other. */
+static void dec_probe(struct rd *r, struct fr_frame *f)
+{
+    f->u.probe.op = rd_u8(r);
+    const int req = f->type == FR_PROBE;
+    switch (f->u.probe.op) {
+    case FR_PROBE_HEADERS:
+        if (req)
+            break;
+        f->u.probe.nheaders = rd_count(r, AL_PROBE_MAX_HEADERS);
+        for (unsigned i = 0; !r->err && i < f->u.probe.nheaders; i++) {
+            struct fr_probe_header *h = &f->u.probe.h[i];
+            h->name = rd_str(r, AL_PROBE_MAX_HEADER_NAME);
+            h->value = rd_str(r, AL_PROBE_MAX_HEADER_VALUE);
+            rd_check(r, probe_header_ok(h));
+        }
+        break;
+    case FR_PROBE_SOURCE:
+        if (req) {
+            f->u.probe.count = rd_u32(r);
+            break;
+        }
+        f->u.probe.bytes = rd_rest(r);
+        break;
+    case FR_PROBE_ECHO:
+    case FR_PROBE_SINK:
+        f->u.probe.bytes = rd_rest(r);
+        break;
+    default:
+        r->err = AL_E_PROTO;
+        break;
+    }
 }
 
 static void dec_payload(struct rd *r, struct fr_frame *f)
@@ -545,8 +614,45 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
             rd_check(r, viewer_ok(v));
         }
         break;
+    case FR_PROBE:
+    case FR_PROBE_REPLY:
+        dec_probe(r, f);
+        break;
     default:
         r->err = AL_E_TYPE;
+        break;
+    }
+}
+
+static void enc_probe(struct wr *w, const struct fr_frame *f)
+{
+    wr_u8(w, f->u.probe.op);
+    const int req = f->type == FR_PROBE;
+    switch (f->u.probe.op) {
+    case FR_PROBE_HEADERS:
+        if (req)
+            break;
+        wr_u16(w, f->u.probe.nheaders);
+        for (unsigned i = 0; !w->err && i < f->u.probe.nheaders; i++) {
+            const struct fr_probe_header *h = &f->u.probe.h[i];
+            wr_check(w, probe_header_ok(h));
+            wr_str(w, h->name, AL_PROBE_MAX_HEADER_NAME);
+            wr_str(w, h->value, AL_PROBE_MAX_HEADER_VALUE);
+        }
+        break;
+    case FR_PROBE_SOURCE:
+        if (req) {
+            wr_u32(w, f->u.probe.count);
+            break;
+        }
+        wr_bytes(w, f->u.probe.bytes.p, f->u.probe.bytes.len);
+        break;
+    case FR_PROBE_ECHO:
+    case FR_PROBE_SINK:
+        wr_bytes(w, f->u.probe.bytes.p, f->u.probe.bytes.len);
+        break;
+    default:
+        w->err = AL_E_INVAL;
         break;
     }
 }
@@ -674,6 +780,10 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
             wr_str(w, v->name, AL_MAX_VIEWER_NAME);
             wr_u8(w, v->role);
         }
+        break;
+    case FR_PROBE:
+    case FR_PROBE_REPLY:
+        enc_probe(w, f);
         break;
     default:
         w->err = AL_E_INVAL;

@@ -30,6 +30,9 @@ enum fr_type {
     FR_ERROR = 0x05, /* channel 0: about the connection; else that channel */
     FR_LIST = 0x06,
     FR_LIST_REPLY = 0x07,
+    /* probe sessions only (§13): a path's measurements */
+    FR_PROBE = 0x0e,       /* controller -> host: u8 op, then per op */
+    FR_PROBE_REPLY = 0x0f, /* host -> controller: u8 op, then per op */
     /* channel level: channel must be non-zero */
     FR_OPEN = 0x10,
     FR_OPENED = 0x11,
@@ -84,6 +87,7 @@ enum {
     FR_T_LINKED = 1 << 3,     /* only about a channel opened or attached on this link */
     FR_T_NO_CHANNEL = 1 << 4, /* a host answers it for a channel it lacks with NO_CHANNEL */
     FR_T_LATE = 1 << 5,       /* may still come once its channel is gone: dropped */
+    FR_T_PROBE = 1 << 6,      /* a probe session's frame (§13): never in another */
 };
 struct fr_typeinfo {
     const char *name; /* "DATA" */
@@ -99,6 +103,13 @@ enum fr_chstate { FR_CH_RUNNING = 1, FR_CH_EXITED = 2 };
  * reaches the terminal. */
 enum fr_relay_role { FR_WRITER = 1, FR_VIEWER = 2 };
 #define FR_SNAPSHOT_MORE 0x01 /* SNAPSHOT flag: another chunk follows */
+/* What a PROBE asks and a PROBE_REPLY answers (§13). */
+enum fr_probe_op {
+    FR_PROBE_HEADERS = 1, /* the upgrade request's headers, as the host saw them */
+    FR_PROBE_ECHO = 2,    /* these bytes back */
+    FR_PROBE_SINK = 3,    /* bytes to drop (PROBE only) */
+    FR_PROBE_SOURCE = 4,  /* PROBE: send me u32 bytes; PROBE_REPLY: some of them */
+};
 
 /* Wire error codes (ERROR frame). */
 enum fr_errcode {
@@ -140,6 +151,13 @@ struct fr_list_entry {
 struct fr_viewer {
     struct fr_str name; /* 1..AL_MAX_VIEWER_NAME bytes */
     uint8_t role;       /* enum fr_relay_role */
+};
+
+/* One header of a PROBE_REPLY HEADERS: its name in lower case, its value
+ * redacted by the host (§13). */
+struct fr_probe_header {
+    struct fr_str name;  /* 1..AL_PROBE_MAX_HEADER_NAME bytes of [a-z0-9-] */
+    struct fr_str value; /* 0..AL_PROBE_MAX_HEADER_VALUE bytes */
 };
 
 struct fr_open {
@@ -227,6 +245,13 @@ struct fr_frame {
             uint16_t count;
             struct fr_viewer e[AL_MAX_VIEWERS];
         } viewers;
+        struct {
+            uint8_t op;            /* enum fr_probe_op */
+            uint32_t count;        /* PROBE SOURCE: bytes asked for */
+            struct fr_bytes bytes; /* ECHO, SINK; PROBE_REPLY SOURCE */
+            uint16_t nheaders;     /* PROBE_REPLY HEADERS */
+            struct fr_probe_header h[AL_PROBE_MAX_HEADERS];
+        } probe;
     } u;
 };
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "al_err.h"
+#include "rprobe.h"
 #include "runner_conn.h"
 #include "runner_dial.h"
 #include "runner_listen.h"
@@ -155,12 +156,15 @@ void runner_app_run(struct runner_app *a)
 {
     uv_run(a->loop, UV_RUN_DEFAULT);
 
+    a->stopping = 1; /* what lws closes from here on finds no runner */
     runner_free(a->runner);
     uv_close((uv_handle_t *)&a->redial, NULL);
     uv_close((uv_handle_t *)&a->max_age, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     lws_context_destroy(a->ctx);
+    rprobe_free(a->pending_probe); /* an upgrade that never became a session */
+    a->pending_probe = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
     a->wsl = NULL;
     /* let lws and libuv finish closing (bounded), then sweep what is left */

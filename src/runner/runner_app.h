@@ -36,6 +36,8 @@
 #include "runner.h"
 #include "token.h"
 
+struct rprobe;
+
 #define RUNNER_APP_ENV_ALLOW_MAX 64 /* names --env-allow may list */
 #define RUNNER_APP_CGROUP_FDS_MAX 4 /* --cgroup-fd given this often at most */
 #define RUNNER_APP_TOKEN_MAX 8192   /* bytes of a token file */
@@ -43,6 +45,7 @@
 #define RUNNER_APP_HEADER_MAX 8192  /* bytes of one request's headers */
 #define RUNNER_APP_HOST_MAX 256     /* --listen's HOST */
 #define RUNNER_APP_TOKEN_HEADER_MAX 128
+#define RUNNER_MAX_PROBES 4 /* probe sessions at once (docs/protocol.md §13) */
 
 struct runner_app {
     /* options (runner_opts.c) */
@@ -77,7 +80,9 @@ struct runner_app {
     int l_port;
     int64_t pending_exp; /* token expiry learnt at the upgrade */
     struct lws *pending_wsi;
-    struct wsl *wsl; /* the listening socket, the connection limits */
+    struct rprobe *pending_probe; /* the upgrade opens a probe session (§13) */
+    unsigned nprobes;             /* probe sessions open, ≤ RUNNER_MAX_PROBES */
+    struct wsl *wsl;              /* the listening socket, the connection limits */
     /* dialing (runner_dial.c) */
     char url[2048];
     char parsed[2048]; /* lws_parse_uri cuts this one up */

@@ -14,19 +14,23 @@
 #include "runner_conn.h"
 
 #include <string.h>
+#include <uv.h>
 
 #include "al_close.h"
 #include "al_err.h"
 #include "endpoint.h"
 #include "runner_dial.h"
 #include "runner_listen.h"
+#include "rprobe.h"
 #include "wsg.h"
 #include "wslisten.h"
 
 struct runner_conn {
-    struct wsg ws; /* the message being reassembled, the close */
-    int replaced;  /* a newer connection took over */
-    int max_aged;  /* --connect: time to reconnect */
+    struct wsg ws;        /* the message being reassembled, the close */
+    int replaced;         /* a newer connection took over */
+    int max_aged;         /* --connect: time to reconnect */
+    struct rprobe *probe; /* a probe session's (§13): never the current link */
+    int rx_paused;        /* a probe's replies wait: its input is not read */
 };
 
 static void want_write(void *link)
@@ -127,6 +131,92 @@ static int link_writeable(struct runner_app *a, struct lws *wsi, struct runner_c
     return 0;
 }
 
+/* ---- probe sessions (docs/protocol.md §13, rprobe.c) ---- */
+
+static uint64_t now_us(void)
+{
+    return uv_hrtime() / 1000u;
+}
+
+static long pull_probe(void *probe, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    (void)wsi;
+    return rprobe_output(probe, buf, cap, now_us());
+}
+
+static void probe_flow(struct lws *wsi, struct runner_conn *c)
+{
+    int want = rprobe_wants_input(c->probe);
+    if (want == !c->rx_paused)
+        return;
+    c->rx_paused = !want;
+    (void)lws_rx_flow_control(wsi, want);
+}
+
+static int probe_receive(struct runner_app *a, struct lws *wsi, struct runner_conn *c,
+                         const void *in, size_t len)
+{
+    size_t n = 0;
+    enum wsg_rx rx = wsg_receive(&c->ws, wsi, in, len, &n);
+    if (rx == WSG_NOMEM)
+        return -1;
+    if (rx == WSG_REFUSED)
+        rprobe_fail(c->probe, (uint16_t)c->ws.refused, c->ws.refused_why);
+    else if (rx == WSG_MESSAGE && rprobe_input(c->probe, c->ws.msg, n) != AL_OK)
+        runner_log(a->runner, 1, "probe session: peer broke the protocol: closing");
+    probe_flow(wsi, c);
+    lws_callback_on_writable(wsi);
+    return 0;
+}
+
+static int probe_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    if (c->ws.close_code)
+        return wsg_close_now(&c->ws, wsi);
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wsg_drain(wsi, pull_probe, c->probe, &wrote, &err);
+    if (tx == WSG_TX_PULL || tx == WSG_TX_FAILED)
+        return -1;
+    probe_flow(wsi, c);
+    int code;
+    const char *reason;
+    if (tx == WSG_TX_IDLE && rprobe_closing(c->probe, &code, &reason)) {
+        if (wrote) { /* the close frame goes in a callback of its own */
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        runner_log(a->runner, 1, "probe session closing (%d): %s", code, reason);
+        wsg_close_later(&c->ws, wsi, code, reason);
+        lws_callback_on_writable(wsi);
+    }
+    return 0;
+}
+
+static void probe_established(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    c->probe = a->pending_probe;
+    a->pending_probe = NULL;
+    a->nprobes++;
+    wsg_nodelay(wsi);
+    runner_log(a->runner, 1, "probe session open (%u at once)", a->nprobes);
+    /* the token's deadline: a timer, since nothing else may come */
+    lws_set_timer_usecs(wsi, LWS_USEC_PER_SEC);
+    lws_callback_on_writable(wsi);
+}
+
+static void probe_closed(struct runner_app *a, struct runner_conn *c)
+{
+    if (!c->probe)
+        return;
+    rprobe_free(c->probe);
+    c->probe = NULL;
+    a->nprobes--;
+    wsg_release(&c->ws);
+    if (!a->stopping) /* at the end, lws closes it after the runner is gone */
+        runner_log(a->runner, 1, "probe session closed");
+}
+
 void runner_conn_max_age(struct runner_app *a)
 {
     if (!a->current)
@@ -152,12 +242,22 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP:
         return runner_listen_http(a, wsi);
     case LWS_CALLBACK_ESTABLISHED: {
+        int probe = a->pending_probe && a->pending_wsi == wsi;
         int64_t exp = runner_listen_accepted(a, wsi);
         if (c)
             memset(c, 0, sizeof *c);
-        link_established(a, wsi, exp);
+        if (probe && c)
+            probe_established(a, wsi, c);
+        else
+            link_established(a, wsi, exp);
         return 0;
     }
+    case LWS_CALLBACK_TIMER:
+        if (c && c->probe) { /* a probe's token deadline, checked each second */
+            lws_callback_on_writable(wsi);
+            lws_set_timer_usecs(wsi, LWS_USEC_PER_SEC);
+        }
+        return 0;
     case LWS_CALLBACK_CLIENT_ESTABLISHED:
         if (c)
             memset(c, 0, sizeof *c);
@@ -171,11 +271,19 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     case LWS_CALLBACK_RECEIVE:
     case LWS_CALLBACK_CLIENT_RECEIVE:
+        if (c && c->probe)
+            return probe_receive(a, wsi, c, in, len);
         return link_receive(a, wsi, c, in, len);
     case LWS_CALLBACK_SERVER_WRITEABLE:
     case LWS_CALLBACK_CLIENT_WRITEABLE:
+        if (c && c->probe)
+            return probe_writeable(a, wsi, c);
         return link_writeable(a, wsi, c);
     case LWS_CALLBACK_CLOSED:
+        if (c && c->probe) {
+            probe_closed(a, c);
+            return 0;
+        }
         link_closed(a, wsi, c);
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:

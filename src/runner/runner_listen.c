@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "al_err.h"
+#include "rprobe.h"
 #include "runner_opts.h"
 #include "upgrade.h"
 #include "wsg.h"
@@ -62,6 +63,107 @@ static const char *read_auth(const struct runner_app *a, struct lws *wsi, char *
     return NULL;
 }
 
+/* Ingress headers worth seeing that libwebsockets does not parse by
+ * name (docs/platforms.md): a probe reports those present. */
+static const char *const ingress_headers[] = {"x-request-id:",
+                                              "x-real-ip:",
+                                              "x-forwarded-port:",
+                                              "x-forwarded-host:",
+                                              "x-original-url:",
+                                              "x-original-host:",
+                                              "x-envoy-external-address:",
+                                              "x-envoy-expected-rq-timeout-ms:",
+                                              "x-envoy-attempt-count:",
+                                              "x-arr-ssl:",
+                                              "x-arr-log-id:",
+                                              "x-ms-client-principal-name:",
+                                              "x-ms-client-principal-id:",
+                                              "x-ms-containerapp-name:",
+                                              "x-azure-ref:",
+                                              "x-azure-fdid:",
+                                              "x-azure-clientip:",
+                                              "x-amzn-trace-id:",
+                                              "x-amzn-tls-version:",
+                                              "cf-ray:",
+                                              "cf-connecting-ip:",
+                                              "cf-ipcountry:",
+                                              "cdn-loop:",
+                                              "traceparent:",
+                                              "tracestate:",
+                                              "x-cloud-trace-context:",
+                                              "via:",
+                                              "x-airlock-token:",
+                                              NULL};
+
+/* The upgrade's headers as a probe session reports them (§13): those lws
+ * parses by name, then the ingress ones above and our own token header. */
+static size_t probe_headers(const struct runner_app *a, struct lws *wsi, struct rprobe_header *h)
+{
+    size_t n = 0;
+    char v[UPGRADE_MAX_HEADER + 1], name[AL_PROBE_MAX_HEADER_NAME + 2];
+    for (int t = 0; t < WSI_TOKEN_COUNT && n < AL_PROBE_MAX_HEADERS; t++) {
+        const char *s = (const char *)lws_token_to_string((enum lws_token_indexes)t);
+        size_t sl = s ? strlen(s) : 0;
+        int len = lws_hdr_total_length(wsi, (enum lws_token_indexes)t);
+        if (sl < 2 || s[sl - 1] != ':' || sl - 1 > AL_PROBE_MAX_HEADER_NAME || len <= 0)
+            continue;
+        memcpy(name, s, sl - 1);
+        name[sl - 1] = 0;
+        if (len > UPGRADE_MAX_HEADER ||
+            lws_hdr_copy(wsi, v, sizeof v, (enum lws_token_indexes)t) < 0)
+            v[0] = 0; /* its length is all a probe learns */
+        n += (size_t)rprobe_redact(name, v, (size_t)len, a->header_is_auth ? NULL : a->token_header,
+                                   &h[n]);
+    }
+    for (size_t i = 0; ingress_headers[i] && n < AL_PROBE_MAX_HEADERS; i++) {
+        const char *hn = ingress_headers[i];
+        int nl = (int)strlen(hn);
+        int len = lws_hdr_custom_length(wsi, hn, nl);
+        if (len <= 0)
+            continue;
+        if (len > UPGRADE_MAX_HEADER || lws_hdr_custom_copy(wsi, v, sizeof v, hn, nl) < 0)
+            v[0] = 0;
+        memcpy(name, hn, (size_t)nl - 1);
+        name[nl - 1] = 0;
+        n += (size_t)rprobe_redact(name, v, (size_t)len, a->header_is_auth ? NULL : a->token_header,
+                                   &h[n]);
+    }
+    if (!a->header_is_auth && n < AL_PROBE_MAX_HEADERS &&
+        strcmp(a->token_header_lc, "x-airlock-token:") != 0) {
+        int nl = (int)strlen(a->token_header_lc);
+        int len = lws_hdr_custom_length(wsi, a->token_header_lc, nl);
+        if (len > 0) {
+            memcpy(name, a->token_header_lc, (size_t)nl - 1);
+            name[nl - 1] = 0;
+            n += (size_t)rprobe_redact(name, "", (size_t)len, a->token_header, &h[n]);
+        }
+    }
+    return n;
+}
+
+/* A probe session for an accepted upgrade (§13), or the refusal of one
+ * too many: 0, or -1 after the answer. */
+static int start_probe(struct runner_app *a, struct lws *wsi, int64_t exp)
+{
+    if (a->nprobes >= RUNNER_MAX_PROBES) {
+        runner_log(a->runner, 1, "probe session refused: %d already open", RUNNER_MAX_PROBES);
+        (void)http_reply(wsi, 503, "Busy\n");
+        return -1;
+    }
+    static struct rprobe_header h[AL_PROBE_MAX_HEADERS];
+    size_t n = probe_headers(a, wsi, h);
+    int64_t left_s = exp + a->rcfg.leeway - (int64_t)time(NULL);
+    uint64_t now_us = uv_hrtime() / 1000u;
+    uint64_t deadline = left_s > 0 ? now_us + (uint64_t)left_s * 1000000u : now_us;
+    struct rprobe *p;
+    if (rprobe_new(h, n, "airlock-runner", deadline, &p) != AL_OK) {
+        (void)http_reply(wsi, 503, "Busy\n");
+        return -1;
+    }
+    a->pending_probe = p;
+    return 0;
+}
+
 static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
 {
     char path[512] = "", idb[300], apib[128];
@@ -91,6 +193,10 @@ static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
         (void)http_reply(wsi, (unsigned)res.status, res.body);
         return -1;
     }
+    rprobe_free(a->pending_probe); /* one never established */
+    a->pending_probe = NULL;
+    if (res.probe && start_probe(a, wsi, res.claims.exp) != 0)
+        return -1;
     runner_log(a->runner, 1, "upgrade from %s accepted: %s", peer, res.log);
     a->pending_exp = res.claims.exp;
     a->pending_wsi = wsi;

@@ -62,6 +62,18 @@ void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_reque
     char why[TOK_REASON_MAX];
     int rc = tok_verify(cfg->keys, tok, strlen(tok), &p, &out->claims, why, sizeof why);
     if (rc != AL_OK) {
+        /* not a controller's token: a probe's, perhaps (the first reason
+         * is the one logged when neither verifies) */
+        struct tok_verify_params pp = p;
+        pp.scope = UPGRADE_PROBE_SCOPE;
+        char pwhy[TOK_REASON_MAX];
+        if (tok_verify(cfg->keys, tok, strlen(tok), &pp, &out->claims, pwhy, sizeof pwhy) ==
+            AL_OK) {
+            out->probe = 1;
+            rc = AL_OK;
+        }
+    }
+    if (rc != AL_OK) {
         out->status = 403;
         out->body = "Forbidden\n";
         snprintf(out->log, sizeof out->log, "token refused: %s (%s)", al_strerror(rc), why);
@@ -69,12 +81,14 @@ void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_reque
     }
     if (!req->identifier || strcmp(req->identifier, cfg->identifier) != 0) {
         memset(&out->claims, 0, sizeof out->claims);
+        out->probe = 0;
         answer(out, 403, "Forbidden\n",
                req->identifier ? "identifier is not this sandbox's" : "missing identifier");
         return;
     }
     out->status = 101;
     out->body = NULL;
-    snprintf(out->log, sizeof out->log, "token ok: sub=%s jti=%s exp=%lld", out->claims.sub,
-             out->claims.jti, (long long)out->claims.exp);
+    snprintf(out->log, sizeof out->log, "%s token ok: sub=%s jti=%s exp=%lld",
+             out->probe ? "probe" : "controller", out->claims.sub, out->claims.jti,
+             (long long)out->claims.exp);
 }

@@ -9,10 +9,10 @@
  * another path -> 404; api-version missing or unknown -> 400; a
  * Sec-WebSocket-Protocol offer without airlock.v1 -> 400; no token ->
  * 403 "Unauthenticated"; a token that does not verify (aud = our ID, scope
- * runner:connect) -> 403 "Forbidden", with the precise reason kept for the
- * log only; identifier missing or not ours -> 403 "Forbidden" too, checked
- * after the token, so that a peer without a valid token cannot tell a
- * wrong identifier from a bad token; else 101.
+ * runner:connect, or runner:probe for a probe session) -> 403 "Forbidden",
+ * with the precise reason kept for the log only; identifier missing or not ours -> 403 "Forbidden"
+ * too, checked after the token, so that a peer without a valid token cannot tell a wrong identifier
+ * from a bad token; else 101.
  */
 #ifndef AL_UPGRADE_H
 #define AL_UPGRADE_H
@@ -23,7 +23,8 @@
 
 #define UPGRADE_API_VERSION "2024-02-02-preview"
 #define UPGRADE_SCOPE "runner:connect"
-#define UPGRADE_MAX_HEADER 4096 /* bytes of the token header's value */
+#define UPGRADE_PROBE_SCOPE "runner:probe" /* a probe session (docs/protocol.md §13) */
+#define UPGRADE_MAX_HEADER 4096            /* bytes of the token header's value */
 
 struct upgrade_request {
     const char *path;         /* without the query */
@@ -46,6 +47,7 @@ struct upgrade_result {
     const char *body;         /* response body for non-101 answers */
     char log[640];            /* the precise reason, for the runner's log only */
     struct tok_claims claims; /* valid when status == 101 */
+    int probe;                /* 101 for a probe session: the token covers runner:probe only */
 };
 
 /* Decide; never fails (a bad request is a status). */

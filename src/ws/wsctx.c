@@ -26,6 +26,7 @@ struct lws_context *wsctx_new(const struct wsctx_config *cfg)
     info.uid = -1;
     info.ssl_cert_filepath = cfg->tls_cert;
     info.ssl_private_key_filepath = cfg->tls_key;
+    info.client_ssl_ca_filepath = cfg->ca_file;
     return lws_create_context(&info);
 }
 

@@ -32,6 +32,7 @@ struct wsctx_config {
     unsigned serv_buf_size;         /* pt_serv_buf_size; 0: lws's default */
     const char *tls_cert;           /* a TLS server's PEM files, or NULL */
     const char *tls_key;
+    const char *ca_file; /* a client's PEM CAs instead of the system's store, or NULL */
 };
 
 /* The context, or NULL (lws says why in its log). */

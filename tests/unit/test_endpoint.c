@@ -820,6 +820,26 @@ static void test_bad_input(void **state)
     assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
     probe_free(&p);
 
+    /* a probe session's frames (protocol.md §13) in a controller's
+     * session, either way: a protocol error naming them */
+    probe_init(&p, FR_ROLE_HOST);
+    probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_PROBE;
+    f.u.probe.op = FR_PROBE_HEADERS;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    assert_int_equal(probe_drain(&p, 0), FR_ERR_PROTOCOL);
+    assert_true(ep_closing(p.ep, &code, &why));
+    assert_non_null(strstr(why, "probe"));
+    probe_free(&p);
+    probe_init(&p, FR_ROLE_CONTROLLER);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_PROBE_REPLY;
+    f.u.probe.op = FR_PROBE_ECHO;
+    assert_int_equal(probe_send(&p, &f, 0), AL_E_PROTO);
+    probe_free(&p);
+
     /* data beyond the credit, data leaving a hole */
     probe_init(&p, FR_ROLE_HOST);
     probe_hello(&p, FR_ROLE_CONTROLLER, 1, 1);

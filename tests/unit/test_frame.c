@@ -25,10 +25,12 @@
 
 /* One example of every frame type (and each stream / flag variant). */
 static const char *const vector_names[] = {
-    "HELLO",        "PING",     "PONG",        "TOKEN",       "ERROR",   "LIST",     "LIST_REPLY",
-    "OPEN",         "OPENED",   "DATA_STDIN",  "DATA_STDOUT", "ACK",     "RESIZE",   "SIGNAL",
-    "EOF",          "EXIT",     "EXIT_SIGNAL", "CLOSE",       "ATTACH",  "ATTACHED", "GAP",
-    "SNAPSHOT_REQ", "SNAPSHOT", "ROLE",        "TAKEOVER",    "VIEWERS",
+    "HELLO",        "PING",     "PONG",          "TOKEN",        "ERROR",        "LIST",
+    "LIST_REPLY",   "OPEN",     "OPENED",        "DATA_STDIN",   "DATA_STDOUT",  "ACK",
+    "RESIZE",       "SIGNAL",   "EOF",           "EXIT",         "EXIT_SIGNAL",  "CLOSE",
+    "ATTACH",       "ATTACHED", "GAP",           "SNAPSHOT_REQ", "SNAPSHOT",     "ROLE",
+    "TAKEOVER",     "VIEWERS",  "PROBE_HEADERS", "PROBE_ECHO",   "PROBE_SOURCE", "REPLY_HEADERS",
+    "REPLY_SOURCE",
 };
 #define NVEC (sizeof vector_names / sizeof vector_names[0])
 
@@ -176,6 +178,27 @@ static void build_vector(const char *name, struct fr_frame *f)
         f->u.viewers.count = 2;
         f->u.viewers.e[0] = (struct fr_viewer){S("alice"), FR_WRITER};
         f->u.viewers.e[1] = (struct fr_viewer){S("bob"), FR_VIEWER};
+    } else if (!strcmp(name, "PROBE_HEADERS")) {
+        f->type = FR_PROBE;
+        f->u.probe.op = FR_PROBE_HEADERS;
+    } else if (!strcmp(name, "PROBE_ECHO")) {
+        f->type = FR_PROBE;
+        f->u.probe.op = FR_PROBE_ECHO;
+        f->u.probe.bytes = B("ping");
+    } else if (!strcmp(name, "PROBE_SOURCE")) {
+        f->type = FR_PROBE;
+        f->u.probe.op = FR_PROBE_SOURCE;
+        f->u.probe.count = 1048576;
+    } else if (!strcmp(name, "REPLY_HEADERS")) {
+        f->type = FR_PROBE_REPLY;
+        f->u.probe.op = FR_PROBE_HEADERS;
+        f->u.probe.nheaders = 2;
+        f->u.probe.h[0] = (struct fr_probe_header){S("host"), S("a:1")};
+        f->u.probe.h[1] = (struct fr_probe_header){S("authorization"), S("Bearer (9)")};
+    } else if (!strcmp(name, "REPLY_SOURCE")) {
+        f->type = FR_PROBE_REPLY;
+        f->u.probe.op = FR_PROBE_SOURCE;
+        f->u.probe.bytes = B("\0\0\0");
     } else {
         fail_msg("no vector builder for %s", name);
     }
@@ -282,7 +305,8 @@ static void test_vectors_round_trip(void **state)
         FR_HELLO,      FR_PING,         FR_PONG,     FR_TOKEN, FR_ERROR,    FR_LIST,
         FR_LIST_REPLY, FR_OPEN,         FR_OPENED,   FR_DATA,  FR_ACK,      FR_RESIZE,
         FR_SIGNAL,     FR_EOF,          FR_EXIT,     FR_CLOSE, FR_ATTACH,   FR_ATTACHED,
-        FR_GAP,        FR_SNAPSHOT_REQ, FR_SNAPSHOT, FR_ROLE,  FR_TAKEOVER, FR_VIEWERS};
+        FR_GAP,        FR_SNAPSHOT_REQ, FR_SNAPSHOT, FR_ROLE,  FR_TAKEOVER, FR_VIEWERS,
+        FR_PROBE,      FR_PROBE_REPLY};
     for (size_t t = 0; t < sizeof types; t++) {
         int seen = 0;
         for (int i = 0; i < n; i++)
@@ -484,6 +508,78 @@ static size_t raw_viewers(uint8_t *out, unsigned count, unsigned name_len, uint8
     out[5] = 1; /* channel 1 */
     set_len(out, (uint32_t)(n - AL_FRAME_HEADER));
     return n;
+}
+
+/* PROBE and PROBE_REPLY (§13): each op's shape, one way or the other. */
+static void test_probe_frames(void **state)
+{
+    (void)state;
+    static uint8_t buf[AL_MAX_FRAME];
+    static struct fr_frame f, g;
+    /* a SINK is asked, never answered; SOURCE asks 1..AL_PROBE_SOURCE_MAX */
+    build_vector("PROBE_ECHO", &f);
+    f.u.probe.op = FR_PROBE_SINK;
+    long n = fr_encode(&f, buf, sizeof buf);
+    assert_true(n > 0);
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), 0);
+    assert_int_equal(g.u.probe.bytes.len, 4);
+    buf[0] = FR_PROBE_REPLY; /* the same bytes from the host: refused */
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+    f.type = FR_PROBE_REPLY;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("PROBE_SOURCE", &f);
+    f.u.probe.count = 0;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    f.u.probe.count = AL_PROBE_SOURCE_MAX;
+    n = fr_encode(&f, buf, sizeof buf);
+    assert_true(n > 0);
+    buf[n - 4] = 0xff; /* over the most one may ask */
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+    /* a SOURCE reply carries at least a byte; an ECHO any number */
+    build_vector("REPLY_SOURCE", &f);
+    f.u.probe.bytes.len = 0;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    build_vector("PROBE_ECHO", &f);
+    f.type = FR_PROBE_REPLY;
+    f.u.probe.bytes.len = 0;
+    assert_true(fr_encode(&f, buf, sizeof buf) > 0);
+    /* an unknown op either way; a HEADERS request with bytes after it */
+    build_vector("PROBE_HEADERS", &f);
+    n = fr_encode(&f, buf, sizeof buf);
+    assert_int_equal(n, AL_FRAME_HEADER + 1);
+    buf[AL_FRAME_HEADER] = 5;
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+    buf[AL_FRAME_HEADER] = 0;
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+    buf[AL_FRAME_HEADER] = FR_PROBE_HEADERS;
+    buf[9] = 2; /* two bytes of payload: one too many */
+    uint8_t longer[AL_FRAME_HEADER + 2];
+    memcpy(longer, buf, AL_FRAME_HEADER + 1);
+    longer[AL_FRAME_HEADER + 1] = 0;
+    assert_int_equal(fr_decode(longer, sizeof longer, &g), AL_E_PROTO);
+    /* header names: [a-z0-9-], 1..64 bytes; values up to 128 */
+    build_vector("REPLY_HEADERS", &f);
+    f.u.probe.h[0].name = (struct fr_str){"Host", 4};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    f.u.probe.h[0].name = (struct fr_str){"", 0};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    static char big[AL_PROBE_MAX_HEADER_VALUE + 1];
+    memset(big, 'v', sizeof big);
+    f.u.probe.h[0].name = (struct fr_str){"x-a", 3};
+    f.u.probe.h[0].value = (struct fr_str){big, AL_PROBE_MAX_HEADER_VALUE};
+    assert_true(fr_encode(&f, buf, sizeof buf) > 0);
+    f.u.probe.h[0].value = (struct fr_str){big, AL_PROBE_MAX_HEADER_VALUE + 1};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    f.u.probe.h[0].value = (struct fr_str){big, 1};
+    f.u.probe.nheaders = AL_PROBE_MAX_HEADERS + 1;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    /* a probe frame on a channel, or from the wrong side */
+    build_vector("PROBE_ECHO", &f);
+    f.channel = 1;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    assert_int_equal(fr_type_info(FR_PROBE)->senders, FR_BY_CONTROLLER);
+    assert_int_equal(fr_type_info(FR_PROBE_REPLY)->senders, FR_BY_HOST);
+    assert_true(fr_type_info(FR_PROBE)->props & FR_T_PROBE);
 }
 
 static void test_relay_frames(void **state)
@@ -718,9 +814,10 @@ static void test_type_table(void **state)
         assert_int_equal(t->senders, by);
         assert_int_equal((t->props & FR_T_STREAM) != 0, !strncmp(dir, "stream's", 8));
         assert_int_equal((t->props & FR_T_RELAY) != 0, strstr(line, "§9") != NULL);
+        assert_int_equal((t->props & FR_T_PROBE) != 0, strstr(line, "§13") != NULL);
     }
     fclose(fp);
-    assert_int_equal(rows, 24);
+    assert_int_equal(rows, 26);
     for (unsigned type = 0; type < 256; type++)
         if (!seen[type]) {
             assert_null(fr_type_info(type));
@@ -759,6 +856,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_decoded_fields),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_relay_frames),
+        cmocka_unit_test(test_probe_frames),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_type_table),

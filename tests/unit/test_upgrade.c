@@ -148,6 +148,35 @@ static void test_matrix(void **state)
     assert_non_null(strstr(r.log, "signature"));
 }
 
+/* A token of scope runner:probe opens a probe session (protocol.md §13);
+ * one covering runner:connect too opens a controller's; neither scope:
+ * refused, the log giving the controller's reason. */
+static void test_probe_scope(void **state)
+{
+    struct fix *f = *state;
+    struct upgrade_result r;
+    char probe[5000], both[5000], probe2[5000], conn[5000];
+    mint(f, "sbx-1", "runner:probe", NOW, probe, sizeof probe);
+    mint(f, "sbx-1", "runner:probe runner:connect", NOW, both, sizeof both);
+    mint(f, "sbx-2", "runner:probe", NOW, probe2, sizeof probe2);
+    mint(f, "sbx-1", "runner:connect", NOW, conn, sizeof conn);
+    const char *api = UPGRADE_API_VERSION;
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, probe, &r), 101);
+    assert_int_equal(r.probe, 1);
+    assert_non_null(strstr(r.log, "probe token ok"));
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, both, &r), 101);
+    assert_int_equal(r.probe, 0);
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, conn, &r), 101);
+    assert_int_equal(r.probe, 0);
+    /* another sandbox's probe token, or the right one at another identifier */
+    assert_int_equal(decide(f, "/", 1, "sbx-1", api, probe2, &r), 403);
+    assert_int_equal(r.probe, 0);
+    assert_non_null(strstr(r.log, "wrong audience"));
+    assert_int_equal(decide(f, "/", 1, "sbx-2", api, probe, &r), 403);
+    assert_int_equal(r.probe, 0);
+    assert_string_equal(r.body, "Forbidden\n");
+}
+
 static void test_subproto(void **state)
 {
     (void)state;
@@ -182,6 +211,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matrix),
+        cmocka_unit_test(test_probe_scope),
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_subproto),
     };
