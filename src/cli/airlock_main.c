@@ -29,26 +29,70 @@ struct cmd {
     const char *name;
     const char *usage; /* its lines of airlock --help, as printed */
     int (*run)(struct cli_app *app, int argc, char **argv);
+    const char *help; /* more for `airlock NAME --help`, or NULL */
 };
+
+/* airlock probe --help: every figure a path probe prints. */
+static const char probe_help[] =
+    "\n"
+    "airlock probe ws://HOST[:PORT]/?identifier=ID&api-version=2024-02-02-preview [options]\n"
+    "        measure the WebSocket path to a runner (wss:// for TLS). The token is a\n"
+    "        runner:probe token for ID (airlockd token --aud ID --scope runner:probe):\n"
+    "        it opens a probe session, which runs nothing and leaves airlockd's link alone.\n"
+    "  --token T | --token-file F   the token; without one only the refusals are measured\n"
+    "  --wrong-token T              a token of another audience, expected refused\n"
+    "  --token-header NAME          send the token in NAME, not Authorization\n"
+    "  --header 'Name: value'       add a header (up to 16), e.g. a platform's own token\n"
+    "  --cacert FILE                CAs for wss:// (default: the system's); --insecure: none\n"
+    "  --idle-max S  --age-max S    how long to wait for an idle cut / a maximum age\n"
+    "                               (default 30 each; 0 skips that measurement)\n"
+    "  --ping-interval-ms MS        pings of the pinged session (default 2000)\n"
+    "  --pings N  --bytes N         RTT samples (20); bytes each way for throughput (4 MiB)\n"
+    "  --json                       one JSON object (members in brackets below)\n"
+    "\n"
+    "figures:\n"
+    "  phases      dns: the name's resolution; tcp: a TCP connect on its own; tls: the\n"
+    "              connection's start to its upgrade request, less tcp; upgrade: the\n"
+    "              request to its answer [phases_ms]\n"
+    "  upgrade     the HTTP status with no token [upgrade_without_token], a damaged one\n"
+    "              [upgrade_with_bad_token], --wrong-token [upgrade_with_wrong_audience]\n"
+    "              (403 each on a sound path), and the token (101) [upgrade_with_token]\n"
+    "  subprotocol what the server chose (airlock.v1) [subprotocol]\n"
+    "  rtt         p50 and p99 of N round trips, one after the other [rtt_ms]\n"
+    "  messages    the largest message carried whole, up to 65546 bytes [max_message_bytes]\n"
+    "  throughput  Mbit/s to the runner and from it [throughput_mbps]\n"
+    "  idle        when a silent connection was cut, and how (close CODE or reset)\n"
+    "              [idle_cut_s, idle_close]; not cut within --idle-max: null\n"
+    "  pings       whether a pinged connection lived as long as the silent one\n"
+    "              [idle_with_pings_ok]\n"
+    "  max age     when the pinged connection was cut anyway [max_age_s, age_close]\n"
+    "  headers     the request headers the runner saw, credentials redacted to their\n"
+    "              scheme and length [headers_seen, headers]\n"
+    "  WARNING     with --token-header: Authorization reached the sandbox, so the\n"
+    "              platform's token is visible there [authorization_forwarded]\n"
+    "exit: 0 measured; 69 unreachable, TLS failed, no answer, out of time; 77 no token or\n"
+    "the token refused; 76 not a runner's path; 64 bad option.\n";
 
 static const struct cmd cmds[] = {
     {"probe",
      "  probe [--json]                 check the server, the key and the sandboxes' links\n"
-     "        (run it first: health, who the key is, link state and RTT, timings)\n",
-     cli_probe_cmd},
+     "        (run it first: health, who the key is, link state and RTT, timings)\n"
+     "  probe ws://...|wss://... [--token T] [--json] ...   measure the path to a runner\n"
+     "        (idle cut, maximum age, RTT, throughput, headers: airlock probe --help)\n",
+     cli_probe_cmd, probe_help},
     {"attach",
      "  attach [SANDBOX/]TERMINAL [--read-only] [--escape C|none] [--retry-for S]\n"
      "        attach this terminal to it (Enter ~ . detaches, ~ t takes over, ~ ? help)\n",
-     cli_attach_cmd},
+     cli_attach_cmd, NULL},
     {"run",
      "  run SANDBOX [--pipe] [--cwd DIR] [--env NAME=VALUE]... [--proxy NAME]... -- CMD ARGS...\n"
      "        start a command and attach; --pipe (or no terminal here): stdin, stdout\n"
      "        and stderr as pipes, exit code propagated; --proxy: the command may call\n"
      "        airlockd's upstream NAME through the credential proxy, without its key\n",
-     cli_run_cmd},
-    {"ls", "  ls [--json]                    sandboxes and terminals\n", cli_ls_cmd},
+     cli_run_cmd, NULL},
+    {"ls", "  ls [--json]                    sandboxes and terminals\n", cli_ls_cmd, NULL},
     {"kill", "  kill TERMINAL [--signal NAME]  signal its processes (TERM, INT, HUP, KILL, ...)\n",
-     cli_kill_cmd},
+     cli_kill_cmd, NULL},
     {"sandbox",
      "  sandbox add ID --kind local|static|reverse [--url URL] [--network host|none]\n"
      "                                 (admin; --network: a local sandbox's agents)\n"
@@ -56,11 +100,11 @@ static const struct cmd cmds[] = {
      "  sandbox enroll ID [--ttl S] [--out DIR] [--json]   (admin, reverse sandboxes)\n"
      "        a runner token and the airlock-runner command line to start it with;\n"
      "        --out writes DIR/jwks.json and DIR/token\n",
-     cli_sandbox_cmd},
+     cli_sandbox_cmd, NULL},
     {"replay",
      "  replay FILE|TERMINAL [--speed X] [--idle-limit S]\n"
      "        play an asciicast recording (a file, or a terminal's from the server)\n",
-     cli_replay_cmd},
+     cli_replay_cmd, NULL},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 
@@ -160,7 +204,13 @@ int main(int argc, char **argv)
         if (!strcmp(sub[k], "--"))
             break;
         if (is_help(sub[k])) {
-            usage(stdout);
+            const struct cmd *h = find_cmd(cmd);
+            if (h && h->help) {
+                fputs(h->usage, stdout);
+                fputs(h->help, stdout);
+            } else {
+                usage(stdout);
+            }
             return CLI_EXIT_OK;
         }
     }

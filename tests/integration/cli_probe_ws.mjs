@@ -153,6 +153,12 @@ await run('cli_probe_ws', async () => {
   silent.close();
   r = await probe([url, '--token', other, '--idle-max', '0', '--age-max', '0']);
   check(r.code === 77 && /answered 403/.test(r.err), `another runner's token: exit 77 (${r.err.trim()})`);
+  const help = await runCli(['probe', '--help']);
+  const members = ['phases_ms', 'upgrade_without_token', 'upgrade_with_bad_token', 'upgrade_with_wrong_audience',
+    'upgrade_with_token', 'subprotocol', 'rtt_ms', 'max_message_bytes', 'throughput_mbps', 'idle_cut_s', 'idle_close',
+    'idle_with_pings_ok', 'max_age_s', 'age_close', 'headers_seen', 'authorization_forwarded'];
+  check(help.code === 0 && members.every((m) => help.out.includes(m)) && /--idle-max S/.test(help.out),
+    `airlock probe --help explains every figure (${members.filter((m) => !help.out.includes(m)).join(' ') || 'all there'})`);
   r = await runCli(['probe', url, '--pings', '0']);
   check(r.code === 64 && /--pings takes 1 to 10000/.test(r.err), `a bad option value: exit 64 (${r.err.trim()})`);
   r = await runCli(['probe', url, '--header', 'no colon']);
