@@ -3,7 +3,7 @@
  *
  * A request goes through these steps, in this order (docs/proxy.md):
  *   head parsed (proxyreq)      -> 400 413 431 501 505 on a bad request
- *   routed (proxypol_route)     -> 400 404 414 501, 401 without a credential
+ *   routed (proxypol_route)     -> 400 404 414 426 501, 401 without a credential
  *   gate begin (the owner)      -> 401 for a credential not valid for the
  *                                  upstream, 429 over a limit, 502 no secret
  *   allowed (proxypol_allowed)  -> 403
@@ -104,6 +104,7 @@ static const struct {
     {404, "Not Found"},
     {413, "Content Too Large"},
     {414, "URI Too Long"},
+    {426, "Upgrade Required"},
     {429, "Too Many Requests"},
     {431, "Request Header Fields Too Large"},
     {500, "Internal Server Error"},
