@@ -175,8 +175,8 @@ static void upstream_conn(int fd)
         unsigned long long n = 0;
         int ok = strcasestr(head, "\r\nauthorization: bearer " REAL_KEY "\r\n") != NULL;
         if (!ok) {
-            int k = snprintf(out, sizeof out,
-                             "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+            int k =
+                snprintf(out, sizeof out, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
             (void)bu_write_all(fd, out, (size_t)k);
         } else {
             const char *q = strstr(head, "GET /big?n=");
@@ -264,8 +264,8 @@ static void user_add(const char *name, const char *role, char *key, size_t cap)
 
 /* One request to airlockd's API (Connection: close), 15 s at most: the
  * status (-1 if it is not answering), the body into out. */
-static int api(const char *method, const char *target, const char *key, const char *body,
-               char *out, size_t cap)
+static int api(const char *method, const char *target, const char *key, const char *body, char *out,
+               size_t cap)
 {
     int fd = bu_tcp_connect(g.port);
     if (fd < 0)
@@ -519,8 +519,7 @@ static uint64_t conn_get(struct conn *c, const char *target, int check, unsigned
         if (check)
             for (size_t i = 0; i < take; i++)
                 if (p[i] != pattern[(off + i) % PAT_LEN])
-                    bu_fail("port %d: byte %llu differs", c->port,
-                            (unsigned long long)(off + i));
+                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)(off + i));
         off += take;
         if (off == len) {
             memmove(c->buf, p + take, inbuf - take);
@@ -597,12 +596,13 @@ static void report(const struct round_res *rr, int n, size_t len)
     uname(&u);
     printf("\n## bench_proxy: %d rounds, %zu MB response, %d small requests a round\n\n", n,
            len / 1000000, LAT_N);
-    printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN),
-           u.sysname, u.release);
+    printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
+           u.release);
     printf("min/**median**/max over rounds; the limit is the same call straight to the "
            "stand-in upstream in the same round.\n\n");
-    printf("| measure | %s (limit) | %s | %s | proxy vs limit | goal |\n|---|---|---|---|---|---|\n",
-           path_name[P_DIRECT], path_name[P_PROXY], path_name[P_CHANNEL]);
+    printf(
+        "| measure | %s (limit) | %s | %s | proxy vs limit | goal |\n|---|---|---|---|---|---|\n",
+        path_name[P_DIRECT], path_name[P_PROXY], path_name[P_CHANNEL]);
     const char *na = "n/a (not built yet)";
     struct {
         const char *name;
@@ -633,8 +633,8 @@ static void report(const struct round_res *rr, int n, size_t len)
         for (int i = 0; i < n; i++)
             v[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
         bu_fmt3(r, sizeof r, v, n, 2);
-        printf("| %zu MB response, MB/s | %s | %s | %s | ×%s | ≥ ×0.8 |\n", len / 1000000, d, p,
-               na, r);
+        printf("| %zu MB response, MB/s | %s | %s | %s | ×%s | ≥ ×0.8 |\n", len / 1000000, d, p, na,
+               r);
     }
     for (int i = 0; i < n; i++)
         v[i] = rr[i].cpu_gb;
@@ -646,8 +646,8 @@ static void report(const struct round_res *rr, int n, size_t len)
         tp[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
     }
     double mp = bu_median(p50, n), mt = bu_median(tp, n);
-    printf("\ngoals: added p50 %.0f µs (≤ 1000: %s); throughput ×%.2f of direct (≥ 0.8: %s)\n",
-           mp, mp <= 1000 ? "met" : "MISSED", mt, mt >= 0.8 ? "met" : "MISSED");
+    printf("\ngoals: added p50 %.0f µs (≤ 1000: %s); throughput ×%.2f of direct (≥ 0.8: %s)\n", mp,
+           mp <= 1000 ? "met" : "MISSED", mt, mt >= 0.8 ? "met" : "MISSED");
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -683,8 +683,9 @@ int main(int argc, char **argv)
     long runs = argc > 2 ? arg_long(argv[2], 1, MAX_RUNS) : 5;
     const char *bdir = argc > 3 ? argv[3] : "./build";
     if (mb < 0 || runs < 0 || argc > 4) {
-        fprintf(stderr, "usage: bench_proxy [MB 1..%d] [RUNS 1..%d] [BUILD_DIR]\n"
-                        "  defaults: 100 5 ./build; BUILD_DIR holds airlockd and airlock-runner\n",
+        fprintf(stderr,
+                "usage: bench_proxy [MB 1..%d] [RUNS 1..%d] [BUILD_DIR]\n"
+                "  defaults: 100 5 ./build; BUILD_DIR holds airlockd and airlock-runner\n",
                 MAX_MB, MAX_RUNS);
         return 2;
     }
