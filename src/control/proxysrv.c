@@ -23,7 +23,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,7 +190,7 @@ static void on_write(uv_write_t *req, int status)
 static int queue_write(struct sconn *c, const void *p, size_t n)
 {
     if (c->wq == 0) {
-        uv_buf_t direct = uv_buf_init((char *)(uintptr_t)p, (unsigned)n);
+        uv_buf_t direct = uv_buf_init((char *)p, (unsigned)n); /* only read */
         int k = uv_try_write((uv_stream_t *)&c->h, &direct, 1);
         if (k > 0) {
             p = (const uint8_t *)p + k;

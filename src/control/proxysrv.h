@@ -54,8 +54,8 @@ enum {
     PROXYSRV_WRITE_HIGH = 256 * 1024,
     PROXYSRV_WRITE_LOW = 64 * 1024,
     PROXYSRV_DRAIN_MAX = 4 * 1024 * 1024, /* bytes read and dropped after a final answer */
-    PROXYSRV_ADDR_MAX = 64,  /* "ADDR:PORT" as given */
-    PROXYSRV_BASE_MAX = 128, /* "http://ADDR:PORT/v1/proxy" */
+    PROXYSRV_ADDR_MAX = 64,               /* "ADDR:PORT" as given */
+    PROXYSRV_BASE_MAX = 128,              /* "http://ADDR:PORT/v1/proxy" */
 };
 
 struct proxysrv;

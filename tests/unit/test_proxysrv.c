@@ -189,8 +189,8 @@ static void *upload_run(void *arg)
     for (int i = 0; fd >= 0 && !u->write_failed && u->written < u->body_bytes; i++) {
         if (i < 4)
             usleep(50000);
-        size_t n = u->body_bytes - u->written < sizeof chunk ? u->body_bytes - u->written
-                                                             : sizeof chunk;
+        size_t n =
+            u->body_bytes - u->written < sizeof chunk ? u->body_bytes - u->written : sizeof chunk;
         ssize_t k = send(fd, chunk, n, MSG_NOSIGNAL);
         if (k <= 0)
             u->write_failed = 1;
