@@ -158,3 +158,9 @@ int relay_proxy_start(struct relay *r)
 {
     return db_proxy_revoke_ended(r->cfg.db);
 }
+
+int relay_proxy_live(const struct relay *r, const char *term_id)
+{
+    const struct rl_term *t = term_id ? relay_terminal_by_id(r, term_id) : NULL;
+    return t && !t->exited && t->sb && t->sb->up;
+}

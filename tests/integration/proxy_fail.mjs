@@ -13,8 +13,11 @@
 //   addresses re-adopts the terminal, and the same terminal's credential
 //   (the agent cannot re-read its environment) opens the upstream again as
 //   soon as airlockd answers: a streamed call completes.
-// - the terminal still ends its credential after the restart: once it
-//   exits, 401.
+// - a terminal that exits while airlockd is down: its credential is 401
+//   once airlockd is back (the runner reports the exit when it links up
+//   again, or airlockd's start revokes it), while the running one's works;
+// - the terminal still ends its credential after the restart: once it is
+//   closed, 401.
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -36,16 +39,17 @@ const MESSAGES = JSON.stringify({ model: 'fake', max_tokens: 16, stream: true,
 function call(port, method, target, { headers = {}, body = '', onFirst } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
-    let firstMs = -1, status = 0, done = false;
+    let firstMs = -1, status = 0, resHeaders = {}, done = false;
     const chunks = [];
     const finish = (error) => {
       if (done) return;
       done = true;
-      resolve({ status, body: Buffer.concat(chunks).toString(), firstMs, endMs: Date.now() - t0, error });
+      resolve({ status, headers: resHeaders, body: Buffer.concat(chunks).toString(), firstMs, endMs: Date.now() - t0, error });
     };
     const req = http.request({ host: '127.0.0.1', port, method, path: target, agent: false,
       headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
       status = res.statusCode;
+      resHeaders = res.headers;
       res.on('data', (c) => {
         if (firstMs < 0) { firstMs = Date.now() - t0; if (onFirst) onFirst(); }
         chunks.push(c);
@@ -130,6 +134,16 @@ await run('proxy_fail', async () => {
   a.ctl.ws.terminate();
   check(cred, 'the agent\'s credential');
 
+  // a second terminal, made to exit while airlockd is down
+  const t2 = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes',
+    argv: ['sh', '-c', 'echo "TOKEN=$ANTHROPIC_AUTH_TOKEN"; while [ ! -e /workspace/stop2 ]; do sleep 0.1; done; echo BYE'],
+    proxy: ['anthropic'] });
+  const a2 = await attach(port, t2.json.id, op, { read: true });
+  await a2.ch.waitOutput(/TOKEN=alp_\S+/, scaled(20000));
+  const cred2 = (/TOKEN=(alp_[A-Za-z0-9_-]{43})/.exec(a2.ch.output().toString()) || [])[1];
+  a2.ctl.ws.terminate();
+  check(cred2 && cred2 !== cred, 'a second terminal\'s credential');
+
   // ---- upstream timeout: 504 with its body, after response-timeout, not before
   let r = await call(pport, 'POST', '/v1/proxy/silent/x', { headers: bearer(cred), body: '{}' });
   let e = errorBody(r);
@@ -161,10 +175,34 @@ await run('proxy_fail', async () => {
   check(cut.every((x) => x.error), `each agent connection ended, not hung (${cut.map((x) => x.error).join('; ')})`);
   check(lastEnd < scaled(3000), `all three ended within ${lastEnd} ms of the kill`);
 
+  // the second terminal exits while airlockd is down
+  const stop2 = path.join(dir, 'sandboxes', 'box', 'work', 'stop2');
+  fs.writeFileSync(stop2, '');
+  await new Promise((res) => setTimeout(res, 1000));
+
   // ---- started again on the same data directory: the credential works as soon as it answers
   d = await startAirlockd({ dir, port, args: ['--config', conf] });
   const upAt = Date.now();
   await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen again' });
+  // until the runner links up again, airlockd cannot tell that terminal
+  // ended: its credential gets 503 (try again), never the upstream, then 401
+  const st2 = [];
+  let r503 = null;
+  await waitFor(async () => {
+    const x = await call(pport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(cred2), body: MESSAGES });
+    st2.push(x.status);
+    if (x.status === 503 && !r503) r503 = x;
+    return x.status === 401;
+  }, scaled(15000), 'the exited terminal\'s credential to be refused', 100);
+  check(st2.every((x) => x === 503 || x === 401) && st2[st2.length - 1] === 401,
+    `the terminal that exited while airlockd was down: 503 until its runner is linked, then 401, never the upstream (${st2.join(',')})`);
+  if (r503) {
+    const e503 = errorBody(r503);
+    check(e503 && e503.status === 503 && /try again/.test(e503.message) && r503.headers['retry-after'] === '1',
+      `the 503 says to try again, Retry-After: 1 (${flat(r503.body)})`);
+  }
+  const v2 = await api(port, 'GET', `/v1/terminals/${t2.json.id}`, op);
+  check(v2.json.state !== 'running' && v2.json.proxy.revoked === true, `it is ${v2.json.state}, its credential revoked`);
   const statuses = [];
   let ok = null, okStart = 0;
   await waitFor(async () => {
@@ -176,8 +214,8 @@ await run('proxy_fail', async () => {
   }, scaled(20000), 'the credential to work again', 100);
   const firstEvent = okStart - upAt + ok.firstMs;
   check(!ok.error && ok.body.includes('message_stop'), `after the restart, the same credential streams a whole answer (${flat(ok.body.slice(-120))})`);
-  check(statuses.every((s) => s === 200 || s === 503), `before that, only 200 or 503 (${statuses.join(',')})`);
-  check(firstEvent < scaled(3000), `its first event came ${firstEvent} ms after airlockd answered again (statuses ${statuses.join(',')})`);
+  check(statuses.every((s) => s === 200 || s === 503), `before that, only 503 (${statuses.join(',')})`);
+  check(firstEvent < scaled(5000), `its first event came ${firstEvent} ms after airlockd answered again (statuses ${statuses.join(',')})`);
   const view = await api(port, 'GET', `/v1/terminals/${t.json.id}`, op);
   check(view.json.state === 'running' && view.json.proxy.revoked === false, `the terminal was re-adopted, its credential not revoked (${flat(view.body)})`);
   const log = fs.readFileSync(d.log, 'utf8');
