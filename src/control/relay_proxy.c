@@ -10,7 +10,11 @@
  * forgotten) when the terminal exits, is closed or lost (a kill revokes
  * when the process ends), on POST /v1/terminals/ID/proxy/revoke, and at
  * start for every terminal that ended while airlockd was down; removing a
- * terminal's row removes its credentials (ON DELETE CASCADE).
+ * terminal's row removes its credentials (ON DELETE CASCADE). A valid
+ * credential opens its upstreams only while relay_proxy_live says its
+ * terminal is confirmed to run (its runner linked): the database alone
+ * cannot tell, after a restart, a terminal that ended while airlockd was
+ * down.
  *
  * Data model: struct rl_proxy_env (relay_int.h) lives from the checks of
  * a create to its end: the variables (holding the credential) and the

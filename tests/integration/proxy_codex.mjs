@@ -135,7 +135,7 @@ await run('proxy_codex', async () => {
     'OPENAI_BASE_URL is the proxy\'s direct path for the upstream');
   check(/^KEYS=0$/m.test(out), 'no real key in the agent\'s environment');
   check(out.includes(ANSWER) && /CODEX-EXIT=0/.test(out), `codex exec printed the fake's answer and exited 0 (${flat(out)})`);
-  check(!/Reconnecting\.\.\. [2-5]\/5/.test(out), 'Codex did not retry the WebSocket: it fell back at once');
+  check(!/Reconnecting\.\.\. [2-5]\/5/.test(out), `Codex did not retry: it fell back at once (${flat((out.match(/^.*Reconnecting.*$/mg) || []).join('; '))})`);
 
   const st = JSON.parse(await get(fport, '/__stats'));
   const posts = st.requests.filter((x) => x.method === 'POST' && x.url === '/v1/responses');
@@ -154,14 +154,14 @@ await run('proxy_codex', async () => {
   const ws = calls.filter((x) => x.method === 'GET' && x.path === '/v1/proxy/openai/responses');
   const post = calls.find((x) => x.method === 'POST' && x.path === '/responses' && x.target === r.json.id);
   check(ws.length >= 1 && ws.every((x) => x.status === 426 && x.target === ''),
-    `Codex tried the WebSocket first: ${ws.length} GET /v1/responses, each answered 426 by the proxy`);
+    `Codex tried the WebSocket first: ${ws.length} GET /v1/responses, each answered 426 by the proxy (${flat(JSON.stringify(calls))})`);
   check(ws.length === 1 && post && post.status === 200 && post.at >= ws[0].at,
     `and fell back to HTTPS at once: one attempt, then POST /v1/responses 200, ${post ? post.at - ws[0].at : '?'} ms later (${flat(JSON.stringify(calls))})`);
   check(!audit.body.includes(REAL_KEY) && !audit.body.includes(cred), 'the audit holds neither the key nor the credential');
 
   // the same refusal by hand: at once, JSON, nothing forwarded
   const u = await upgrade(pport, '/v1/proxy/openai/responses', cred);
-  check(u.status === 426 && u.ms < 1000 && JSON.parse(u.body).error.status === 426 && /HTTPS/.test(u.body),
+  check(u.status === 426 && u.ms < scaled(3000) && JSON.parse(u.body).error.status === 426 && /HTTPS/.test(u.body),
     `a WebSocket upgrade is answered 426 at once (${u.status}, ${u.ms} ms, ${flat(u.body)})`);
   check(JSON.parse(await get(fport, '/__stats')).upgrades.length === 0, 'and nothing of it reached the fake');
 
