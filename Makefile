@@ -45,10 +45,12 @@ test: deps
 # Benchmarks print tables beside the bare-PTY and loopback limits.
 BENCH_MB   ?= 200
 BENCH_RUNS ?= 5
+BENCH_PROXY_MB ?= 100
 bench: build
 	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_runner $(BENCH_MB) $(BENCH_RUNS) $(BUILD)/airlock-runner
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
+	$(BUILD)/bench_proxy $(BENCH_PROXY_MB) $(BENCH_RUNS) $(BUILD)
 
 check: deps
 	@tools/check-format.sh && tools/check-banned.sh

@@ -26,6 +26,7 @@
 #include "al_log.h"
 #include "api.h"
 #include "db.h"
+#include "proxystore.h"
 #include "websess.h"
 #include "wsg.h"
 
@@ -74,6 +75,7 @@ struct api {
     struct sesswatch *watch; /* WebSockets opened by web sessions (api_wsess.c) */
     struct al_lograte log_wsess;
     struct proxy *proxy;       /* the credential proxy; NULL: no upstreams (api_proxy.c) */
+    struct proxystore pstore;  /* its store: the database, and the relay for liveness */
     struct proxysrv *proxysrv; /* its direct path; NULL: not served */
     char proxy_base[128];      /* "http://ADDR:PORT/v1/proxy" (PROXYSRV_BASE_MAX) */
 };

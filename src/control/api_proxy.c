@@ -39,6 +39,13 @@ static void upstream_names(const struct proxycfg *pc, char *out, size_t cap)
     }
 }
 
+/* The relay is made after the proxy: until it is, nothing is confirmed. */
+static int proxy_live(void *ud, const char *terminal)
+{
+    struct api *a = ud;
+    return a->relay && relay_proxy_live(a->relay, terminal);
+}
+
 static void run_closes(struct api *a)
 {
     for (int i = 0; i < 10 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
@@ -56,7 +63,8 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         return AL_OK;
     }
     struct proxy_store store;
-    proxystore_of_db(a->db, &store);
+    a->pstore = (struct proxystore){a->db, proxy_live, a};
+    proxystore_of(&a->pstore, &store);
     char why[512] = "";
     int rc = proxy_new(pc, a->loop, &store, &a->proxy, why, sizeof why);
     if (rc == AL_OK && (rc = proxy_check_secrets(a->proxy, why, sizeof why)) != AL_OK)

@@ -287,6 +287,13 @@ int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const cha
         al_errf(why, wcap, "unknown, revoked or foreign credential for upstream %s", up->name);
         return 401;
     }
+    if (rc == AL_E_AGAIN) {
+        al_errf(why, wcap,
+                "the credential's terminal cannot be confirmed to run now (its runner is not "
+                "linked to airlockd): try again");
+        *retry = 1;
+        return 503;
+    }
     if (rc != AL_OK) {
         al_errf(why, wcap, "cannot check the credential now");
         return 503;

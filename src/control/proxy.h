@@ -43,7 +43,9 @@ enum {
 struct proxy_store {
     /* 0 and the terminal's id when `hash` is a live credential that opens
      * `upstream`; AL_E_NOENT when it is unknown, revoked or opens other
-     * upstreams only; another AL_E_* when the store failed. */
+     * upstreams only; AL_E_AGAIN when its terminal cannot be confirmed to
+     * run just now (its runner is not linked: 503, try again); another
+     * AL_E_* when the store failed. */
     int (*lookup)(void *ud, const char *hash, const char *upstream, char *terminal, size_t cap);
     /* One call, for the audit table (may be NULL). */
     void (*record)(void *ud, const struct proxyconn_record *rec);

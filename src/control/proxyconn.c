@@ -3,7 +3,7 @@
  *
  * A request goes through these steps, in this order (docs/proxy.md):
  *   head parsed (proxyreq)      -> 400 413 431 501 505 on a bad request
- *   routed (proxypol_route)     -> 400 404 414 501, 401 without a credential
+ *   routed (proxypol_route)     -> 400 404 414 426 501, 401 without a credential
  *   gate begin (the owner)      -> 401 for a credential not valid for the
  *                                  upstream, 429 over a limit, 502 no secret
  *   allowed (proxypol_allowed)  -> 403
@@ -104,6 +104,7 @@ static const struct {
     {404, "Not Found"},
     {413, "Content Too Large"},
     {414, "URI Too Long"},
+    {426, "Upgrade Required"},
     {429, "Too Many Requests"},
     {431, "Request Header Fields Too Large"},
     {500, "Internal Server Error"},
@@ -326,6 +327,19 @@ static size_t up_body(void *ud, const char *p, size_t n)
 
 static void process_input(struct proxyconn *c);
 
+/* 413 naming the limit and where it is set: git, for one, shows a push's
+ * refusal as "HTTP 413" alone, so the audit and the agent's own trace
+ * must say which setting to raise. */
+static void refuse_too_large(struct proxyconn *c)
+{
+    char why[PROXYCONN_REASON_MAX];
+    snprintf(why, sizeof why,
+             "request body larger than upstream %s's max-body (%llu bytes; "
+             "upstream.%s.max-body in airlockd's configuration)",
+             c->pc.up->name, (unsigned long long)c->max_body, c->pc.up->name);
+    refuse(c, 413, why, 0);
+}
+
 static size_t up_read(void *ud, char *buf, size_t cap)
 {
     struct proxyconn *c = ud;
@@ -426,9 +440,7 @@ static void on_head(struct proxyconn *c, const struct proxyreq_head *h)
     c->max_body = c->pc.up->max_body;
     c->body_seen = 0;
     if (h->content_length >= 0 && (uint64_t)h->content_length > c->max_body) {
-        snprintf(why, sizeof why, "request body larger than upstream %s's max-body (%llu bytes)",
-                 c->pc.up->name, (unsigned long long)c->max_body);
-        refuse(c, 413, why, 0);
+        refuse_too_large(c);
         return;
     }
     char secret[PROXY_SECRET_MAX + 1];
@@ -495,7 +507,7 @@ static int on_req(void *ud, enum proxyreq_ev ev, const struct proxyreq_head *h, 
     case PROXYREQ_BODY:
         c->body_seen += n;
         if (c->body_seen > c->max_body) {
-            refuse(c, 413, "request body larger than the upstream's max-body", 0);
+            refuse_too_large(c);
             return 1;
         }
         /* n <= PROXYCONN_INPUT_MAX: it fits, as the parser pauses below */

@@ -17,14 +17,17 @@
 #define PROXYENV_TOKEN_VAR "AIRLOCK_PROXY_TOKEN"
 
 /* What a kind of upstream sets besides the AIRLOCK_PROXY_* pair: its base
- * URL through the proxy and the credential (git: see add_git). */
+ * URL through the proxy and the credential, under a second name too where
+ * an agent reads another (Codex's `exec` reads CODEX_API_KEY, not
+ * OPENAI_API_KEY); git: see add_git. */
 static const struct {
     enum proxy_kind kind;
     const char *url_var;
     const char *token_var;
+    const char *token_var2; /* NULL: none */
 } kind_vars[] = {
-    {PROXY_KIND_ANTHROPIC, "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"},
-    {PROXY_KIND_OPENAI, "OPENAI_BASE_URL", "OPENAI_API_KEY"},
+    {PROXY_KIND_ANTHROPIC, "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN", NULL},
+    {PROXY_KIND_OPENAI, "OPENAI_BASE_URL", "OPENAI_API_KEY", "CODEX_API_KEY"},
 };
 
 /* Append "NAME=value" (printf-style value). AL_E_TOOBIG past the limits. */
@@ -104,7 +107,11 @@ static int add_kind(struct proxyenv *pe, const struct proxy_upstream *up, const 
             return AL_E_INVAL;
         }
         int rc = add(pe, kind_vars[i].url_var, "%s/%s", base, up->name);
-        return rc == AL_OK ? add(pe, kind_vars[i].token_var, "%s", cred) : rc;
+        if (rc == AL_OK)
+            rc = add(pe, kind_vars[i].token_var, "%s", cred);
+        if (rc == AL_OK && kind_vars[i].token_var2)
+            rc = add(pe, kind_vars[i].token_var2, "%s", cred);
+        return rc;
     }
     return AL_OK; /* http: nothing of its own */
 }

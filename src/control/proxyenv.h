@@ -7,7 +7,7 @@
  *
  * For each upstream, by its kind (a table in proxyenv.c):
  *   anthropic  ANTHROPIC_BASE_URL=BASE/NAME, ANTHROPIC_AUTH_TOKEN=CRED
- *   openai     OPENAI_BASE_URL=BASE/NAME, OPENAI_API_KEY=CRED
+ *   openai     OPENAI_BASE_URL=BASE/NAME, OPENAI_API_KEY=CRED, CODEX_API_KEY=CRED
  *   git        through GIT_CONFIG_COUNT / GIT_CONFIG_KEY_i / _VALUE_i:
  *              url.BASE/NAME/.insteadOf = URL/ (so that `git clone URL/x`
  *              goes through the proxy unchanged) and
@@ -33,7 +33,7 @@
 
 enum {
     PROXYENV_BASE_MAX = 256, /* bytes of the proxy's root URL */
-    /* AIRLOCK_PROXY_*, 4 git variables or 2 others per upstream, GIT_CONFIG_COUNT */
+    /* AIRLOCK_PROXY_*, 4 git variables or at most 3 others per upstream, GIT_CONFIG_COUNT */
     PROXYENV_VARS_MAX = 2 + 4 * PROXY_MAX_UPSTREAMS + 1,
     PROXYENV_BUF_MAX = 64 * 1024, /* bytes of all the strings */
 };

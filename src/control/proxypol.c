@@ -161,8 +161,11 @@ int proxypol_route(const struct proxycfg *cfg, const struct proxyreq_head *h,
         return strcmp(h->method, "CONNECT") == 0 ? 400 : 501;
     }
     if (h->upgrade) {
+        /* 426, not 501: a client that prefers a WebSocket (Codex on
+         * /v1/responses) takes 426 as "use plain HTTP" and falls back at
+         * once, where it retries a 501 five times first. */
         al_errf(why, cap, "protocol upgrades (WebSocket) are not proxied: use HTTPS");
-        return 501;
+        return PROXYPOL_UPGRADE_REFUSED;
     }
     if (!t || t[0] != '/') {
         al_errf(why, cap, "only origin-form targets (\"/v1/proxy/NAME/...\") are accepted");

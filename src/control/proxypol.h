@@ -6,7 +6,7 @@
  *
  * The order of the checks is the order of the answers a client can get
  * (docs/proxy.md): a request the proxy cannot even read as one of its own
- * (400, 414, 501) comes first, then an unknown upstream (404), then a
+ * (400, 414, 426, 501) comes first, then an unknown upstream (404), then a
  * missing credential (401), then, after the caller has checked the
  * credential (401), a method or path the upstream does not allow (403).
  */
@@ -24,6 +24,7 @@ enum {
     PROXYPOL_PATH_MAX = 8192, /* bytes of the path and query sent upstream (414 above) */
     PROXYPOL_CRED_MAX = 128,  /* bytes of an agent's credential */
     PROXYPOL_URL_MAX = PROXY_URL_MAX + PROXYPOL_PATH_MAX,
+    PROXYPOL_UPGRADE_REFUSED = 426, /* the answer to a protocol upgrade (a WebSocket) */
 };
 
 struct proxypol_call {
@@ -35,7 +36,7 @@ struct proxypol_call {
 
 /* Route a head to its upstream and take the agent's credential out of it.
  * 0 on success; otherwise the HTTP status to answer (400, 401, 404, 414,
- * 501) with a reason in why that quotes nothing of the credential. */
+ * 426, 501) with a reason in why that quotes nothing of the credential. */
 int proxypol_route(const struct proxycfg *cfg, const struct proxyreq_head *h,
                    struct proxypol_call *out, char *why, size_t cap);
 

@@ -9,7 +9,9 @@
  *
  * A connection's life: accepted (counted against PROXYSRV_MAX_CONNS; one
  * too many gets a 503 and is closed), served, closing (a shutdown after
- * the queued writes, bounded by PROXYSRV_CLOSE_TIMEOUT_MS), closed (its
+ * the queued writes, then draining: what the agent still sends is read
+ * and dropped until it closes its side or PROXYSRV_DRAIN_MAX bytes, all
+ * bounded by PROXYSRV_CLOSE_TIMEOUT_MS), closed (its
  * proxyconn freed when closing starts is not possible, since proxyconn
  * may still be inside the call that closed it: it is freed in the close
  * callback, or at once by proxysrv_free). One timer per listener checks
@@ -47,6 +49,7 @@ struct sconn {
     int in_feed;         /* inside feed(): input_ready only asks for another round */
     int again;           /* input_ready came during feed() */
     size_t wq;           /* bytes queued in uv_write */
+    size_t drained;      /* bytes read and dropped after the shutdown */
     int full;            /* send said 1: proxyconn waits for proxyconn_writable */
     int closing;         /* shutdown or close started: nothing more is sent */
     int closed;          /* uv_close called */
@@ -110,23 +113,42 @@ static void conn_close_now(struct sconn *c)
     uv_close((uv_handle_t *)&c->h, on_conn_closed);
 }
 
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+
+/* After the shutdown: drop what the agent still sends, until it closes its
+ * side, fails, or has sent PROXYSRV_DRAIN_MAX bytes more. */
+static void on_drain(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    struct sconn *c = st->data;
+    if (nread == 0)
+        return;
+    if (nread < 0 || (c->drained += (size_t)nread) > PROXYSRV_DRAIN_MAX)
+        conn_close_now(c);
+}
+
+/* Our answer is all out (FIN sent): close at once if the agent closed its
+ * side already, else drain first (on_tick ends a drain that lasts). */
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-    (void)status;
-    conn_close_now(req->data);
+    struct sconn *c = req->data;
+    if (status == 0 && !c->eof && !c->closed &&
+        uv_read_start((uv_stream_t *)&c->h, on_alloc, on_drain) == 0) {
+        c->reading = 1;
+        return;
+    }
+    conn_close_now(c);
 }
 
 /* Close after what was queued (graceful), or at once. */
 static void conn_close(struct sconn *c, int graceful)
 {
-    if (c->closed)
-        return;
+    if (c->closed || (c->closing && graceful))
+        return; /* a drain that runs goes on */
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->h);
         c->reading = 0;
     }
-    if (c->closing && graceful)
-        return;
     if (!c->closing) {
         c->closing = 1;
         c->closing_at = uv_now(c->s->loop);
@@ -159,8 +181,26 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
+/* Bytes go to the socket at once when nothing is queued before them and
+ * it takes them (uv_try_write); only what it does not take is copied into
+ * a write request. Copying every chunk into a fresh 64 KiB allocation cost
+ * more than the rest of the proxy together: glibc gave the heap's top back
+ * to the kernel at each free (brk, then a TLB flush on every CPU) and the
+ * next chunk faulted its pages in again (bench_proxy: 12 core-s per GB). */
 static int queue_write(struct sconn *c, const void *p, size_t n)
 {
+    if (c->wq == 0) {
+        uv_buf_t direct = uv_buf_init((char *)p, (unsigned)n); /* only read */
+        int k = uv_try_write((uv_stream_t *)&c->h, &direct, 1);
+        if (k > 0) {
+            p = (const uint8_t *)p + k;
+            n -= (size_t)k;
+        } else if (k != UV_EAGAIN && k != UV_ENOSYS) {
+            return AL_E_IO;
+        }
+        if (n == 0)
+            return AL_OK;
+    }
     struct wreq *w = malloc(sizeof *w + n);
     if (!w)
         return AL_E_NOMEM;

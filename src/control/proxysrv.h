@@ -21,6 +21,11 @@
  * PROXYSRV_HEAD_TIMEOUT_MS of its accept or of its last answer (an answer
  * in flight is never cut for silence); a closing connection is dropped
  * after PROXYSRV_CLOSE_TIMEOUT_MS if its agent does not read the end;
+ * once its answer is out, what its agent still sends (the rest of an
+ * upload refused with 413, say) is read and dropped, up to
+ * PROXYSRV_DRAIN_MAX bytes and within that same deadline, until the agent
+ * closes its side: closing a socket with unread bytes resets it, and an
+ * agent still sending would see the reset instead of the answer;
  * at most PROXYSRV_WRITE_HIGH bytes wait to be written per connection
  * before the upstream is paused (resumed below PROXYSRV_WRITE_LOW);
  * reading stops while proxyconn holds the bytes already read.
@@ -48,8 +53,9 @@ enum {
     PROXYSRV_READ_MAX = 64 * 1024,
     PROXYSRV_WRITE_HIGH = 256 * 1024,
     PROXYSRV_WRITE_LOW = 64 * 1024,
-    PROXYSRV_ADDR_MAX = 64,  /* "ADDR:PORT" as given */
-    PROXYSRV_BASE_MAX = 128, /* "http://ADDR:PORT/v1/proxy" */
+    PROXYSRV_DRAIN_MAX = 4 * 1024 * 1024, /* bytes read and dropped after a final answer */
+    PROXYSRV_ADDR_MAX = 64,               /* "ADDR:PORT" as given */
+    PROXYSRV_BASE_MAX = 128,              /* "http://ADDR:PORT/v1/proxy" */
 };
 
 struct proxysrv;

@@ -30,6 +30,28 @@ static void record(void *ud, const struct proxyconn_record *rec)
     free(detail);
 }
 
+static int lookup_live(void *ud, const char *hash, const char *upstream, char *terminal, size_t cap)
+{
+    struct proxystore *ps = ud;
+    int rc = db_proxy_lookup(ps->db, hash, upstream, terminal, cap);
+    if (rc == AL_OK && ps->live && !ps->live(ps->live_ud, terminal))
+        return AL_E_AGAIN;
+    return rc;
+}
+
+static void record_live(void *ud, const struct proxyconn_record *rec)
+{
+    struct proxystore *ps = ud;
+    record(ps->db, rec);
+}
+
+void proxystore_of(struct proxystore *ps, struct proxy_store *out)
+{
+    out->lookup = lookup_live;
+    out->record = record_live;
+    out->ud = ps;
+}
+
 void proxystore_of_db(struct db *db, struct proxy_store *out)
 {
     out->lookup = lookup;

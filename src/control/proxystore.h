@@ -22,4 +22,21 @@ enum {
 /* The store over db (borrowed: it must outlive the proxy). */
 void proxystore_of_db(struct db *db, struct proxy_store *out);
 
+/* Whether a terminal is confirmed to run now (airlockd: relay_proxy_live). */
+typedef int proxystore_live_fn(void *ud, const char *terminal);
+
+/* A store over db whose credentials open their upstream only while
+ * live(live_ud, terminal) says 1: a credential valid in the database whose
+ * terminal is not confirmed is AL_E_AGAIN (503, try again). After a restart
+ * the database still says "running" for a terminal that ended while
+ * airlockd was down, until its runner links up again and says so. */
+struct proxystore {
+    struct db *db;
+    proxystore_live_fn *live;
+    void *live_ud;
+};
+/* The store over ps (borrowed, with what it points to: it must outlive the
+ * proxy). */
+void proxystore_of(struct proxystore *ps, struct proxy_store *out);
+
 #endif

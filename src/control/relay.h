@@ -189,6 +189,12 @@ int relay_terminal_close(struct relay *r, const char *id);
 /* Revoke the terminal's proxy credentials (relay_proxy.c): in the database
  * (none is fine), and the proxy's limits for it forgotten. */
 int relay_proxy_revoke(struct relay *r, const char *term_id);
+/* 1 when the terminal is confirmed to run now (relay_proxy.c): known to
+ * the relay, not exited, its sandbox's runner linked. Its credential opens
+ * its upstreams only then: after airlockd's start, a terminal that ended
+ * while airlockd was down is known to have ended only once its runner is
+ * linked again. */
+int relay_proxy_live(const struct relay *r, const char *term_id);
 
 struct rl_term_info {
     int live; /* known to the relay (else only the row exists) */

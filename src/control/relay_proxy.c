@@ -10,7 +10,11 @@
  * forgotten) when the terminal exits, is closed or lost (a kill revokes
  * when the process ends), on POST /v1/terminals/ID/proxy/revoke, and at
  * start for every terminal that ended while airlockd was down; removing a
- * terminal's row removes its credentials (ON DELETE CASCADE).
+ * terminal's row removes its credentials (ON DELETE CASCADE). A valid
+ * credential opens its upstreams only while relay_proxy_live says its
+ * terminal is confirmed to run (its runner linked): the database alone
+ * cannot tell, after a restart, a terminal that ended while airlockd was
+ * down.
  *
  * Data model: struct rl_proxy_env (relay_int.h) lives from the checks of
  * a create to its end: the variables (holding the credential) and the
@@ -157,4 +161,10 @@ int relay_proxy_revoke(struct relay *r, const char *term_id)
 int relay_proxy_start(struct relay *r)
 {
     return db_proxy_revoke_ended(r->cfg.db);
+}
+
+int relay_proxy_live(const struct relay *r, const char *term_id)
+{
+    const struct rl_term *t = term_id ? relay_terminal_by_id(r, term_id) : NULL;
+    return t && !t->exited && t->sb && t->sb->up;
 }

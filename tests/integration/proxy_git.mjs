@@ -25,6 +25,11 @@
 //   /proc environ and cmdline it can read, the clone's .git/config (which
 //   keeps the URL typed, not the credential), any file of the workspace.
 // - Without "proxy", the same clone fails: the server answers 401.
+// - A push over the upstream's max-body (upstream `ghsmall`, the same
+//   server with max-body 1 MiB): the chunked pack is refused with 413 once
+//   1 MiB is in; git, still sending, reads the answer (the proxy drains
+//   what comes after it) and fails at once saying "413"; the server got no
+//   push, the audit row names the setting to raise.
 //
 // lighttpd cannot bind port 0: the test picks a free port, and when the
 // port is taken between the pick and lighttpd's bind (lighttpd exits with
@@ -191,6 +196,13 @@ await run('proxy_git', async () => {
     `upstream.gh.secret-file = ${secret}`,
     'upstream.gh.methods = GET,POST',
     'upstream.gh.paths = /repo.git/',
+    `upstream.ghsmall.url = ${gitUrl}`,
+    'upstream.ghsmall.kind = git',
+    'upstream.ghsmall.header = basic',
+    `upstream.ghsmall.user = ${USER}`,
+    `upstream.ghsmall.secret-file = ${secret}`,
+    'upstream.ghsmall.paths = /repo.git/',
+    'upstream.ghsmall.max-body = 1048576',
   ].join('\n') + '\n');
   const d = await startAirlockd({ dir, args: ['--config', conf] });
   const port = d.port;
@@ -285,6 +297,34 @@ await run('proxy_git', async () => {
   const leaks = filesUnder(work).filter((f) => { const b = fs.readFileSync(f); return b.includes(REAL_TOKEN) || b.includes(BASIC); });
   check(leaks.length === 0, `no file of the workspace holds the token, plain or in its Basic form (${leaks.join(' ')})`);
 
+  // ---- a push over max-body: 413, said at once, nothing pushed
+  const headBefore = git(['--git-dir', bare, 'rev-parse', 'main']);
+  const small = [
+    'cd /workspace',
+    `git clone -q "${gitUrl}/repo.git" small 2>&1; echo "SMALL-CLONE=$?"`,
+    'cd small || exit 1',
+    '{ cat /workspace/big.bin; echo another; } > big2.bin',
+    'git add big2.bin',
+    'git -c user.name=Agent -c user.email=agent@example.invalid commit -q -m "too big" 2>&1',
+    'T0=$(date +%s%3N)',
+    'git push origin main 2>&1; echo "SMALL-PUSH=$?"',
+    'echo "SMALL-MS=$(( $(date +%s%3N) - T0 ))"',
+    'echo SMALL-DONE',
+  ].join('\n');
+  r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes', argv: ['bash', '-c', small],
+    env: { GIT_TERMINAL_PROMPT: '0' }, proxy: ['ghsmall'] });
+  check(r.status === 201, `a terminal with proxy [ghsmall] (${r.status})`);
+  const outS = await outputOf(port, op, r.json.id, /SMALL-DONE/, 60000);
+  const pushMs = Number((/^SMALL-MS=(\d+)$/m.exec(outS) || [])[1]);
+  check(/^SMALL-CLONE=0$/m.test(outS) && /^SMALL-PUSH=(?!0$)\d+$/m.test(outS),
+    `a push over max-body fails (${flat(outS.split('\n').filter((l) => /^(SMALL|error|fatal)/.test(l)).join('; '))})`);
+  check(/413/.test(outS) && !/reset by peer|Broken pipe/i.test(outS), 'git says 413, not a reset connection');
+  check(pushMs < scaled(10000), `at once (${pushMs} ms)`);
+  check(git(['--git-dir', bare, 'rev-parse', 'main']) === headBefore, 'and the server\'s main is unchanged');
+  const audit2 = await api(port, 'GET', '/v1/audit?action=proxy_call', admin);
+  check((audit2.json || []).some((x) => x.target === r.json.id && /"status":413/.test(x.detail)),
+    'the refusal is audited as 413');
+
   // ---- what the server saw (lighttpd writes its access log out when it stops)
   await lt.stop();
   const lines = fs.readFileSync(path.join(base, 'access.log'), 'utf8').split('\n').filter(Boolean);
@@ -313,4 +353,5 @@ await run('proxy_git', async () => {
   check(!audit.body.includes(REAL_TOKEN) && !audit.body.includes(cred), 'the audit rows hold neither the token nor the credential');
   const log = fs.readFileSync(d.log, 'utf8');
   check(!log.includes(REAL_TOKEN) && !log.includes(BASIC) && !log.includes(cred), 'nor does airlockd\'s log');
+
 }, 300000);

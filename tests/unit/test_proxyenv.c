@@ -83,7 +83,8 @@ static void test_kinds(void **state)
                              "ANTHROPIC_BASE_URL=" BASE "/anthropic\n"
                              "ANTHROPIC_AUTH_TOKEN=" CRED "\n"
                              "OPENAI_BASE_URL=" BASE "/openai\n"
-                             "OPENAI_API_KEY=" CRED "\n");
+                             "OPENAI_API_KEY=" CRED "\n"
+                             "CODEX_API_KEY=" CRED "\n");
     /* http alone: the pair only */
     const char *const plain[] = {"plain"};
     assert_int_equal(proxyenv_build(c, plain, 1, BASE, CRED, pe, why, sizeof why), AL_OK);

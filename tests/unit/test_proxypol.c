@@ -156,7 +156,7 @@ static void test_traversal_and_forms_refused(void **state)
     assert_int_equal(route("TRACE", "/v1/proxy/anthropic/v1/m", with_key, &c), 501);
     struct proxyreq_head h = head("GET", "/v1/proxy/anthropic/v1/responses", with_key);
     h.upgrade = 1;
-    assert_int_equal(proxypol_route(&cfg, &h, &c, NULL, 0), 501);
+    assert_int_equal(proxypol_route(&cfg, &h, &c, NULL, 0), 426);
     const char *const ctl[] = {"x-api-key", "alp_cred1", "x-note", "a\001b", NULL};
     assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/messages", ctl, &c), 400);
     /* a query may hold what a path may not */

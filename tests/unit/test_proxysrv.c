@@ -4,8 +4,11 @@
  * scripted upstream (httpsrv.c): its addresses, a request through it with
  * the real key swapped in, a stream that reaches the agent as it comes,
  * the connection limit (one over it gets 503), the head deadline (a
- * connection that sends no whole head is closed), and an agent that goes
- * away mid-stream (its call is cancelled, its connection freed).
+ * connection that sends no whole head is closed), an agent that goes
+ * away mid-stream (its call is cancelled, its connection freed), and an
+ * upload refused with 413 at its head while the agent keeps sending: the
+ * rest is drained, so the agent's writes do not fail and it reads the
+ * answer and a clean end, up to PROXYSRV_DRAIN_MAX bytes (then it is cut).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -164,6 +167,56 @@ static void *agent_run(void *arg)
     return NULL;
 }
 
+/* An upload: the head g->send, then g->body_bytes in 64 KiB writes (the
+ * first few paced, so that the answer and the close come first), its side
+ * shut, then read to the end. Sets written (bytes of body sent before a
+ * write failed, or all) and write_failed, read_reset. */
+struct upload {
+    struct agent a;
+    size_t body_bytes, written;
+    int write_failed, read_reset;
+};
+
+static void *upload_run(void *arg)
+{
+    struct upload *u = arg;
+    struct agent *g = &u->a;
+    int fd = dial(g->port);
+    static char chunk[65536];
+    memset(chunk, 'x', sizeof chunk);
+    if (fd >= 0 && write(fd, g->send, strlen(g->send)) < 0)
+        u->write_failed = 1;
+    for (int i = 0; fd >= 0 && !u->write_failed && u->written < u->body_bytes; i++) {
+        if (i < 4)
+            usleep(50000);
+        size_t n =
+            u->body_bytes - u->written < sizeof chunk ? u->body_bytes - u->written : sizeof chunk;
+        ssize_t k = send(fd, chunk, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            u->write_failed = 1;
+        else
+            u->written += (size_t)k;
+    }
+    if (fd >= 0)
+        (void)shutdown(fd, SHUT_WR);
+    while (fd >= 0) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 10000) <= 0)
+            break;
+        ssize_t n = read(fd, g->out + g->out_len, sizeof g->out - 1 - g->out_len);
+        if (n < 0)
+            u->read_reset = 1;
+        if (n <= 0)
+            break;
+        g->out_len += (size_t)n;
+        g->out[g->out_len] = '\0';
+    }
+    if (fd >= 0)
+        close(fd);
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 static void agent_go(struct fixture *f, struct agent *g, pthread_t *th)
 {
     g->port = proxysrv_port(f->s);
@@ -302,6 +355,48 @@ static void test_agent_goes_away(void **state)
     assert_int_equal(f->last_status, 0); /* cut */
 }
 
+static void upload_go(struct fixture *f, struct upload *u)
+{
+    pthread_t th;
+    u->a.port = proxysrv_port(f->s);
+    assert_int_equal(pthread_create(&th, NULL, upload_run, u), 0);
+    httpsrv_run_until(&f->loop, &u->a.done, 25000);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(u->a.done);
+}
+
+static void test_refused_upload_drained(void **state)
+{
+    struct fixture *f = *state;
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/proxy/up/ec HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\n"
+             "Content-Length: 64000000\r\n\r\n",
+             f->cred);
+    /* within the drain: every write goes through, the answer and a clean end */
+    struct upload *u = calloc(1, sizeof *u);
+    assert_non_null(u);
+    u->a.send = req;
+    u->body_bytes = PROXYSRV_DRAIN_MAX / 2;
+    upload_go(f, u);
+    assert_false(u->write_failed);
+    assert_int_equal(u->written, u->body_bytes);
+    assert_false(u->read_reset);
+    assert_non_null(strstr(u->a.out, "HTTP/1.1 413 Content Too Large\r\n"));
+    assert_non_null(strstr(u->a.out, "max-body"));
+    run_until_empty(f, 3000);
+    /* past it: cut, and the connection goes */
+    memset(u, 0, sizeof *u);
+    u->a.send = req;
+    u->body_bytes = 4 * (size_t)PROXYSRV_DRAIN_MAX;
+    upload_go(f, u);
+    assert_true(u->write_failed);
+    assert_true(u->written < 4 * (size_t)PROXYSRV_DRAIN_MAX);
+    run_until_empty(f, 3000);
+    assert_int_equal(f->srv.requests, 0); /* nothing of it went upstream */
+    free(u);
+}
+
 static void test_connection_limit(void **state)
 {
     struct fixture *f = *state;
@@ -344,6 +439,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_through, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_as_it_comes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_goes_away, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_upload_drained, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_deadline, setup, teardown),
     };

@@ -1,0 +1,740 @@
+/*
+ * bench_proxy: what the credential proxy (docs/proxy.md) adds to an agent's
+ * HTTP calls, beside the same calls made straight to the upstream.
+ *
+ * One run starts:
+ *   - a stand-in upstream of our own (a forked process group on a free port
+ *     of 127.0.0.1, one forked child per connection, keep-alive): GET
+ *     /small answers 2 bytes, GET /big?n=N answers N bytes of a fixed
+ *     pattern with Content-Length; both only to `Authorization: Bearer` +
+ *     the real key (else 401), so every proxied answer proves the swap;
+ *   - `airlockd serve --no-bwrap` with a fresh data directory, a config with
+ *     one upstream `bench` (kind http, header bearer, the key in a 0600
+ *     file, limits raised so that the bench is never refused) and
+ *     `--proxy-listen` on a free port; a local sandbox, and a terminal
+ *     opened with "proxy": ["bench"] that writes its credential
+ *     ($AIRLOCK_PROXY_TOKEN) to a file of its workspace, where we read it.
+ *
+ * Per round, in alternating order, on one keep-alive connection each:
+ *   latency     LAT_WARM then LAT_N GET /small, each sent once the last
+ *               answer is in: p50/p99 in µs, straight to the stand-in
+ *               ("direct") and through airlockd's direct path ("proxy");
+ *               the added latency is proxy − direct
+ *   throughput  GET /big of MB (10^6 bytes), read with 64 KiB reads, every
+ *               byte compared with the pattern; timed from the request to
+ *               the last byte
+ *   CPU         utime+stime (/proc/PID/stat) of airlockd over the proxied
+ *               transfer, per GB
+ * The path through the runner's channel (issue 13) is a column of its own,
+ * "n/a" until a runner can listen for the proxy.
+ *
+ * Usage: bench_proxy [MB] [RUNS] [BUILD_DIR]. Every wait has a deadline and
+ * the run a watchdog alarm; on any failure it says what and exits 1. It
+ * stops only what it started, by pid: airlockd, the stand-in's process
+ * group, and the local runner airlockd started (found by its pid file,
+ * checked by its command line).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "benchutil.h"
+
+enum {
+    MAX_RUNS = BU_MAX_RUNS,
+    MAX_MB = 2000,
+    LAT_N = 2000,
+    LAT_WARM = 200,
+    READ_BUF = 65536,
+    PAT_LEN = 65536,    /* the stand-in's pattern repeats every PAT_LEN bytes */
+    HEAD_MAX = 16384,   /* bytes of a response head we read */
+    HTTP_MAX = 65536,   /* bytes of an API answer we read */
+    KEY_MAX = 256,      /* bytes of an API key or a credential */
+    LINK_WAIT_S = 20,   /* for the local runner to dial back */
+    CRED_WAIT_S = 20,   /* for the terminal to write its credential */
+    RUNNER_ID_MAX = 16, /* digits in a pid file */
+    REQ_MAX = 1024,     /* bytes of a request we send */
+};
+
+enum { P_DIRECT, P_PROXY, P_CHANNEL, P_N };
+static const char *const path_name[P_N] = {"direct to the stand-in", "airlockd, direct path",
+                                           "runner's channel"};
+
+#define SANDBOX "bench"
+#define REAL_KEY "sk-bench-real-key-0123456789abcdef"
+#define PROXY_PREFIX "/v1/proxy/bench"
+
+/* What the signal handler and bu_fail() must clean up: only what we started. */
+static struct {
+    volatile pid_t airlockd, lrunner, upstream, child;
+    char dir[200], data[260], alog[260], conf[260], keyfile[260];
+    char airlockd_bin[PATH_MAX], runner_bin[PATH_MAX];
+    int port, pport, uport;
+    char admin[KEY_MAX], op[KEY_MAX], cred[KEY_MAX];
+} g;
+
+/* ---- failure, cleanup ------------------------------------------------------ */
+
+static void stop_group(pid_t pgid)
+{
+    if (pgid <= 1)
+        return;
+    (void)kill(-pgid, SIGTERM);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 100; i++) { /* 5 s */
+            pid_t w = waitpid(pgid, NULL, WNOHANG);
+            if (w == pgid || (w < 0 && kill(pgid, 0) != 0 && errno == ESRCH))
+                return;
+            struct timespec ts = {0, 50000000L};
+            (void)nanosleep(&ts, NULL);
+        }
+        (void)kill(-pgid, SIGKILL);
+    }
+}
+
+static void cleanup_all(void)
+{
+    pid_t c = g.child, a = g.airlockd, l = g.lrunner, u = g.upstream;
+    g.child = g.airlockd = g.lrunner = g.upstream = 0;
+    bu_stop_pid(c, SIGKILL);
+    bu_stop_pid(a, SIGTERM);
+    stop_group(l);
+    stop_group(u);
+    if (g.dir[0]) {
+        char *argv[] = {"rm", "-rf", "--one-file-system", g.dir, NULL};
+        char *envp[] = {NULL};
+        pid_t p = fork();
+        if (p == 0) {
+            execve("/bin/rm", argv, envp);
+            _exit(127);
+        }
+        if (p > 0)
+            (void)bu_wait_bounded(p, 10000, &(int){0});
+        g.dir[0] = 0;
+    }
+}
+
+static void on_signal(int sig)
+{
+    bu_say(sig == SIGALRM ? "bench_proxy: error: watchdog: the run went past its time limit\n"
+                          : "bench_proxy: interrupted\n");
+    cleanup_all();
+    _exit(1);
+}
+
+/* ---- the stand-in upstream --------------------------------------------------- */
+
+static uint8_t pattern[PAT_LEN];
+
+static void make_pattern(void)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < PAT_LEN; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        pattern[i] = (uint8_t)('A' + (x % 26));
+    }
+}
+
+/* One connection of the stand-in: requests until the peer closes. */
+static void upstream_conn(int fd)
+{
+    char head[HEAD_MAX + 1];
+    size_t got = 0;
+    for (;;) {
+        char *end = NULL;
+        while (!(end = got ? strstr(head, "\r\n\r\n") : NULL)) {
+            if (got >= HEAD_MAX)
+                _exit(1);
+            ssize_t n = read(fd, head + got, HEAD_MAX - got);
+            if (n <= 0)
+                _exit(0);
+            got += (size_t)n;
+            head[got] = 0;
+        }
+        size_t used = (size_t)(end + 4 - head);
+        char out[256];
+        unsigned long long n = 0;
+        int ok = strcasestr(head, "\r\nauthorization: bearer " REAL_KEY "\r\n") != NULL;
+        if (!ok) {
+            int k =
+                snprintf(out, sizeof out, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n");
+            (void)bu_write_all(fd, out, (size_t)k);
+        } else {
+            const char *q = strstr(head, "GET /big?n=");
+            n = q && q == head ? strtoull(q + 11, NULL, 10) : 2;
+            int k = snprintf(out, sizeof out,
+                             "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             "Content-Length: %llu\r\n\r\n",
+                             n);
+            if (bu_write_all(fd, out, (size_t)k) != 0)
+                _exit(0);
+            for (unsigned long long off = 0; off < n;) {
+                size_t c = n - off > PAT_LEN ? PAT_LEN : (size_t)(n - off);
+                if (bu_write_all(fd, pattern, c) != 0)
+                    _exit(0);
+                off += c;
+            }
+        }
+        memmove(head, head + used, got - used);
+        got -= used;
+        head[got] = 0;
+    }
+}
+
+static void start_upstream(void)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    int one = 1;
+    (void)setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 64) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
+        bu_fail("the stand-in's socket: %s", strerror(errno));
+    g.uport = ntohs(a.sin_port);
+    pid_t pid = fork();
+    if (pid < 0)
+        bu_fail("fork: %s", strerror(errno));
+    if (pid == 0) {
+        (void)setpgid(0, 0);
+        signal(SIGCHLD, SIG_IGN); /* connections are reaped by the kernel */
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+        for (;;) {
+            int c = accept(ls, NULL, NULL);
+            if (c < 0) {
+                if (errno == EINTR)
+                    continue;
+                _exit(1);
+            }
+            (void)setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            pid_t k = fork();
+            if (k == 0) {
+                close(ls);
+                upstream_conn(c);
+                _exit(0);
+            }
+            close(c);
+        }
+    }
+    (void)setpgid(pid, pid);
+    g.upstream = pid;
+    close(ls);
+}
+
+/* ---- airlockd --------------------------------------------------------------- */
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
+        s[--n] = 0;
+}
+
+static void user_add(const char *name, const char *role, char *key, size_t cap)
+{
+    char *argv[] = {g.airlockd_bin, "user",   "add",  (char *)name, "--role",
+                    (char *)role,   "--data", g.data, NULL};
+    if (bu_run_capture(argv, key, cap, &g.child) != 0)
+        bu_fail("airlockd user add %s failed (see above)", name);
+    trim(key);
+    if (!key[0] || strlen(key) >= cap - 1 || strchr(key, '\n') || strchr(key, ' '))
+        bu_fail("airlockd user add printed no usable key");
+}
+
+/* One request to airlockd's API (Connection: close), 15 s at most: the
+ * status (-1 if it is not answering), the body into out. */
+static int api(const char *method, const char *target, const char *key, const char *body, char *out,
+               size_t cap)
+{
+    int fd = bu_tcp_connect(g.port);
+    if (fd < 0)
+        return -1;
+    char req[REQ_MAX + HTTP_MAX], auth[KEY_MAX + 32] = "";
+    if (key)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", key);
+    int rl = snprintf(req, sizeof req,
+                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s"
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                      method, target, auth, body ? strlen(body) : 0, body ? body : "");
+    if (rl < 0 || (size_t)rl >= sizeof req || bu_write_all(fd, req, (size_t)rl) != 0) {
+        close(fd);
+        return -1;
+    }
+    static char resp[HTTP_MAX];
+    size_t got = 0;
+    uint64_t deadline = bu_now_ns() + 15 * BU_SEC;
+    for (;;) {
+        if (bu_now_ns() > deadline)
+            bu_fail("%s %s: no complete answer within 15 s", method, target);
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fd, resp + got, sizeof resp - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (got += (size_t)n) >= sizeof resp - 1)
+            break;
+    }
+    close(fd);
+    resp[got] = 0;
+    int status = -1;
+    if (sscanf(resp, "HTTP/1.%*d %d", &status) != 1)
+        return -1;
+    const char *b = strstr(resp, "\r\n\r\n");
+    snprintf(out, cap, "%s", b ? b + 4 : "");
+    return status;
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0 || bu_write_all(fd, text, strlen(text)) != 0 || close(fd) != 0)
+        bu_fail("writing %s: %s", path, strerror(errno));
+}
+
+static void start_airlockd(void)
+{
+    char key[128], conf[1024], listen_on[64];
+    snprintf(key, sizeof key, "%s\n", REAL_KEY);
+    write_file(g.keyfile, key, 0600);
+    g.pport = bu_free_port();
+    /* limits raised so that the bench is never refused (2 * LAT_N a round) */
+    snprintf(conf, sizeof conf,
+             "proxy-listen = 127.0.0.1:%d\n"
+             "upstream.bench.url = http://127.0.0.1:%d\n"
+             "upstream.bench.header = bearer\n"
+             "upstream.bench.secret-file = %s\n"
+             "upstream.bench.requests-per-minute = 100000000\n"
+             "upstream.bench.max-bytes = 1125899906842624\n",
+             g.pport, g.uport, g.keyfile);
+    write_file(g.conf, conf, 0600);
+    g.port = bu_free_port();
+    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", g.port);
+    pid_t pid = fork();
+    if (pid < 0)
+        bu_fail("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        int lf = open(g.alog, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (nul < 0 || lf < 0 || dup2(nul, 0) < 0 || dup2(lf, 1) < 0 || dup2(lf, 2) < 0)
+            _exit(127);
+        signal(SIGPIPE, SIG_DFL);
+        execl(g.airlockd_bin, "airlockd", "serve", "--data", g.data, "--listen", listen_on,
+              "--no-bwrap", "--runner", g.runner_bin, "--config", g.conf, (char *)NULL);
+        _exit(127);
+    }
+    g.airlockd = pid;
+    static char body[HTTP_MAX];
+    for (int i = 0; i < 200; i++) { /* 10 s */
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            g.airlockd = 0;
+            bu_fail("airlockd serve exited at start (see %s)", g.alog);
+        }
+        if (api("GET", "/healthz", NULL, NULL, body, sizeof body) == 200)
+            return;
+        bu_sleep_ms(50);
+    }
+    bu_fail("airlockd serve does not answer /healthz on %s after 10 s", listen_on);
+}
+
+/* The local runner's pid from its pid file, checked to be ours. */
+static pid_t local_runner_pid(void)
+{
+    char path[400], buf[RUNNER_ID_MAX + 2], cpath[64], cmd[4096];
+    snprintf(path, sizeof path, "%s/sandboxes/%s/run/runner.pid", g.data, SANDBOX);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        bu_fail("no pid in %s", path);
+    buf[n] = 0;
+    long pid = strtol(buf, NULL, 10);
+    snprintf(cpath, sizeof cpath, "/proc/%ld/cmdline", pid);
+    fd = pid > 1 && pid <= INT_MAX ? open(cpath, O_RDONLY | O_CLOEXEC) : -1;
+    n = fd >= 0 ? read(fd, cmd, sizeof cmd - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        bu_fail("the local runner (pid %ld) is not running", pid);
+    cmd[n] = 0;
+    for (ssize_t i = 0; i < n; i++)
+        cmd[i] = cmd[i] ? cmd[i] : ' ';
+    if (!strstr(cmd, g.runner_bin) || !strstr(cmd, g.data) || getpgid((pid_t)pid) != (pid_t)pid)
+        bu_fail("pid %ld from %s is not our runner", pid, path);
+    return (pid_t)pid;
+}
+
+static void add_sandbox(void)
+{
+    static char body[HTTP_MAX];
+    int st = api("POST", "/v1/sandboxes", g.admin, "{\"id\":\"" SANDBOX "\",\"kind\":\"local\"}",
+                 body, sizeof body);
+    if (st != 201)
+        bu_fail("POST /v1/sandboxes: %d %.300s", st, body);
+    for (uint64_t end = bu_now_ns() + LINK_WAIT_S * BU_SEC;; bu_sleep_ms(50)) {
+        if (api("GET", "/v1/sandboxes", g.admin, NULL, body, sizeof body) != 200)
+            bu_fail("GET /v1/sandboxes: %.300s", body);
+        json_t *arr = json_loads(body, 0, NULL);
+        int up = 0;
+        size_t i;
+        json_t *s;
+        json_array_foreach(arr, i, s)
+        {
+            const char *id = json_string_value(json_object_get(s, "id"));
+            if (id && !strcmp(id, SANDBOX))
+                up = json_is_true(json_object_get(s, "link_up"));
+        }
+        json_decref(arr);
+        if (up)
+            break;
+        if (bu_now_ns() > end)
+            bu_fail("the local runner did not link up within %d s", LINK_WAIT_S);
+    }
+    g.lrunner = local_runner_pid();
+}
+
+/* A terminal with "proxy": ["bench"] writes its credential into its
+ * workspace (the sandbox's DATA/sandboxes/ID/work); read it from there. */
+static void get_credential(void)
+{
+    static char body[HTTP_MAX];
+    const char *req = "{\"sandbox\":\"" SANDBOX "\",\"mode\":\"pipes\",\"proxy\":[\"bench\"],"
+                      "\"argv\":[\"/bin/sh\",\"-c\",\"printf %s \\\"$AIRLOCK_PROXY_TOKEN\\\" "
+                      "> cred.tmp && mv cred.tmp cred && exec sleep 3600\"]}";
+    int st = api("POST", "/v1/terminals", g.op, req, body, sizeof body);
+    if (st != 201)
+        bu_fail("POST /v1/terminals: %d %.300s", st, body);
+    char path[400];
+    snprintf(path, sizeof path, "%s/sandboxes/%s/work/cred", g.data, SANDBOX);
+    for (uint64_t end = bu_now_ns() + CRED_WAIT_S * BU_SEC;; bu_sleep_ms(50)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t n = read(fd, g.cred, sizeof g.cred - 1);
+            close(fd);
+            g.cred[n > 0 ? n : 0] = 0;
+            if (strncmp(g.cred, "alp_", 4) != 0)
+                bu_fail("the terminal wrote no credential to %s", path);
+            return;
+        }
+        if (bu_now_ns() > end)
+            bu_fail("the terminal wrote no %s within %d s", path, CRED_WAIT_S);
+    }
+}
+
+/* ---- the client ------------------------------------------------------------------ */
+
+struct conn {
+    int fd, port;
+    const char *prefix; /* "" straight to the stand-in, PROXY_PREFIX through airlockd */
+    const char *auth;   /* the real key or the credential */
+    uint8_t buf[READ_BUF];
+    size_t have; /* bytes of buf after the last answer's end */
+};
+
+static void conn_open(struct conn *c, int port, const char *prefix, const char *auth)
+{
+    c->port = port;
+    c->prefix = prefix;
+    c->auth = auth;
+    c->have = 0;
+    c->fd = bu_tcp_connect(port);
+    if (c->fd < 0)
+        bu_fail("connecting to 127.0.0.1:%d: %s", port, strerror(errno));
+}
+
+static size_t conn_read(struct conn *c, uint8_t *p, size_t cap, uint64_t deadline)
+{
+    for (;;) {
+        if (bu_now_ns() > deadline)
+            bu_fail("port %d: no answer in time", c->port);
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        ssize_t n = read(c->fd, p, cap);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            bu_fail("port %d closed the connection mid-answer", c->port);
+        return (size_t)n;
+    }
+}
+
+/*
+ * GET PREFIX/target on c's keep-alive connection; the body's bytes are
+ * compared with the pattern (check) or just counted. The body's length.
+ */
+static uint64_t conn_get(struct conn *c, const char *target, int check, unsigned secs)
+{
+    char req[REQ_MAX];
+    int k = snprintf(req, sizeof req,
+                     "GET %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n\r\n",
+                     c->prefix, target, c->port, c->auth);
+    if (k < 0 || (size_t)k >= sizeof req || bu_write_all(c->fd, req, (size_t)k) != 0)
+        bu_fail("sending to port %d: %s", c->port, strerror(errno));
+    uint64_t deadline = bu_now_ns() + secs * BU_SEC;
+    /* the head: into buf until its end */
+    char *end;
+    for (;;) {
+        c->buf[c->have < sizeof c->buf ? c->have : sizeof c->buf - 1] = 0;
+        if ((end = strstr((char *)c->buf, "\r\n\r\n")) != NULL)
+            break;
+        if (c->have >= sizeof c->buf - 1)
+            bu_fail("port %d: a response head over %zu bytes", c->port, sizeof c->buf);
+        c->have += conn_read(c, c->buf + c->have, sizeof c->buf - 1 - c->have, deadline);
+    }
+    *end = 0;
+    int status = 0;
+    const char *cl = strcasestr((char *)c->buf, "\r\ncontent-length:");
+    if (sscanf((char *)c->buf, "HTTP/1.1 %d", &status) != 1 || status != 200 || !cl)
+        bu_fail("port %d: GET %s%s: %.300s", c->port, c->prefix, target, (char *)c->buf);
+    uint64_t len = strtoull(cl + 17, NULL, 10), off = 0;
+    size_t hl = (size_t)((uint8_t *)end + 4 - c->buf);
+    size_t inbuf = c->have - hl;
+    uint8_t *p = c->buf + hl;
+    for (;;) {
+        size_t take = (uint64_t)inbuf > len - off ? (size_t)(len - off) : inbuf;
+        if (check)
+            for (size_t i = 0; i < take; i++)
+                if (p[i] != pattern[(off + i) % PAT_LEN])
+                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)(off + i));
+        off += take;
+        if (off == len) {
+            memmove(c->buf, p + take, inbuf - take);
+            c->have = inbuf - take;
+            return len;
+        }
+        p = c->buf;
+        inbuf = conn_read(c, c->buf, sizeof c->buf - 1, deadline);
+    }
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+/* ---- one round ------------------------------------------------------------------- */
+
+struct round_res {
+    double lat[P_N][4]; /* p50, p90, p99, max in µs */
+    double mbps[P_N];
+    double cpu_gb; /* airlockd core-s per GB, proxied */
+};
+
+static void one_path(int path, size_t len, struct round_res *x)
+{
+    static double samples[LAT_N];
+    static struct conn c;
+    if (path == P_DIRECT)
+        conn_open(&c, g.uport, "", REAL_KEY);
+    else
+        conn_open(&c, g.pport, PROXY_PREFIX, g.cred);
+    for (int i = 0; i < LAT_WARM; i++)
+        (void)conn_get(&c, "/small", 0, 10);
+    for (int i = 0; i < LAT_N; i++) {
+        uint64_t t0 = bu_now_ns();
+        if (conn_get(&c, "/small", 0, 10) != 2)
+            bu_fail("GET /small: not 2 bytes");
+        samples[i] = (double)(bu_now_ns() - t0) / 1000.0;
+    }
+    bu_percentiles(samples, LAT_N, x->lat[path]);
+    char target[64];
+    snprintf(target, sizeof target, "/big?n=%zu", len);
+    double cpu0 = path == P_PROXY ? bu_cpu_of(g.airlockd) : 0;
+    uint64_t t0 = bu_now_ns();
+    if (conn_get(&c, target, 1, 300) != len)
+        bu_fail("GET /big: not %zu bytes", len);
+    double secs = (double)(bu_now_ns() - t0) / 1e9;
+    x->mbps[path] = (double)len / 1e6 / secs;
+    if (path == P_PROXY)
+        x->cpu_gb = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
+    conn_close(&c);
+}
+
+/* ---- the report ---------------------------------------------------------------- */
+
+static void report(const struct round_res *rr, int n, size_t len)
+{
+    static double v[MAX_RUNS];
+    char b[96], cpu_model[128] = "?";
+    struct utsname u;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(cpu_model, sizeof cpu_model, "%s", strchr(line, ':') + 2);
+            trim(cpu_model);
+            break;
+        }
+    if (f)
+        fclose(f);
+    uname(&u);
+    printf("\n## bench_proxy: %d rounds, %zu MB response, %d small requests a round\n\n", n,
+           len / 1000000, LAT_N);
+    printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
+           u.release);
+    printf("min/**median**/max over rounds; the limit is the same call straight to the "
+           "stand-in upstream in the same round.\n\n");
+    printf(
+        "| measure | %s (limit) | %s | %s | proxy vs limit | goal |\n|---|---|---|---|---|---|\n",
+        path_name[P_DIRECT], path_name[P_PROXY], path_name[P_CHANNEL]);
+    const char *na = "n/a (not built yet)";
+    struct {
+        const char *name;
+        int q; /* index into lat[][] */
+    } lats[] = {{"small GET p50, µs", 0}, {"small GET p99, µs", 2}};
+    for (size_t k = 0; k < sizeof lats / sizeof lats[0]; k++) {
+        char d[96], p[96], r[96];
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].lat[P_DIRECT][lats[k].q];
+        bu_fmt3(d, sizeof d, v, n, 0);
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].lat[P_PROXY][lats[k].q];
+        bu_fmt3(p, sizeof p, v, n, 0);
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].lat[P_PROXY][lats[k].q] - rr[i].lat[P_DIRECT][lats[k].q];
+        bu_fmt3(r, sizeof r, v, n, 0);
+        printf("| %s | %s | %s | %s | +%s µs | %s |\n", lats[k].name, d, p, na, r,
+               lats[k].q == 0 ? "added ≤ 1000 µs" : "");
+    }
+    {
+        char d[96], p[96], r[96];
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].mbps[P_DIRECT];
+        bu_fmt3(d, sizeof d, v, n, 1);
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].mbps[P_PROXY];
+        bu_fmt3(p, sizeof p, v, n, 1);
+        for (int i = 0; i < n; i++)
+            v[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
+        bu_fmt3(r, sizeof r, v, n, 2);
+        printf("| %zu MB response, MB/s | %s | %s | %s | ×%s | ≥ ×0.8 |\n", len / 1000000, d, p, na,
+               r);
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = rr[i].cpu_gb;
+    printf("| airlockd CPU per GB proxied, core-s | — | %s | %s | | |\n",
+           bu_fmt3(b, sizeof b, v, n, 2), na);
+    double p50[MAX_RUNS], tp[MAX_RUNS];
+    for (int i = 0; i < n; i++) {
+        p50[i] = rr[i].lat[P_PROXY][0] - rr[i].lat[P_DIRECT][0];
+        tp[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
+    }
+    double mp = bu_median(p50, n), mt = bu_median(tp, n);
+    printf("\ngoals: added p50 %.0f µs (≤ 1000: %s); throughput ×%.2f of direct (≥ 0.8: %s)\n", mp,
+           mp <= 1000 ? "met" : "MISSED", mt, mt >= 0.8 ? "met" : "MISSED");
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static long arg_long(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || end == s || *end || v < lo || v > hi ? -1 : v;
+}
+
+static void setup_dir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(g.dir, sizeof g.dir, "%s/bench_proxy.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof g.dir - 20)
+        bu_fail("TMPDIR is too long");
+    if (!mkdtemp(g.dir)) {
+        g.dir[0] = 0;
+        bu_fail("mkdtemp: %s", strerror(errno));
+    }
+    snprintf(g.data, sizeof g.data, "%s/data", g.dir);
+    snprintf(g.alog, sizeof g.alog, "%s/airlockd.log", g.dir);
+    snprintf(g.conf, sizeof g.conf, "%s/airlockd.conf", g.dir);
+    snprintf(g.keyfile, sizeof g.keyfile, "%s/bench.key", g.dir);
+}
+
+int main(int argc, char **argv)
+{
+    bu_init("bench_proxy", cleanup_all);
+    long mb = argc > 1 ? arg_long(argv[1], 1, MAX_MB) : 100;
+    long runs = argc > 2 ? arg_long(argv[2], 1, MAX_RUNS) : 5;
+    const char *bdir = argc > 3 ? argv[3] : "./build";
+    if (mb < 0 || runs < 0 || argc > 4) {
+        fprintf(stderr,
+                "usage: bench_proxy [MB 1..%d] [RUNS 1..%d] [BUILD_DIR]\n"
+                "  defaults: 100 5 ./build; BUILD_DIR holds airlockd and airlock-runner\n",
+                MAX_MB, MAX_RUNS);
+        return 2;
+    }
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/airlockd", bdir);
+    if (!realpath(path, g.airlockd_bin) || access(g.airlockd_bin, X_OK) != 0)
+        bu_fail("no airlockd in %s (build it, or give the build directory)", bdir);
+    snprintf(path, sizeof path, "%s/airlock-runner", bdir);
+    if (!realpath(path, g.runner_bin) || access(g.runner_bin, X_OK) != 0)
+        bu_fail("no airlock-runner in %s", bdir);
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        bu_fail("prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    alarm((unsigned)(120 + runs * (60 + mb / 10)));
+
+    make_pattern();
+    setup_dir();
+    start_upstream();
+    user_add("ada", "admin", g.admin, sizeof g.admin);
+    user_add("oli", "operator", g.op, sizeof g.op);
+    start_airlockd();
+    add_sandbox();
+    get_credential();
+
+    static struct round_res rr[MAX_RUNS];
+    size_t len = (size_t)mb * 1000000u;
+    for (int r = 0; r < runs; r++) {
+        struct round_res *x = &rr[r];
+        int first = r % 2 ? P_PROXY : P_DIRECT;
+        one_path(first, len, x);
+        one_path(first == P_DIRECT ? P_PROXY : P_DIRECT, len, x);
+        fprintf(stderr,
+                "round %d/%ld: p50 µs direct %.0f proxy %.0f (+%.0f); p99 direct %.0f proxy "
+                "%.0f; MB/s direct %.1f proxy %.1f (×%.2f); airlockd %.2f core-s/GB\n",
+                r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_PROXY][0],
+                x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
+                x->mbps[P_DIRECT], x->mbps[P_PROXY], x->mbps[P_PROXY] / x->mbps[P_DIRECT],
+                x->cpu_gb);
+    }
+    alarm(0);
+    report(rr, (int)runs, len);
+    cleanup_all();
+    return 0;
+}
