@@ -206,10 +206,19 @@ static void scroll_rows(struct vts *s, int start, int end, int down)
         return;
     }
     struct vts_row *a = s->cur + start;
-    int left = down > 0 ? n : height - n; /* rotate left by this much */
-    rows_reverse(a, left);
-    rows_reverse(a + left, height - left);
-    rows_reverse(a, height);
+    if (n == 1) { /* a newline: the common case, one row round */
+        struct vts_row t = down > 0 ? a[0] : a[height - 1];
+        if (down > 0)
+            memmove(a, a + 1, (size_t)(height - 1) * sizeof *a);
+        else
+            memmove(a + 1, a, (size_t)(height - 1) * sizeof *a);
+        a[down > 0 ? height - 1 : 0] = t;
+    } else {
+        int left = down > 0 ? n : height - n; /* rotate left by this much */
+        rows_reverse(a, left);
+        rows_reverse(a + left, height - left);
+        rows_reverse(a, height);
+    }
     int b0 = down > 0 ? end - n : start;
     for (int row = b0; row < b0 + n; row++)
         row_blank(&s->cur[row], &s->pen);
