@@ -55,6 +55,11 @@
 #include "vt.h"
 
 #define READ_MAX 65536    /* bytes read from a PTY/pipe at once */
+/* Output bytes one terminal may bring into the loop in one turn (one poll
+ * callback): all of them go through the screen model before anything else
+ * runs, so this bounds how long one flooding terminal holds the loop
+ * (issue 16: a few milliseconds at the model's worst, `yes`). */
+#define TURN_MAX 16384
 #define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
 
@@ -90,6 +95,7 @@ struct runner {
     void *link;
     runner_want_write_fn *want_write;
     uv_timer_t tick, grace, snap_timer;
+    uv_idle_t write_due; /* a writable callback to ask of the link, see want_write */
     size_t screen_used; /* vt_mem_estimate of every live terminal's model */
     struct ratelim snap_lim;
     unsigned snap_rr; /* where the pending-snapshot round starts next */
@@ -117,10 +123,26 @@ static uint64_t now_us(const struct runner *r)
     return uv_hrtime() / 1000u;
 }
 
-static void want_write(struct runner *r)
+/* The link is asked for a writable callback once per loop turn, from an
+ * idle handle (which runs before the next poll), never from inside the
+ * poll phase: libwebsockets answers each request with uv_poll_start on its
+ * socket, and libuv then drops that socket's event already pending in the
+ * same batch. A PTY read asking once per read, with eight terminals
+ * flooding, so dropped the socket's every turn and the link sent nothing
+ * (not even a PONG or an OPENED) until the floods filled their rings
+ * (issue 16). */
+static void on_write_due(uv_idle_t *h)
 {
+    struct runner *r = h->data;
+    (void)uv_idle_stop(&r->write_due);
     if (r->link && r->want_write)
         r->want_write(r->link);
+}
+
+static void want_write(struct runner *r)
+{
+    if (r->link && r->want_write && !uv_is_active((uv_handle_t *)&r->write_due))
+        (void)uv_idle_start(&r->write_due, on_write_due);
 }
 
 static struct term *term_find(const struct runner *r, uint32_t ch)
@@ -210,12 +232,12 @@ static void term_read(struct term *t, unsigned stream)
 {
     struct runner *r = t->r;
     int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
-    for (int rounds = 0; rounds < 4; rounds++) {
+    for (size_t turn = 0; turn < TURN_MAX;) {
         size_t room = ep_writable(r->ep, t->ch, stream);
         if (room == 0)
             break;
-        if (room > sizeof r->readbuf)
-            room = sizeof r->readbuf;
+        if (room > TURN_MAX - turn)
+            room = TURN_MAX - turn;
         ssize_t n = read(fd, r->readbuf, room);
         if (n < 0 && errno == EINTR)
             continue;
@@ -235,6 +257,7 @@ static void term_read(struct term *t, unsigned stream)
             runner_log(r, 0, "channel %u: output lost: %s", (unsigned)t->ch,
                        w < 0 ? al_strerror((int)w) : "short write");
         want_write(r);
+        turn += (size_t)n;
         if ((size_t)n < room)
             break;
     }
@@ -877,7 +900,8 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     (void)uv_timer_init(loop, &r->grace);
     (void)uv_timer_init(loop, &r->snap_timer);
     (void)uv_signal_init(loop, &r->sigchld);
-    r->tick.data = r->grace.data = r->snap_timer.data = r->sigchld.data = r;
+    (void)uv_idle_init(loop, &r->write_due);
+    r->tick.data = r->grace.data = r->snap_timer.data = r->sigchld.data = r->write_due.data = r;
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
     return AL_OK;
@@ -886,7 +910,7 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
 static void free_when_closed(uv_handle_t *h)
 {
     struct runner *r = h->data;
-    if (++r->freeing == 4) {
+    if (++r->freeing == 5) {
         ep_free(r->ep);
         free(r);
     }
@@ -905,6 +929,7 @@ void runner_free(struct runner *r)
     uv_close((uv_handle_t *)&r->grace, free_when_closed);
     uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);
     uv_close((uv_handle_t *)&r->sigchld, free_when_closed);
+    uv_close((uv_handle_t *)&r->write_due, free_when_closed);
 }
 
 void runner_link_up(struct runner *r, void *link, runner_want_write_fn *ww, int64_t token_exp)

@@ -24,6 +24,7 @@
 #include "al_err.h"
 #include "al_limits.h"
 #include "vt_internal.h"
+#include "vtscreen.h"
 
 /* --- libvterm callbacks ------------------------------------------------ */
 
@@ -61,18 +62,14 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
     return 1;
 }
 
-static int cb_damage(VTermRect rect, void *user)
+/* The cells of each glyph written (libvterm's screen reported them as
+ * damage): the last one of a text write is its last glyph. */
+static void cb_glyph(VTermRect rect, void *user)
 {
     struct vt *vt = user;
     vt->dmg_seen = 1;
     vt->dmg_last = rect;
-    return 1;
 }
-
-static const VTermScreenCallbacks vt_screen_cbs = {
-    .damage = cb_damage,
-    .settermprop = cb_settermprop,
-};
 
 static void cb_output(const char *s, size_t len, void *user)
 {
@@ -110,7 +107,7 @@ void vt_read_cell(const struct vt *vt, int row, int col, struct vt_cell *out)
     memset(&c, 0, sizeof c); /* get_cell leaves parts of it alone */
     memset(out, 0, sizeof *out);
     VTermPos pos = {row, col};
-    if (!vterm_screen_get_cell(vt->screen, pos, &c))
+    if (!vts_get_cell(vt->cells, pos, &c))
         return;
     if (c.chars[0] == (uint32_t)-1) {
         out->width = 0;
@@ -573,10 +570,15 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vterm_set_utf8(vt->term, 1);
     vterm_output_set_callback(vt->term, cb_output, vt);
     vt->state = vterm_obtain_state(vt->term);
-    vt->screen = vterm_obtain_screen(vt->term);
-    vterm_screen_set_callbacks(vt->screen, &vt_screen_cbs, vt);
-    vterm_screen_enable_altscreen(vt->screen, 1);
-    vterm_screen_reset(vt->screen, 1);
+    rc = vt->state ? vts_new(vt->state, rows, cols, cb_glyph, cb_settermprop, vt, &vt->cells)
+                   : AL_E_NOMEM;
+    if (rc != AL_OK) {
+        vterm_free(vt->term);
+        vtf_free(vt->filter);
+        free(vt);
+        return rc;
+    }
+    vterm_state_reset(vt->state, 1);
     /* Prime: give libvterm a previous glyph so that its combining and
      * repeat logic never starts from an empty one (docs/snapshots.md). */
     static const char prime[] = " \033[H\033[2J";
@@ -596,6 +598,7 @@ void vt_free(struct vt *vt)
         return;
     if (vt->term)
         vterm_free(vt->term);
+    vts_free(vt->cells);
     vtf_free(vt->filter);
     free(vt);
 }
@@ -604,7 +607,9 @@ int vt_feed(struct vt *vt, const uint8_t *p, size_t n)
 {
     if (!vt || (!p && n))
         return AL_E_INVAL;
-    return vtf_feed(vt->filter, p, n);
+    int rc = vtf_feed(vt->filter, p, n);
+    int mem = vts_take_error(vt->cells); /* a row that could not get its cells */
+    return rc != AL_OK ? rc : mem;
 }
 
 int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
@@ -633,5 +638,5 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
     if (cols > old_cols)
         tabs_default(vt, old_cols);
     vtf_set_narrow(vt->filter, cols < 2);
-    return AL_OK;
+    return vts_take_error(vt->cells);
 }

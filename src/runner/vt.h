@@ -18,10 +18,11 @@
 #define VT_MAX_CELLS (1u << 20) /* cols * rows of one screen (libvterm keeps two) */
 #define VT_MAX_TITLE 1023       /* bytes of the title and of the icon name kept */
 #define VT_MAX_CHARS 6          /* code points in one cell (libvterm's limit) */
-/* Heap one screen model holds, for the runner's memory budget: libvterm
- * 0.1.4 keeps two screens of 36-byte cells (72 bytes a cell, measured, see
+/* Heap one screen model holds at most, for the runner's memory budget: two
+ * screens of 36-byte cells once every row of both was written (vtscreen.h
+ * takes cells as rows are first written; 72 bytes a cell, measured, see
  * test_vt's test_mem_estimate), rounded up; plus a fixed part (the filter,
- * libvterm's state, line infos), measured at 17 KiB for 1x1. */
+ * libvterm's state, line infos, the row headers). */
 #define VT_BYTES_PER_CELL 80u
 #define VT_BYTES_FIXED (32u << 10)
 
@@ -39,10 +40,13 @@ int vt_size_check(uint16_t cols, uint16_t rows);
 size_t vt_mem_estimate(uint16_t cols, uint16_t rows);
 
 /* PTY output bytes, through the filter. A sequence may be split anywhere.
- * 0, or AL_E_INVAL for bad arguments. */
+ * 0, AL_E_INVAL for bad arguments, or AL_E_NOMEM when a row of the screen
+ * could not get its cells (they are taken as rows are first written, see
+ * vtscreen.h; that write was dropped, the model goes on). */
 int vt_feed(struct vt *vt, const uint8_t *p, size_t n);
 
-/* Same limits as vt_new; on error the size is unchanged. */
+/* Same limits as vt_new; on error the size is unchanged (but AL_E_NOMEM:
+ * the new size holds, some cells were blanked). */
 int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows);
 
 /*

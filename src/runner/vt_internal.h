@@ -71,8 +71,8 @@ struct vt_saved {
 
 struct vt {
     VTerm *term;
-    VTermScreen *screen;
     VTermState *state;
+    struct vts *cells; /* the screen's cells (vtscreen.h), over state's callbacks */
     struct vtf *filter;
     uint16_t cols, rows;
 

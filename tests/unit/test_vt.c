@@ -316,6 +316,22 @@ static void test_mem_estimate(void **state)
         struct mallinfo2 a = mallinfo2();
         struct vt *vt = NULL;
         assert_int_equal(vt_new(c, r, &vt), AL_OK);
+        /* the model takes cells as rows are written (vtscreen.h): write
+         * every cell of both screens, the most it can hold */
+        for (int screen = 0; screen < 2; screen++) {
+            char seq[48];
+            if (screen == 1)
+                assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[?1049h", 8), AL_OK);
+            for (int row = 0; row < r; row++) {
+                int n = snprintf(seq, sizeof seq, "\033[%d;1Hx", row + 1);
+                assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
+                for (int done = 1; done < c; done += VTF_MAX_REP) {
+                    int k = c - done < VTF_MAX_REP ? c - done : VTF_MAX_REP;
+                    n = snprintf(seq, sizeof seq, "\033[%db", k);
+                    assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
+                }
+            }
+        }
         struct mallinfo2 b = mallinfo2();
         size_t used = (b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd);
         size_t est = vt_mem_estimate(c, r);

@@ -1,0 +1,154 @@
+/*
+ * bench_vt: what the screen model alone (vt_feed: the filter, libvterm's
+ * parser and state, the cells) costs per byte, in CPU time of this
+ * process (CLOCK_PROCESS_CPUTIME_ID), so that a busy machine slows it but
+ * does not change the figure much. Three workloads, each generated here
+ * (deterministic) and fed in 4 KiB pieces (a PTY read's size) to a fresh
+ * 80x24 model:
+ *
+ *   text   76 columns of base64-like text + CRLF (bench_runner's data)
+ *   yes    "y\r\n" (a scroll every 3 bytes: the model's worst)
+ *   tui    a full-screen repaint on the alternate screen: cursor
+ *          addressing, 256 colours and truecolour, bold, reverse, box
+ *          drawing, a status line, a scroll region scrolled (an agent's UI)
+ *
+ * Prints, per workload, min/median/max over RUNS of core-seconds per GB.
+ * Usage: bench_vt [MB per workload 1..1000] [RUNS 1..21].
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "al_err.h"
+#include "vt.h"
+
+enum { PIECE = 4096, MAX_RUNS = 21, MAX_MB = 1000 };
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct gen {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void put(struct gen *g, const char *s, size_t n)
+{
+    if (g->len + n > g->cap)
+        n = g->cap - g->len;
+    memcpy(g->p + g->len, s, n);
+    g->len += n;
+}
+
+static void puts_g(struct gen *g, const char *s)
+{
+    put(g, s, strlen(s));
+}
+
+static void gen_text(struct gen *g)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint32_t s = 1;
+    char line[78];
+    while (g->len < g->cap) {
+        for (int i = 0; i < 76; i++) {
+            s = s * 1103515245u + 12345u;
+            line[i] = b64[(s >> 16) & 63];
+        }
+        line[76] = '\r';
+        line[77] = '\n';
+        put(g, line, sizeof line);
+    }
+}
+
+static void gen_yes(struct gen *g)
+{
+    while (g->len < g->cap)
+        put(g, "y\r\n", 3);
+}
+
+static void gen_tui(struct gen *g)
+{
+    char buf[256];
+    uint32_t s = 7;
+    puts_g(g, "\033[?1049h\033[?25l");
+    for (int frame = 0; g->len < g->cap; frame++) {
+        puts_g(g, "\033[H\033[48;2;20;20;30m\033[38;5;214m\xe2\x94\x8c");
+        for (int i = 0; i < 78; i++)
+            puts_g(g, "\xe2\x94\x80");
+        puts_g(g, "\xe2\x94\x90");
+        for (int row = 2; row < 23; row++) {
+            s = s * 1103515245u + 12345u;
+            int n = snprintf(buf, sizeof buf,
+                             "\033[%d;1H\xe2\x94\x82\033[1;38;5;%um %3d \033[22;38;2;%u;%u;200m"
+                             "agent line %d of frame %d: tool call \033[7m ok \033[27m done"
+                             "\033[K\033[%d;80H\xe2\x94\x82",
+                             row, 16 + (s >> 16) % 216, row, (s >> 8) & 255, (s >> 20) & 255, row,
+                             frame, row);
+            put(g, buf, (size_t)n);
+        }
+        int n = snprintf(buf, sizeof buf,
+                         "\033[24;1H\033[7m frame %d  tokens %u  \033[0m\033[K"
+                         "\033[3;22r\033[22;1H\n\n\033[r",
+                         frame, s >> 12);
+        put(g, buf, (size_t)n);
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    long mb = argc > 1 ? strtol(argv[1], NULL, 10) : 100;
+    long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
+    if (mb < 1 || mb > MAX_MB || runs < 1 || runs > MAX_RUNS) {
+        fprintf(stderr, "usage: bench_vt [MB 1..%d] [RUNS 1..%d]\n", MAX_MB, MAX_RUNS);
+        return 1;
+    }
+    struct {
+        const char *name;
+        void (*gen)(struct gen *);
+    } loads[] = {{"text", gen_text}, {"yes", gen_yes}, {"tui", gen_tui}};
+    printf("| workload | core-s/GB min | median | max |\n|---|---|---|---|\n");
+    for (size_t w = 0; w < sizeof loads / sizeof loads[0]; w++) {
+        struct gen g = {malloc((size_t)mb * 1000000), 0, (size_t)mb * 1000000};
+        if (!g.p) {
+            fprintf(stderr, "bench_vt: out of memory\n");
+            return 1;
+        }
+        loads[w].gen(&g);
+        double per_gb[MAX_RUNS];
+        for (long r = 0; r < runs; r++) {
+            struct vt *vt = NULL;
+            if (vt_new(80, 24, &vt) != AL_OK) {
+                fprintf(stderr, "bench_vt: vt_new failed\n");
+                return 1;
+            }
+            double t0 = cpu_now();
+            for (size_t off = 0; off < g.len; off += PIECE) {
+                size_t n = g.len - off < PIECE ? g.len - off : PIECE;
+                if (vt_feed(vt, g.p + off, n) != AL_OK) {
+                    fprintf(stderr, "bench_vt: vt_feed failed\n");
+                    return 1;
+                }
+            }
+            per_gb[r] = (cpu_now() - t0) / ((double)g.len / 1e9);
+            vt_free(vt);
+        }
+        qsort(per_gb, (size_t)runs, sizeof per_gb[0], cmp_double);
+        printf("| %s | %.1f | %.1f | %.1f |\n", loads[w].name, per_gb[0], per_gb[runs / 2],
+               per_gb[runs - 1]);
+        free(g.p);
+    }
+    return 0;
+}

@@ -1,0 +1,514 @@
+/*
+ * vtscreen: see vtscreen.h for what it is and why.
+ *
+ * Data model. struct vts holds two buffers (primary and alternate), each
+ * an array of `rows` pointers to struct vts_row; `cur` is the one shown.
+ * A row is
+ *   cells[0, len)   cells as written (a glyph, a right half, an erase)
+ *   [len, cols)     blank cells (no character) with the pen `fill`
+ *   cells, cap      the cells' storage, at least len; NULL until the row is
+ *                   first written (cap 0)
+ * so "erase to the end of the row" is len = start, fill = pen. A scroll of
+ * full-width rows (the only kind libvterm does on a newline) rotates the
+ * row pointers and blanks the rows that come in, keeping their storage.
+ * Anything narrower (side margins, ICH/DCH) is done cell by cell through
+ * libvterm's moverect + erase fallback.
+ *
+ * The pen (struct vts_pen) is libvterm 0.1.4's ScreenPen: an erase, a
+ * scroll or a resize leaves blank cells with the whole current pen, as
+ * libvterm 0.1.4 does (bold, reverse and all; checked by test_vtscreen
+ * against the library's own screen). Units: rows and columns of the
+ * screen, 0-based; cols is libvterm's width (a double-width line uses the
+ * first cols/2 of its cells).
+ *
+ * Ownership: struct vts owns its two row arrays, each row and each row's
+ * cells. Allocation happens when a row is first written (and on resize);
+ * when it fails the write is dropped and vts_take_error says so.
+ */
+#include "vtscreen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_err.h"
+
+#define VTS_WIDE_RIGHT ((uint32_t)-1) /* chars[0] of a wide glyph's right half */
+
+enum vts_pen_bit {
+    PEN_BOLD = 1u << 0,
+    PEN_UL_SHIFT = 1, /* two bits: 0..3 */
+    PEN_ITALIC = 1u << 3,
+    PEN_BLINK = 1u << 4,
+    PEN_REVERSE = 1u << 5,
+    PEN_STRIKE = 1u << 6,
+    PEN_FONT_SHIFT = 7, /* four bits: 0..9 */
+    PEN_PROTECTED = 1u << 11,
+};
+
+struct vts_pen {
+    VTermColor fg, bg;
+    uint16_t bits; /* enum vts_pen_bit */
+};
+
+struct vts_cell {
+    uint32_t chars[VTERM_MAX_CHARS_PER_CELL];
+    struct vts_pen pen;
+};
+
+struct vts_row {
+    struct vts_cell *cells;
+    uint16_t len, cap;
+    struct vts_pen fill;
+};
+
+struct vts {
+    VTermState *state;
+    vts_glyph_fn *on_glyph;
+    vts_prop_fn *on_prop;
+    void *ud;
+    int rows, cols;
+    struct vts_row *buf[2]; /* primary, alternate: rows each */
+    struct vts_row *cur;
+    struct vts_pen pen; /* the pen new glyphs and blanks get */
+    int global_reverse; /* DECSCNM */
+    int err;
+};
+
+static int pen_equal(const struct vts_pen *a, const struct vts_pen *b)
+{
+    return a->bits == b->bits && vterm_color_is_equal(&a->fg, &b->fg) &&
+           vterm_color_is_equal(&a->bg, &b->bg);
+}
+
+static void blank_cells(struct vts_cell *c, int n, const struct vts_pen *pen)
+{
+    for (int i = 0; i < n; i++) {
+        c[i].chars[0] = 0;
+        c[i].pen = *pen;
+    }
+}
+
+/* Makes cells [0, upto) of a row real (upto <= cols). 0 or AL_E_NOMEM. */
+static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
+{
+    if (upto <= r->len)
+        return 0;
+    if (upto > r->cap) {
+        struct vts_cell *c = realloc(r->cells, (size_t)s->cols * sizeof *c);
+        if (!c) {
+            s->err = AL_E_NOMEM;
+            return AL_E_NOMEM;
+        }
+        r->cells = c;
+        r->cap = (uint16_t)s->cols;
+    }
+    blank_cells(r->cells + r->len, upto - r->len, &r->fill);
+    r->len = (uint16_t)upto;
+    return 0;
+}
+
+static void row_blank(struct vts_row *r, const struct vts_pen *pen)
+{
+    r->len = 0;
+    r->fill = *pen;
+}
+
+static struct vts_row *row_at(const struct vts *s, int row)
+{
+    return row >= 0 && row < s->rows ? &s->cur[row] : NULL;
+}
+
+/* --- libvterm state callbacks --------------------------------------------- */
+
+static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
+{
+    struct vts *s = user;
+    struct vts_row *r = row_at(s, pos.row);
+    if (!r || pos.col < 0 || pos.col >= s->cols)
+        return 0;
+    int w = info->width > 0 ? info->width : 1;
+    int end = pos.col + w <= s->cols ? pos.col + w : s->cols;
+    if (row_fill_to(s, r, end) != 0)
+        return 1;
+    struct vts_cell *c = &r->cells[pos.col];
+    int i;
+    for (i = 0; i < VTERM_MAX_CHARS_PER_CELL && info->chars[i]; i++) {
+        c->chars[i] = info->chars[i];
+        c->pen = s->pen;
+    }
+    if (i < VTERM_MAX_CHARS_PER_CELL)
+        c->chars[i] = 0;
+    for (int k = pos.col + 1; k < end; k++)
+        r->cells[k].chars[0] = VTS_WIDE_RIGHT;
+    c->pen.bits =
+        (uint16_t)((c->pen.bits & ~PEN_PROTECTED) | (info->protected_cell ? PEN_PROTECTED : 0));
+    if (s->on_glyph) {
+        VTermRect rect = {pos.row, pos.row + 1, pos.col, pos.col + w};
+        s->on_glyph(rect, s->ud);
+    }
+    return 1;
+}
+
+static int cb_erase(VTermRect rect, int selective, void *user)
+{
+    struct vts *s = user;
+    int c0 = rect.start_col < 0 ? 0 : rect.start_col;
+    int c1 = rect.end_col > s->cols ? s->cols : rect.end_col;
+    if (c0 >= c1)
+        return 1;
+    for (int row = rect.start_row < 0 ? 0 : rect.start_row; row < rect.end_row && row < s->rows;
+         row++) {
+        struct vts_row *r = &s->cur[row];
+        if (selective) {
+            if (row_fill_to(s, r, c1) != 0)
+                continue;
+            for (int col = c0; col < c1; col++) {
+                if (r->cells[col].pen.bits & PEN_PROTECTED)
+                    continue;
+                r->cells[col].chars[0] = 0;
+                r->cells[col].pen = s->pen;
+            }
+        } else if (c1 == s->cols) {
+            /* to the end of the row: the blank tail grows */
+            if (c0 > r->len && !pen_equal(&r->fill, &s->pen) && row_fill_to(s, r, c0) != 0)
+                continue;
+            if (c0 < r->len)
+                r->len = (uint16_t)c0;
+            r->fill = s->pen;
+        } else {
+            if (row_fill_to(s, r, c1) != 0)
+                continue;
+            blank_cells(r->cells + c0, c1 - c0, &s->pen);
+        }
+    }
+    return 1;
+}
+
+static void rows_reverse(struct vts_row *a, int n)
+{
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        struct vts_row t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Full-width rows [start, end) move up by `down` (down < 0: down), the
+ * rows that come in blank with the pen. The row pointers rotate (three
+ * reversals: no temporary, O(end - start)); no cell moves. */
+static void scroll_rows(struct vts *s, int start, int end, int down)
+{
+    int height = end - start;
+    int n = down > 0 ? down : -down;
+    if (n >= height) {
+        for (int row = start; row < end; row++)
+            row_blank(&s->cur[row], &s->pen);
+        return;
+    }
+    struct vts_row *a = s->cur + start;
+    if (n == 1) { /* a newline: the common case, one row round */
+        struct vts_row t = down > 0 ? a[0] : a[height - 1];
+        if (down > 0)
+            memmove(a, a + 1, (size_t)(height - 1) * sizeof *a);
+        else
+            memmove(a + 1, a, (size_t)(height - 1) * sizeof *a);
+        a[down > 0 ? height - 1 : 0] = t;
+    } else {
+        int left = down > 0 ? n : height - n; /* rotate left by this much */
+        rows_reverse(a, left);
+        rows_reverse(a + left, height - left);
+        rows_reverse(a, height);
+    }
+    int b0 = down > 0 ? end - n : start;
+    for (int row = b0; row < b0 + n; row++)
+        row_blank(&s->cur[row], &s->pen);
+}
+
+static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user)
+{
+    struct vts *s = user;
+    if (rightward != 0 || rect.start_col != 0 || rect.end_col != s->cols || rect.start_row < 0 ||
+        rect.end_row > s->rows || rect.start_row >= rect.end_row)
+        return 0; /* libvterm then calls moverect and erase */
+    if (downward != 0)
+        scroll_rows(s, rect.start_row, rect.end_row, downward);
+    return 1;
+}
+
+static int cb_moverect(VTermRect dest, VTermRect src, void *user)
+{
+    struct vts *s = user;
+    int cols = src.end_col - src.start_col;
+    int down = src.start_row - dest.start_row;
+    if (cols <= 0 || dest.start_col < 0 || src.start_col < 0 || dest.start_col + cols > s->cols ||
+        src.start_col + cols > s->cols)
+        return 1;
+    int init = down < 0 ? dest.end_row - 1 : dest.start_row;
+    int test = down < 0 ? dest.start_row - 1 : dest.end_row;
+    int inc = down < 0 ? -1 : 1;
+    for (int row = init; row != test; row += inc) {
+        struct vts_row *d = row_at(s, row), *f = row_at(s, row + down);
+        if (!d || !f || row_fill_to(s, d, dest.start_col + cols) != 0 ||
+            row_fill_to(s, f, src.start_col + cols) != 0)
+            continue;
+        memmove(d->cells + dest.start_col, f->cells + src.start_col,
+                (size_t)cols * sizeof *d->cells);
+    }
+    return 1;
+}
+
+static int cb_setpenattr(VTermAttr attr, VTermValue *val, void *user)
+{
+    struct vts *s = user;
+    uint16_t b = s->pen.bits;
+    switch (attr) {
+    case VTERM_ATTR_BOLD:
+        b = (uint16_t)(val->boolean ? b | PEN_BOLD : b & ~PEN_BOLD);
+        break;
+    case VTERM_ATTR_UNDERLINE:
+        b = (uint16_t)((b & ~(3u << PEN_UL_SHIFT)) | ((unsigned)val->number & 3u) << PEN_UL_SHIFT);
+        break;
+    case VTERM_ATTR_ITALIC:
+        b = (uint16_t)(val->boolean ? b | PEN_ITALIC : b & ~PEN_ITALIC);
+        break;
+    case VTERM_ATTR_BLINK:
+        b = (uint16_t)(val->boolean ? b | PEN_BLINK : b & ~PEN_BLINK);
+        break;
+    case VTERM_ATTR_REVERSE:
+        b = (uint16_t)(val->boolean ? b | PEN_REVERSE : b & ~PEN_REVERSE);
+        break;
+    case VTERM_ATTR_STRIKE:
+        b = (uint16_t)(val->boolean ? b | PEN_STRIKE : b & ~PEN_STRIKE);
+        break;
+    case VTERM_ATTR_FONT:
+        b = (uint16_t)((b & ~(15u << PEN_FONT_SHIFT)) | ((unsigned)val->number & 15u)
+                                                            << PEN_FONT_SHIFT);
+        break;
+    case VTERM_ATTR_FOREGROUND:
+        s->pen.fg = val->color;
+        return 1;
+    case VTERM_ATTR_BACKGROUND:
+        s->pen.bg = val->color;
+        return 1;
+    default:
+        return 0;
+    }
+    s->pen.bits = b;
+    return 1;
+}
+
+static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
+{
+    struct vts *s = user;
+    if (prop == VTERM_PROP_ALTSCREEN)
+        s->cur = s->buf[val->boolean ? 1 : 0];
+    else if (prop == VTERM_PROP_REVERSE)
+        s->global_reverse = val->boolean != 0;
+    return s->on_prop ? s->on_prop(prop, val, s->ud) : 1;
+}
+
+/* A line made double width loses its right half (libvterm 0.1.4 erases it). */
+static int cb_setlineinfo(int row, const VTermLineInfo *newinfo, const VTermLineInfo *oldinfo,
+                          void *user)
+{
+    struct vts *s = user;
+    if (newinfo->doublewidth != oldinfo->doublewidth ||
+        newinfo->doubleheight != oldinfo->doubleheight) {
+        if (newinfo->doublewidth) {
+            VTermRect rect = {row, row + 1, s->cols / 2, s->cols};
+            cb_erase(rect, 0, s);
+        }
+    }
+    return 1;
+}
+
+static int row_is_blank(const struct vts_row *r)
+{
+    for (int c = 0; c < r->len; c++)
+        if (r->cells[c].chars[0] != 0)
+            return 0;
+    return 1;
+}
+
+/* One buffer to the new size, as libvterm 0.1.4's realloc_buffer: cells
+ * kept where both sizes have them, the rest blank with the whole pen. */
+static int resize_buf(struct vts *s, int which, int rows, int cols)
+{
+    struct vts_row *old = s->buf[which];
+    struct vts_row *nb = calloc((size_t)rows, sizeof *nb);
+    if (!nb)
+        return AL_E_NOMEM;
+    for (int row = rows; row < s->rows; row++)
+        free(old[row].cells);
+    int keep = rows < s->rows ? rows : s->rows;
+    for (int row = 0; row < keep; row++) {
+        struct vts_row r = old[row];
+        if (cols > s->cols && !pen_equal(&r.fill, &s->pen)) {
+            if (row_fill_to(s, &r, s->cols) != 0) {
+                /* cannot keep the tail's pen exactly: blank it */
+                r.len = 0;
+            }
+        }
+        if (cols < s->cols) {
+            if (r.len > cols)
+                r.len = (uint16_t)cols;
+        } else if (cols > s->cols) {
+            r.fill = s->pen;
+            if (r.cells && r.cap < cols) {
+                struct vts_cell *c = realloc(r.cells, (size_t)cols * sizeof *c);
+                if (c) {
+                    r.cells = c;
+                    r.cap = (uint16_t)cols;
+                } else if (r.len > 0) {
+                    s->err = AL_E_NOMEM;
+                }
+            }
+        }
+        nb[row] = r;
+    }
+    for (int row = keep; row < rows; row++)
+        nb[row].fill = s->pen;
+    free(old);
+    s->buf[which] = nb;
+    return 0;
+}
+
+static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
+{
+    struct vts *s = user;
+    int alt = s->cur == s->buf[1];
+    if (!alt && rows < s->rows) {
+        /* as libvterm 0.1.4: rows below the cursor that hold something
+         * push the screen up instead of being cut */
+        VTermPos cursor;
+        vterm_state_get_cursorpos(s->state, &cursor);
+        int row;
+        for (row = s->rows - 1; row >= rows; row--)
+            if (!row_is_blank(&s->cur[row]) || cursor.row == row)
+                break;
+        int first_blank = row + 1;
+        if (first_blank > rows) {
+            scroll_rows(s, 0, s->rows, first_blank - rows);
+            delta->row -= first_blank - rows;
+        }
+    }
+    /* Rows that do not fit (or cells a row can no longer keep) are let go
+     * in resize_buf; on an allocation failure the old size stays, which
+     * libvterm's state would not know: the caller checks vts_take_error. */
+    int rc0 = resize_buf(s, 0, rows, cols);
+    int rc1 = rc0 == 0 ? resize_buf(s, 1, rows, cols) : rc0;
+    if (rc0 != 0 || rc1 != 0) {
+        s->err = AL_E_NOMEM;
+        return 1;
+    }
+    s->rows = rows;
+    s->cols = cols;
+    s->cur = s->buf[alt ? 1 : 0];
+    return 1;
+}
+
+static const VTermStateCallbacks vts_state_cbs = {
+    .putglyph = cb_putglyph,
+    .scrollrect = cb_scrollrect,
+    .moverect = cb_moverect,
+    .erase = cb_erase,
+    .setpenattr = cb_setpenattr,
+    .settermprop = cb_settermprop,
+    .resize = cb_resize,
+    .setlineinfo = cb_setlineinfo,
+};
+
+/* --- life cycle, reading -------------------------------------------------- */
+
+int vts_new(VTermState *state, int rows, int cols, vts_glyph_fn *on_glyph, vts_prop_fn *on_prop,
+            void *ud, struct vts **out)
+{
+    *out = NULL;
+    struct vts *s = calloc(1, sizeof *s);
+    if (!s)
+        return AL_E_NOMEM;
+    s->buf[0] = calloc((size_t)rows, sizeof *s->buf[0]);
+    s->buf[1] = calloc((size_t)rows, sizeof *s->buf[1]);
+    if (!s->buf[0] || !s->buf[1]) {
+        free(s->buf[0]);
+        free(s->buf[1]);
+        free(s);
+        return AL_E_NOMEM;
+    }
+    s->state = state;
+    s->on_glyph = on_glyph;
+    s->on_prop = on_prop;
+    s->ud = ud;
+    s->rows = rows;
+    s->cols = cols;
+    s->cur = s->buf[0];
+    vterm_state_set_callbacks(state, &vts_state_cbs, s);
+    *out = s;
+    return 0;
+}
+
+void vts_free(struct vts *s)
+{
+    if (!s)
+        return;
+    for (int b = 0; b < 2; b++) {
+        for (int row = 0; row < s->rows; row++)
+            free(s->buf[b][row].cells);
+        free(s->buf[b]);
+    }
+    free(s);
+}
+
+int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell)
+{
+    const struct vts_row *r = row_at(s, pos.row);
+    if (!r || pos.col < 0 || pos.col >= s->cols)
+        return 0;
+    struct vts_cell blank;
+    const struct vts_cell *c = &blank;
+    if (pos.col < r->len) {
+        c = &r->cells[pos.col];
+    } else {
+        blank.chars[0] = 0;
+        blank.pen = r->fill;
+    }
+    int i = 0;
+    if (c->chars[0] == VTS_WIDE_RIGHT) /* a right half holds nothing after its mark */
+        cell->chars[i++] = VTS_WIDE_RIGHT;
+    else
+        for (; i < VTERM_MAX_CHARS_PER_CELL && c->chars[i]; i++)
+            cell->chars[i] = c->chars[i];
+    if (i < VTERM_MAX_CHARS_PER_CELL)
+        cell->chars[i] = 0;
+    uint16_t b = c->pen.bits;
+    cell->attrs.bold = (b & PEN_BOLD) != 0;
+    cell->attrs.underline = (b >> PEN_UL_SHIFT) & 3u;
+    cell->attrs.italic = (b & PEN_ITALIC) != 0;
+    cell->attrs.blink = (b & PEN_BLINK) != 0;
+    cell->attrs.reverse = ((b & PEN_REVERSE) != 0) ^ (s->global_reverse != 0);
+    cell->attrs.strike = (b & PEN_STRIKE) != 0;
+    cell->attrs.font = (b >> PEN_FONT_SHIFT) & 15u;
+    cell->fg = c->pen.fg;
+    cell->bg = c->pen.bg;
+    cell->width = pos.col + 1 < s->cols && pos.col + 1 < r->len &&
+                          r->cells[pos.col + 1].chars[0] == VTS_WIDE_RIGHT
+                      ? 2
+                      : 1;
+    return 1;
+}
+
+int vts_take_error(struct vts *s)
+{
+    int rc = s->err;
+    s->err = 0;
+    return rc;
+}
+
+size_t vts_mem(const struct vts *s)
+{
+    size_t n = sizeof *s + 2 * (size_t)s->rows * sizeof(struct vts_row);
+    for (int b = 0; b < 2; b++)
+        for (int row = 0; row < s->rows; row++)
+            n += (size_t)s->buf[b][row].cap * sizeof(struct vts_cell);
+    return n;
+}

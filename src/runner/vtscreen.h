@@ -1,0 +1,52 @@
+/*
+ * vtscreen: the cells of the screen model, a screen layer of our own over
+ * libvterm 0.1.4's state layer (VTermState callbacks), in place of
+ * libvterm's VTermScreen (issue 16).
+ *
+ * It keeps what libvterm 0.1.4's screen keeps and reads back the same
+ * (vts_get_cell answers as vterm_screen_get_cell would, cell for cell,
+ * including the pen an erase or a resize leaves, the right half of a wide
+ * glyph, DECSCNM and the cut of a double-width line), but stores each row
+ * apart, behind a pointer, so that:
+ *   - a scroll of whole rows moves pointers, never cells (libvterm moved
+ *     the whole screen, about 70 KB at 80x24, on every newline);
+ *   - a row holds cells only as far as it was written: the cells after
+ *     that are blank with the row's fill pen, so a newline or an erase to
+ *     the end of a row costs nothing per cell, and a row or a screen never
+ *     written (an idle terminal's, the alternate screen until used) holds
+ *     no cells at all.
+ * Internal to the screen model (vt.c, vt_query.c, vt_snapshot.c).
+ */
+#ifndef VTSCREEN_H
+#define VTSCREEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vterm.h>
+
+struct vts;
+
+/* Called for each glyph written, with the cells it covers (what libvterm's
+ * screen reported as damage for it). */
+typedef void vts_glyph_fn(VTermRect rect, void *ud);
+/* Terminal properties, after the layer took what it needs (the alternate
+ * screen, DECSCNM). */
+typedef int vts_prop_fn(VTermProp prop, VTermValue *val, void *ud);
+
+/* Takes over state's callbacks. 0 or AL_E_NOMEM. */
+int vts_new(VTermState *state, int rows, int cols, vts_glyph_fn *on_glyph, vts_prop_fn *on_prop,
+            void *ud, struct vts **out);
+void vts_free(struct vts *s);
+
+/* As vterm_screen_get_cell: 0 outside the screen. */
+int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell);
+
+/* AL_E_NOMEM once a row could not get its cells (that write was dropped);
+ * then 0 again. */
+int vts_take_error(struct vts *s);
+
+/* Heap the layer holds now, bytes. */
+size_t vts_mem(const struct vts *s);
+
+#endif

@@ -1,0 +1,398 @@
+/*
+ * Tests of src/runner/vtscreen.c, the screen model's own screen layer.
+ *
+ * The oracle is libvterm 0.1.4's own screen (VTermScreen), which the layer
+ * replaces: two VTerms of the same size are fed the same units (through
+ * the same filter, vtfilter, as the runner does), one with libvterm's
+ * screen and one with the layer over its state, and every cell of the
+ * shown screen must read back the same (characters, width, every
+ * attribute and both colours, DECSCNM applied), after every few units, at
+ * random sizes, with resizes, the alternate screen, scroll regions, side
+ * margins, insert mode, selective erase, double-width lines, DECALN and
+ * resets. Inputs: a seeded generator and the vt fuzz corpus. After a
+ * resize both get the same fix-ups the screen model makes (margins and
+ * cursor back on the screen), which libvterm's screen needs to survive it.
+ * Also: a full scroll moves no cell (the rows' storage is the same
+ * afterwards), and an idle screen holds no cells.
+ */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <vterm.h>
+
+#include "al_err.h"
+#include "vtfilter.h"
+#include "vtscreen.h"
+
+#define SEEDS 300     /* seeds of the random comparison (VTS_TEST_SEEDS overrides) */
+#define OPS 600       /* operations per seed */
+#define CHECK_EVERY 7 /* operations between two comparisons */
+#define CORPUS_MAX (1u << 20)
+
+struct pair {
+    VTerm *ref; /* libvterm with its own screen */
+    VTermScreen *ref_screen;
+    VTerm *our; /* libvterm's state under vtscreen */
+    struct vts *cells;
+    struct vtf *filter;
+    int rows, cols;
+};
+
+static int emit_both(void *ud, const struct vtf_unit *u)
+{
+    struct pair *p = ud;
+    vterm_input_write(p->ref, (const char *)u->bytes, u->len);
+    vterm_input_write(p->our, (const char *)u->bytes, u->len);
+    return 0;
+}
+
+static void pair_new(struct pair *p, int rows, int cols)
+{
+    memset(p, 0, sizeof *p);
+    p->rows = rows;
+    p->cols = cols;
+    p->ref = vterm_new(rows, cols);
+    p->our = vterm_new(rows, cols);
+    assert_non_null(p->ref);
+    assert_non_null(p->our);
+    vterm_set_utf8(p->ref, 1);
+    vterm_set_utf8(p->our, 1);
+    p->ref_screen = vterm_obtain_screen(p->ref);
+    vterm_screen_enable_altscreen(p->ref_screen, 1);
+    vterm_screen_reset(p->ref_screen, 1);
+    VTermState *st = vterm_obtain_state(p->our);
+    assert_int_equal(vts_new(st, rows, cols, NULL, NULL, NULL, &p->cells), 0);
+    vterm_state_reset(st, 1);
+    assert_int_equal(vtf_new(emit_both, p, &p->filter), AL_OK);
+    vtf_set_narrow(p->filter, cols < 2);
+}
+
+static void pair_free(struct pair *p)
+{
+    vtf_free(p->filter);
+    vts_free(p->cells);
+    vterm_free(p->our);
+    vterm_free(p->ref);
+}
+
+static void pair_feed(struct pair *p, const char *s, size_t n)
+{
+    assert_int_equal(vtf_feed(p->filter, (const uint8_t *)s, n), AL_OK);
+}
+
+static void pair_puts(struct pair *p, const char *s)
+{
+    pair_feed(p, s, strlen(s));
+}
+
+static int color_same(const VTermColor *a, const VTermColor *b)
+{
+    if (a->type != b->type)
+        return 0;
+    if (VTERM_COLOR_IS_INDEXED(a))
+        return a->indexed.idx == b->indexed.idx;
+    return a->rgb.red == b->rgb.red && a->rgb.green == b->rgb.green && a->rgb.blue == b->rgb.blue;
+}
+
+static void pair_compare(struct pair *p, const char *what, unsigned seed, int op)
+{
+    VTermPos rc, oc;
+    vterm_state_get_cursorpos(vterm_obtain_state(p->ref), &rc);
+    vterm_state_get_cursorpos(vterm_obtain_state(p->our), &oc);
+    if (rc.row != oc.row || rc.col != oc.col)
+        fail_msg("%s seed %u op %d: cursor %d,%d (libvterm) vs %d,%d", what, seed, op, rc.row,
+                 rc.col, oc.row, oc.col);
+    for (int row = 0; row < p->rows; row++) {
+        for (int col = 0; col < p->cols; col++) {
+            VTermPos pos = {row, col};
+            VTermScreenCell a, b;
+            memset(&a, 0, sizeof a);
+            memset(&b, 0, sizeof b);
+            assert_int_equal(vterm_screen_get_cell(p->ref_screen, pos, &a), 1);
+            assert_int_equal(vts_get_cell(p->cells, pos, &b), 1);
+            int same = a.chars[0] == b.chars[0] && a.width == b.width;
+            for (int i = 0;
+                 same && a.chars[0] != (uint32_t)-1 && i < VTERM_MAX_CHARS_PER_CELL && a.chars[i];
+                 i++)
+                same = a.chars[i] == b.chars[i];
+            same = same && a.attrs.bold == b.attrs.bold && a.attrs.underline == b.attrs.underline &&
+                   a.attrs.italic == b.attrs.italic && a.attrs.blink == b.attrs.blink &&
+                   a.attrs.reverse == b.attrs.reverse && a.attrs.strike == b.attrs.strike &&
+                   a.attrs.font == b.attrs.font && color_same(&a.fg, &b.fg) &&
+                   color_same(&a.bg, &b.bg);
+            if (!same)
+                fail_msg("%s seed %u op %d (%dx%d): cell %d,%d: libvterm U+%04X w%d b%d u%d r%d "
+                         "fg%d/%d bg%d/%d; ours U+%04X w%d b%d u%d r%d fg%d/%d bg%d/%d",
+                         what, seed, op, p->cols, p->rows, row, col, a.chars[0], a.width,
+                         a.attrs.bold, a.attrs.underline, a.attrs.reverse, a.fg.type,
+                         a.fg.indexed.idx, a.bg.type, a.bg.indexed.idx, b.chars[0], b.width,
+                         b.attrs.bold, b.attrs.underline, b.attrs.reverse, b.fg.type,
+                         b.fg.indexed.idx, b.bg.type, b.bg.indexed.idx);
+        }
+    }
+}
+
+/* What the screen model (vt.c) does after a resize, on both. */
+static void pair_resize(struct pair *p, int rows, int cols)
+{
+    vterm_set_size(p->ref, rows, cols);
+    vterm_set_size(p->our, rows, cols);
+    p->rows = rows;
+    p->cols = cols;
+    vtf_set_narrow(p->filter, cols < 2);
+    static const char fix[] = "\033[r\033[?69h\033[s\033[?69l\033[H";
+    vterm_input_write(p->ref, fix, sizeof fix - 1);
+    vterm_input_write(p->our, fix, sizeof fix - 1);
+    assert_int_equal(vts_take_error(p->cells), 0);
+}
+
+/* --- the generator -------------------------------------------------------- */
+
+static unsigned rnd(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 16) & 0x7fff;
+}
+
+static const char *const texts[] = {
+    "hello",
+    "a",
+    "x y z",
+    "\xe4\xb8\xad\xe6\x96\x87",
+    "e\xcc\x81",
+    "\xf0\x9f\x98\x80",
+    "\xcc\x81",
+    "wide\xe4\xb8\xad",
+    "1234567890",
+    " ",
+    "\xc3\xa9t\xc3\xa9",
+    "~~~~",
+};
+
+static void gen_op(struct pair *p, unsigned *s, char *buf, size_t cap)
+{
+    unsigned k = rnd(s) % 40;
+    int r = (int)(rnd(s) % (unsigned)(p->rows + 2)) + 1;
+    int c = (int)(rnd(s) % (unsigned)(p->cols + 2)) + 1;
+    int n = (int)(rnd(s) % 6);
+    switch (k) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+        snprintf(buf, cap, "%s", texts[rnd(s) % (sizeof texts / sizeof texts[0])]);
+        break;
+    case 8:
+    case 9:
+        snprintf(buf, cap, "\r\n");
+        break;
+    case 10:
+        snprintf(buf, cap, "\n");
+        break;
+    case 11:
+        snprintf(buf, cap, "\033[%d;%dH", r, c);
+        break;
+    case 12:
+        snprintf(buf, cap, "\033[%d;%d;%dm", (int)(rnd(s) % 10), 30 + (int)(rnd(s) % 8),
+                 40 + (int)(rnd(s) % 8));
+        break;
+    case 13:
+        snprintf(buf, cap, "\033[38;5;%dm\033[48;2;%d;%d;%dm", (int)(rnd(s) % 256),
+                 (int)(rnd(s) % 256), 7, 9);
+        break;
+    case 14:
+        snprintf(buf, cap, "\033[0m");
+        break;
+    case 15:
+        snprintf(buf, cap, "\033[%dJ", n % 3);
+        break;
+    case 16:
+        snprintf(buf, cap, "\033[%dK", n % 3);
+        break;
+    case 17:
+        snprintf(buf, cap, "\033[%dX", n);
+        break;
+    case 18:
+        snprintf(buf, cap, "\033[%d@", n);
+        break;
+    case 19:
+        snprintf(buf, cap, "\033[%dP", n);
+        break;
+    case 20:
+        snprintf(buf, cap, "\033[%dL", n);
+        break;
+    case 21:
+        snprintf(buf, cap, "\033[%dM", n);
+        break;
+    case 22:
+        snprintf(buf, cap, "\033[%dS", n);
+        break;
+    case 23:
+        snprintf(buf, cap, "\033[%dT", n);
+        break;
+    case 24:
+        snprintf(buf, cap, "\033[%d;%dr", (int)(rnd(s) % (unsigned)p->rows) + 1, r);
+        break;
+    case 25:
+        snprintf(buf, cap, "\033[?69h\033[%d;%ds", (int)(rnd(s) % (unsigned)p->cols) + 1, c);
+        break;
+    case 26:
+        snprintf(buf, cap, "\033[?69l");
+        break;
+    case 27:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[4h" : "\033[4l");
+        break;
+    case 28:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[?7h" : "\033[?7l");
+        break;
+    case 29:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[?1049h" : "\033[?1049l");
+        break;
+    case 30:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[?1047h" : "\033[?1047l");
+        break;
+    case 31:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[?5h" : "\033[?5l");
+        break;
+    case 32:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[1\"q" : "\033[0\"q");
+        break;
+    case 33:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033[?%dJ" : "\033[?%dK", n % 3);
+        break;
+    case 34:
+        snprintf(buf, cap, "\033#%c", "34568"[rnd(s) % 5]);
+        break;
+    case 35:
+        snprintf(buf, cap, rnd(s) % 2 ? "\033M" : "\033D");
+        break;
+    case 36:
+        snprintf(buf, cap, rnd(s) % 8 ? "\t" : "\033c");
+        break;
+    case 37:
+        snprintf(buf, cap, "x\033[%db", n * 7);
+        break;
+    case 38:
+        snprintf(buf, cap, "\033[%dG\033[%dd", c, r);
+        break;
+    default:
+        snprintf(buf, cap, "\033E");
+        break;
+    }
+}
+
+static unsigned seeds(void)
+{
+    const char *e = getenv("VTS_TEST_SEEDS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 1000000 ? (unsigned)v : SEEDS;
+}
+
+static void test_random_against_libvterm(void **state)
+{
+    (void)state;
+    static const int sizes[][2] = {{24, 80}, {5, 10}, {1, 20}, {30, 2}, {13, 41}, {8, 3}};
+    char buf[128];
+    unsigned n = seeds();
+    for (unsigned seed = 1; seed <= n; seed++) {
+        unsigned s = seed;
+        const int *sz = sizes[seed % (sizeof sizes / sizeof sizes[0])];
+        struct pair p;
+        pair_new(&p, sz[0], sz[1]);
+        for (int op = 0; op < OPS; op++) {
+            if (rnd(&s) % 97 == 0) {
+                int rows = (int)(rnd(&s) % 30) + 1, cols = (int)(rnd(&s) % 90) + 2;
+                pair_resize(&p, rows, cols);
+            } else {
+                gen_op(&p, &s, buf, sizeof buf);
+                pair_puts(&p, buf);
+            }
+            if (op % CHECK_EVERY == 0)
+                pair_compare(&p, "random", seed, op);
+        }
+        pair_compare(&p, "random", seed, OPS);
+        pair_free(&p);
+    }
+}
+
+/* Every input of the vt fuzz corpus, at two sizes. */
+static void test_corpus_against_libvterm(void **state)
+{
+    (void)state;
+    char dir[512];
+    const char *src = getenv("AL_SRC"); /* ctest sets it (CMakeLists.txt) */
+    snprintf(dir, sizeof dir, "%s/fuzz/corpus/vt", src ? src : ".");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    char *data = malloc(CORPUS_MAX);
+    assert_non_null(data);
+    int files = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        size_t n = fread(data, 1, CORPUS_MAX, f);
+        fclose(f);
+        static const int sizes[][2] = {{24, 80}, {7, 9}};
+        for (size_t k = 0; k < 2; k++) {
+            struct pair p;
+            pair_new(&p, sizes[k][0], sizes[k][1]);
+            for (size_t off = 0; off < n; off += 61) {
+                pair_feed(&p, data + off, n - off < 61 ? n - off : 61);
+                pair_compare(&p, e->d_name, 0, (int)off);
+            }
+            pair_free(&p);
+        }
+        files++;
+    }
+    closedir(d);
+    free(data);
+    assert_true(files > 0);
+}
+
+/* A newline at the bottom moves row pointers, not cells; an idle screen
+ * (and the alternate one until used) holds no cells. */
+static void test_scroll_moves_no_cell(void **state)
+{
+    (void)state;
+    struct pair p;
+    pair_new(&p, 24, 80);
+    size_t idle = vts_mem(p.cells);
+    assert_true(idle < 2 * 24 * 32 + 512); /* the row headers only */
+    for (int i = 0; i < 24; i++)
+        pair_puts(&p, "0123456789012345678901234567890123456789\r\n");
+    size_t full = vts_mem(p.cells);
+    for (int i = 0; i < 5000; i++)
+        pair_puts(&p, "y\r\n");
+    assert_int_equal(vts_mem(p.cells), full); /* rows recycled, none taken */
+    pair_compare(&p, "yes", 0, 0);
+    pair_puts(&p, "\033[2J");
+    pair_compare(&p, "clear", 0, 0);
+    pair_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_against_libvterm),
+        cmocka_unit_test(test_corpus_against_libvterm),
+        cmocka_unit_test(test_scroll_moves_no_cell),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
