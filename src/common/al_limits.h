@@ -27,6 +27,8 @@
 #define AL_MAX_PENDING_ERRORS 16 /* error frames queued per endpoint */
 #define AL_MAX_VIEWERS 64        /* entries in one VIEWERS frame */
 #define AL_MAX_VIEWER_NAME 64    /* bytes in one VIEWERS entry's name */
+#define AL_MAX_PROXY_CHANNELS 256 /* proxy channels open at once, apart from AL_MAX_CHANNELS */
+#define AL_MAX_PROXY_URL 256      /* bytes of PROXY_AT's url */
 
 /* A dialing runner's own key, sent on every dial beside its token: a copied
  * token alone cannot take a linked sandbox over (docs/protocol.md). */
