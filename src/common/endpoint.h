@@ -100,12 +100,19 @@ struct ep_config {
     ep_event_fn *on_event;
     void *ud;
     ep_log_fn *on_log; /* NULL: no log lines */
+    /* controller: serves the credential proxy's channels (EP_EV_PROXY_OPEN);
+     * 0: the endpoint refuses every PROXY_OPEN itself (FORBIDDEN) */
+    int serves_proxy;
 };
 
 #define EP_DEFAULT_TX_RING (4u << 20)  /* 4 MiB */
 #define EP_DEFAULT_WINDOW (512u << 10) /* 512 KiB */
 #define EP_MIN_WINDOW 1024u
-#define EP_PROXY_RING (256u << 10) /* a proxy channel's ring per stream, at most */
+/* A proxy channel's ring per stream and the credit it grants per stream,
+ * at most (both sides: the window is never above the ring, so that the
+ * receiver's acknowledgements, a quarter window apart, keep it moving). */
+#define EP_PROXY_RING (256u << 10)
+#define EP_PROXY_WINDOW (256u << 10)
 #define EP_DEFAULT_PING_US 15000000ull /* 15 s */
 #define EP_DEFAULT_IDLE_US 45000000ull /* 45 s */
 

@@ -179,8 +179,11 @@ static long out_ack(const struct ep *ep, struct chan *c, struct fr_frame *f, uin
             continue;
         if (s == FR_STDIN && c->viewer)
             continue; /* a relay viewer never gets stdin credit */
-        uint64_t limit = r->consumed + ep->cfg.window;
-        if (limit - r->limit_sent >= ep->cfg.window / 4 && limit > r->limit_sent) {
+        uint32_t window = ep->cfg.window;
+        if (c->mode == FR_MODE_PROXY && window > EP_PROXY_WINDOW)
+            window = EP_PROXY_WINDOW; /* within the peer's proxy ring: §5a */
+        uint64_t limit = r->consumed + window;
+        if (limit - r->limit_sent >= window / 4 && limit > r->limit_sent) {
             r->ack_sent = r->consumed;
             r->limit_sent = limit;
             f->type = FR_ACK;

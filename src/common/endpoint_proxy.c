@@ -88,6 +88,11 @@ int ep_proxy_on_open(struct ep *ep, const struct fr_frame *f)
 {
     if (ep_chan_find(ep, f->channel))
         return ep_fail_proto(ep, "PROXY_OPEN of a channel in use", f);
+    if (!ep->cfg.serves_proxy) {
+        ep_queue_error(ep, f->channel, FR_ERR_FORBIDDEN,
+                       "this controller does not serve the credential proxy");
+        return AL_OK;
+    }
     struct chan *c = ep_chan_new(ep, f->channel, FR_MODE_PROXY);
     if (!c) {
         /* the host forgets the channel on this ERROR; its late frames are

@@ -318,6 +318,7 @@ static void sim_init(struct sim *s, uint32_t window, size_t ring)
         c.idle_timeout_us = 0;
         c.on_event = on_event;
         c.on_log = on_log;
+        c.serves_proxy = i == 1;
         c.ud = apps[i];
         apps[i]->host = i == 0;
         apps[i]->consume = 1;
@@ -2179,6 +2180,26 @@ static void test_proxy_channel_life(void **state)
     sim_free(&s);
 }
 
+/* With the default windows (a terminal's 512 KiB, above a proxy channel's
+ * 256 KiB ring), a proxy stream many rings long still flows: its receiver
+ * acknowledges within the ring (EP_PROXY_WINDOW). */
+static void test_proxy_channel_default_windows(void **state)
+{
+    (void)state;
+    static struct sim s;
+    sim_init(&s, EP_DEFAULT_WINDOW, EP_DEFAULT_TX_RING);
+    pump_n(&s, 2);
+    long id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    pump_n(&s, 2);
+    uint32_t ix = (uint32_t)id & ~FR_PROXY_CHANNEL_BIT;
+    proxy_send(&s, s.host.ep, (uint32_t)id, FR_STDOUT, 3u << 20, 5);
+    proxy_send(&s, s.ctl.ep, (uint32_t)id, FR_STDIN, 3u << 20, 6);
+    assert_pattern(&s.ctl.rx[ix][FR_STDOUT], 3u << 20, 5);
+    assert_pattern(&s.host.rx[ix][FR_STDIN], 3u << 20, 6);
+    sim_free(&s);
+}
+
 static void test_proxy_channel_link_drop(void **state)
 {
     (void)state;
@@ -2240,6 +2261,33 @@ static void test_proxy_channel_refused_and_limits(void **state)
     assert_int_equal(ep_proxy_count(s.host.ep), 0);
     assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
     s.ctl.proxy_refuse = 0;
+    sim_free(&s);
+
+    /* a controller that never said it serves the proxy: refused for it */
+    sim_init(&s, 4096, 16384);
+    ep_free(s.ctl.ep);
+    struct ep_config cc;
+    ep_config_default(&cc, FR_ROLE_CONTROLLER);
+    cc.window = 4096;
+    cc.tx_ring = 16384;
+    cc.ping_interval_us = cc.idle_timeout_us = 0;
+    cc.on_event = on_event;
+    cc.on_log = on_log;
+    cc.ud = &s.ctl;
+    assert_int_equal(ep_new(&cc, &s.ctl.ep), 0);
+    ep_link_up(s.ctl.ep, s.now);
+    pump_n(&s, 2);
+    id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    pump_n(&s, 3);
+    assert_int_equal(s.ctl.proxy_opens, 0); /* never offered to the application */
+    assert_int_equal(s.host.last_error, FR_ERR_FORBIDDEN);
+    assert_int_equal(s.host.closed[(uint32_t)id & ~FR_PROXY_CHANNEL_BIT], 1);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+    sim_free(&s);
+    sim_init(&s, 4096, 16384);
+    pump_n(&s, 2);
 
     /* AL_MAX_PROXY_CHANNELS at once, apart from the terminals' channels */
     for (int i = 0; i < AL_MAX_PROXY_CHANNELS; i++)
@@ -2325,6 +2373,7 @@ int main(void)
         cmocka_unit_test(test_channel_states_logged),
         cmocka_unit_test(test_proxy_channel_life),
         cmocka_unit_test(test_proxy_channel_link_drop),
+        cmocka_unit_test(test_proxy_channel_default_windows),
         cmocka_unit_test(test_proxy_channel_refused_and_limits),
         cmocka_unit_test(test_proxy_channel_bad_frames),
     };
