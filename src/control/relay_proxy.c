@@ -57,7 +57,7 @@ static int known_upstreams(const struct proxycfg *pc, const struct apireq_termin
 int relay_proxy_base(const struct relay *r, const struct rl_sbx *sb, char *out, size_t cap)
 {
     int n = -1;
-    if (sb->kind != DB_SANDBOX_STATIC && sb->proxy_at[0])
+    if (sb->kind != DB_SANDBOX_STATIC && sb->proxy_at[0] && !r->cfg.proxy_direct)
         n = snprintf(out, cap, "%s/v1/proxy", sb->proxy_at); /* through the runner */
     else if (r->cfg.proxy_base && r->cfg.proxy_base[0])
         n = snprintf(out, cap, "%s", r->cfg.proxy_base); /* direct */
