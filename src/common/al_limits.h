@@ -23,10 +23,10 @@
 #define AL_MAX_SNAPSHOT (4u << 20)       /* bytes in one whole snapshot */
 #define AL_MAX_COLS 4096                 /* terminal size bounds, inclusive */
 #define AL_MAX_ROWS 4096
-#define AL_MAX_PENDING_SIGNALS 8 /* signals queued per channel */
-#define AL_MAX_PENDING_ERRORS 16 /* error frames queued per endpoint */
-#define AL_MAX_VIEWERS 64        /* entries in one VIEWERS frame */
-#define AL_MAX_VIEWER_NAME 64    /* bytes in one VIEWERS entry's name */
+#define AL_MAX_PENDING_SIGNALS 8  /* signals queued per channel */
+#define AL_MAX_PENDING_ERRORS 16  /* error frames queued per endpoint */
+#define AL_MAX_VIEWERS 64         /* entries in one VIEWERS frame */
+#define AL_MAX_VIEWER_NAME 64     /* bytes in one VIEWERS entry's name */
 #define AL_MAX_PROXY_CHANNELS 256 /* proxy channels open at once, apart from AL_MAX_CHANNELS */
 #define AL_MAX_PROXY_URL 256      /* bytes of PROXY_AT's url */
 

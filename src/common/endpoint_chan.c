@@ -237,8 +237,10 @@ static unsigned count_kind(const struct ep *ep, int proxy)
 
 struct chan *ep_chan_new(struct ep *ep, uint32_t id, uint8_t mode)
 {
+    /* at most this many of each kind: terminals, proxy channels */
+    static const unsigned max_of[2] = {AL_MAX_CHANNELS, AL_MAX_PROXY_CHANNELS};
     int proxy = mode == FR_MODE_PROXY;
-    if (count_kind(ep, proxy) >= (proxy ? AL_MAX_PROXY_CHANNELS : AL_MAX_CHANNELS))
+    if (count_kind(ep, proxy) >= max_of[proxy])
         return NULL;
     struct chan *c = calloc(1, sizeof *c);
     if (!c)

@@ -75,16 +75,16 @@ enum exstate {
 
 /* Per-channel pending frames (bits of chan.pending). */
 enum {
-    P_OPEN = 1 << 0,     /* controller */
-    P_ATTACH = 1 << 1,   /* controller */
-    P_CLOSE = 1 << 2,    /* both */
-    P_RESIZE = 1 << 3,   /* controller */
-    P_SNAPREQ = 1 << 4,  /* controller */
-    P_OPENED = 1 << 5,   /* host */
-    P_ATTACHED = 1 << 6, /* host */
-    P_ROLE = 1 << 7,     /* host */
-    P_VIEWERS = 1 << 8,  /* host */
-    P_TAKEOVER = 1 << 9, /* controller */
+    P_OPEN = 1 << 0,        /* controller */
+    P_ATTACH = 1 << 1,      /* controller */
+    P_CLOSE = 1 << 2,       /* both */
+    P_RESIZE = 1 << 3,      /* controller */
+    P_SNAPREQ = 1 << 4,     /* controller */
+    P_OPENED = 1 << 5,      /* host */
+    P_ATTACHED = 1 << 6,    /* host */
+    P_ROLE = 1 << 7,        /* host */
+    P_VIEWERS = 1 << 8,     /* host */
+    P_TAKEOVER = 1 << 9,    /* controller */
     P_PROXY_OPEN = 1 << 10, /* host: a proxy channel's PROXY_OPEN */
 };
 
@@ -125,9 +125,9 @@ struct chan {
     enum chstate state; /* changed by ep_chan_set_state() only */
     enum exstate exit;  /* changed by ep_chan_set_exit() only */
     uint8_t mode;
-    int viewer;   /* host: a relay viewer, its stdin never gets credit (a role) */
+    int viewer;       /* host: a relay viewer, its stdin never gets credit (a role) */
     int close_answer; /* proxy channel: our CLOSE answers the peer's: forget it once sent */
-    int in_stale; /* host: stdin sent before our last ROLE may still come (this link) */
+    int in_stale;     /* host: stdin sent before our last ROLE may still come (this link) */
     uint32_t pending;
     uint32_t pid;
     uint16_t cols, rows;
@@ -175,10 +175,10 @@ struct ep {
      * most AL_MAX_PROXY_CHANNELS) */
     struct chan *ch[AL_MAX_CHANNELS + AL_MAX_PROXY_CHANNELS];
     unsigned nch;
-    uint32_t next_proxy_id;                /* host: the next proxy channel id's low bits */
+    uint32_t next_proxy_id;               /* host: the next proxy channel id's low bits */
     char proxy_url[AL_MAX_PROXY_URL + 1]; /* host: PROXY_AT's url ("": none) */
-    int proxy_at_due;                      /* host: PROXY_AT to send on this link */
-    unsigned rr; /* round-robin start for fair output */
+    int proxy_at_due;                     /* host: PROXY_AT to send on this link */
+    unsigned rr;                          /* round-robin start for fair output */
     uint32_t next_id;
     int in_callback;
     uint32_t attach_ch;       /* host: channel of the ATTACH in EP_EV_ATTACH */

@@ -284,7 +284,8 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         f.type = FR_CLOSE;
         long n = put(&f, buf, cap);
         if (c->mode == FR_MODE_PROXY ? c->close_answer : ep_is_host(ep))
-            ep_chan_kill(ep, c, "CLOSE sent"); /* a proxy channel's CLOSE of ours waits for the answer */
+            ep_chan_kill(ep, c,
+                         "CLOSE sent"); /* a proxy channel's CLOSE of ours waits for the answer */
         return n;
     }
     if (c->state == CH_CLOSING)

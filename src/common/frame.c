@@ -250,8 +250,9 @@ static int list_entry_ok(const struct fr_list_entry *e)
 static int open_ok(const struct fr_frame *f)
 {
     const struct fr_open *o = &f->u.open;
-    return !fr_is_proxy_channel(f->channel) && o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
-           o->argc <= AL_MAX_ARGV && o->argv[0].len > 0 && o->envc <= AL_MAX_ENV;
+    return !fr_is_proxy_channel(f->channel) && o->mode <= FR_MODE_PIPES &&
+           size_ok(o->cols, o->rows) && o->argc >= 1 && o->argc <= AL_MAX_ARGV &&
+           o->argv[0].len > 0 && o->envc <= AL_MAX_ENV;
 }
 
 /* An env entry: NAME=value with a non-empty NAME. */

@@ -218,7 +218,7 @@ void relay_free(struct relay *r)
             relay_terminal_free(t);
         }
         relay_proxychan_free_all(sb); /* before the proxy goes */
-        if (sb->proc) { /* the runner keeps running: airlockd relinks on start */
+        if (sb->proc) {               /* the runner keeps running: airlockd relinks on start */
             lsbx_proc_forget(sb->proc);
             sb->proc = NULL;
         }

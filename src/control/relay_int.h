@@ -257,7 +257,7 @@ unsigned relay_proxychan_count(const struct rl_sbx *sb);
 
 /* ---- relay_proxy.c ------------------------------------------------------------ */
 
-/* The proxy's root a terminal of sb gets ("http://.../v1/proxy"): its
+/* The proxy's root for a terminal of sb, "http://.../v1/proxy": its
  * runner's listener for a local or reverse sandbox whose runner announced
  * one, else airlockd's direct path; 0 when there is neither. */
 int relay_proxy_base(const struct relay *r, const struct rl_sbx *sb, char *out, size_t cap);

@@ -103,8 +103,8 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
     if (rc != AL_OK)
         al_errf(why, cap, "cannot mint a proxy credential");
     if (rc == AL_OK)
-        rc = proxyenv_build(proxy_config(r->cfg.proxy), names, spec->nproxy, base, cred,
-                            &px->env, why, cap);
+        rc = proxyenv_build(proxy_config(r->cfg.proxy), names, spec->nproxy, base, cred, &px->env,
+                            why, cap);
     OPENSSL_cleanse(cred, sizeof cred);
     if (rc == AL_E_NOENT) /* an upstream airlockd does not have: the request's fault */
         rc = AL_E_INVAL;

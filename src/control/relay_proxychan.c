@@ -45,7 +45,7 @@ struct rl_pxch {
     uint8_t *held; /* agent bytes the proxyconn has not taken (credit bounds them) */
     size_t held_len, held_cap;
     int agent_eof, eof_given; /* the agent's EOF came / was passed on */
-    uint8_t *out; /* answer bytes the channel's ring has not taken */
+    uint8_t *out;             /* answer bytes the channel's ring has not taken */
     size_t out_len, out_cap;
     int out_full;     /* the proxyconn was told the transport is full */
     int answer_done;  /* ops.close: EOF once `out` is empty */
@@ -61,6 +61,15 @@ static struct rl_pxch *find(const struct rl_sbx *sb, uint32_t ch)
     return NULL;
 }
 
+/* Free one taken off its sandbox's list. */
+static void pxch_release(struct rl_pxch *p)
+{
+    proxyconn_free(p->pc); /* cancels the upstream call; no callback after */
+    free(p->held);
+    free(p->out);
+    free(p);
+}
+
 static void pxch_free(struct rl_pxch *p)
 {
     struct rl_pxch **pp = &p->sb->pxchs;
@@ -68,10 +77,7 @@ static void pxch_free(struct rl_pxch *p)
         pp = &(*pp)->next;
     if (*pp)
         *pp = p->next;
-    proxyconn_free(p->pc); /* cancels the upstream call; no callback after */
-    free(p->held);
-    free(p->out);
-    free(p);
+    pxch_release(p);
 }
 
 /* Grow a buffer to hold n more bytes. */
@@ -227,9 +233,8 @@ void relay_proxychan_event(struct rl_sbx *sb, const struct ep_event *ev)
             size_t took = proxyconn_input(p->pc, ev->data, ev->len);
             if (took)
                 (void)ep_consume(sb->ep, p->ch, FR_STDOUT, took);
-            if (took < ev->len &&
-                buf_put(&p->held, &p->held_len, &p->held_cap, ev->data + took, ev->len - took) !=
-                    AL_OK)
+            if (took < ev->len && buf_put(&p->held, &p->held_len, &p->held_cap, ev->data + took,
+                                          ev->len - took) != AL_OK)
                 pxch_close(p);
         } else if (buf_put(&p->held, &p->held_len, &p->held_cap, ev->data, ev->len) != AL_OK) {
             pxch_close(p);
@@ -274,8 +279,11 @@ void relay_proxychan_tick(struct rl_sbx *sb, uint64_t now)
 
 void relay_proxychan_free_all(struct rl_sbx *sb)
 {
-    while (sb->pxchs)
-        pxch_free(sb->pxchs);
+    while (sb->pxchs) {
+        struct rl_pxch *p = sb->pxchs;
+        sb->pxchs = p->next;
+        pxch_release(p);
+    }
 }
 
 unsigned relay_proxychan_count(const struct rl_sbx *sb)

@@ -62,11 +62,11 @@ struct conn {
     uint32_t ch; /* 0: no channel (canned answer, or the channel ended) */
     enum cstate state;
     int reading;
-    int agent_eof;       /* the agent closed its sending side */
-    size_t writing;      /* bytes handed to uv_write and not written yet */
-    int shut_started;    /* our sending side: shutdown asked */
-    int shut_done;       /* ... and done */
-    uint64_t close_at;   /* C_CLOSING: closed for good then (loop ms) */
+    int agent_eof;     /* the agent closed its sending side */
+    size_t writing;    /* bytes handed to uv_write and not written yet */
+    int shut_started;  /* our sending side: shutdown asked */
+    int shut_done;     /* ... and done */
+    uint64_t close_at; /* C_CLOSING: closed for good then (loop ms) */
     uv_shutdown_t shut;
 };
 
@@ -339,8 +339,7 @@ static int peer_local(const struct conn *c)
         return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
     if (ss.ss_family == AF_INET6) {
         const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-        return IN6_IS_ADDR_LOOPBACK(a) ||
-               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return 0;
 }
@@ -367,8 +366,7 @@ static void on_connection(uv_stream_t *server, int status)
     px->conns = c;
     px->nconns++;
     px->handles++;
-    if (uv_accept(server, &c->u.s) != 0 || !peer_local(c) ||
-        px->nconns > RUNNER_PROXY_MAX_CONNS) {
+    if (uv_accept(server, &c->u.s) != 0 || !peer_local(c) || px->nconns > RUNNER_PROXY_MAX_CONNS) {
         conn_close(c);
         return;
     }
@@ -471,9 +469,8 @@ static int listen_tcp(struct runner_proxy *px, const char *addr, char *why, size
     host[colon - addr] = '\0';
     int port = (int)strtol(colon + 1, NULL, 10); /* checked by runner_proxy_addr_ok */
     struct sockaddr_storage ss;
-    int rc = host[0] == '['
-                 ? uv_ip6_addr("::1", port, (struct sockaddr_in6 *)&ss)
-                 : uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
+    int rc = host[0] == '[' ? uv_ip6_addr("::1", port, (struct sockaddr_in6 *)&ss)
+                            : uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
     if (rc == 0)
         rc = uv_tcp_init(px->loop, &px->tcp);
     if (rc != 0) {
