@@ -31,6 +31,8 @@
 #define AL_PROBE_MAX_HEADER_NAME 64     /* bytes of one header's name there */
 #define AL_PROBE_MAX_HEADER_VALUE 128   /* bytes of one header's redacted value there */
 #define AL_PROBE_SOURCE_MAX (64u << 20) /* bytes one PROBE SOURCE may ask for */
+#define AL_MAX_PROXY_CHANNELS 256 /* proxy channels open at once, apart from AL_MAX_CHANNELS */
+#define AL_MAX_PROXY_URL 256      /* bytes of PROXY_AT's url */
 
 /* A dialing runner's own key, sent on every dial beside its token: a copied
  * token alone cannot take a linked sandbox over (docs/protocol.md). */

@@ -176,6 +176,7 @@ void ep_link_up(struct ep *ep, uint64_t now_us)
 {
     ep_link_down(ep);
     ep->up = 1;
+    ep->proxy_at_due = ep->proxy_url[0] != '\0';
     ep->last_rx_us = now_us;
     ep->last_ping_us = now_us;
 }
@@ -193,6 +194,8 @@ void ep_link_down(struct ep *ep)
     ep->close_code = 0;
     ep->close_reason[0] = 0;
     ep->nerrs = 0;
+    ep->proxy_at_due = 0;
+    ep_proxy_drop_all(ep); /* proxy channels are not resumed */
     for (unsigned i = 0; i < ep->nch; i++) {
         struct chan *c = ep->ch[i];
         if (c->state == CH_LINKED)

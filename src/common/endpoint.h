@@ -61,6 +61,11 @@ enum ep_ev_type {
     EP_EV_ROLE,     /* controller: ev->state = enum fr_relay_role; stdin goes
                      * on at ev->offset with credit up to ev->to */
     EP_EV_VIEWERS,  /* controller: ev->list is the VIEWERS frame */
+    /* the credential proxy's channels (docs/protocol.md §5a) */
+    EP_EV_PROXY_AT,   /* controller: the host's proxy listener, ev->data/len ("http://...") */
+    EP_EV_PROXY_OPEN, /* controller: the host opened proxy channel ev->channel: serve it
+                       * (its stdout is the agent's bytes, its stdin the answer) or
+                       * refuse it with ep_proxy_refuse() */
 };
 
 struct ep_event {
@@ -95,11 +100,19 @@ struct ep_config {
     ep_event_fn *on_event;
     void *ud;
     ep_log_fn *on_log; /* NULL: no log lines */
+    /* controller: serves the credential proxy's channels (EP_EV_PROXY_OPEN);
+     * 0: the endpoint refuses every PROXY_OPEN itself (FORBIDDEN) */
+    int serves_proxy;
 };
 
 #define EP_DEFAULT_TX_RING (4u << 20)  /* 4 MiB */
 #define EP_DEFAULT_WINDOW (512u << 10) /* 512 KiB */
 #define EP_MIN_WINDOW 1024u
+/* A proxy channel's ring per stream and the credit it grants per stream,
+ * at most (both sides: the window is never above the ring, so that the
+ * receiver's acknowledgements, a quarter window apart, keep it moving). */
+#define EP_PROXY_RING (256u << 10)
+#define EP_PROXY_WINDOW (256u << 10)
 #define EP_DEFAULT_PING_US 15000000ull /* 15 s */
 #define EP_DEFAULT_IDLE_US 45000000ull /* 45 s */
 
@@ -244,6 +257,30 @@ int ep_set_role(struct ep *ep, uint32_t ch, uint8_t role, uint64_t in_next);
  * AL_E_INVAL: an empty name or a bad role. */
 int ep_viewers(struct ep *ep, uint32_t ch, unsigned count, const char *const *names,
                const uint8_t *roles);
+
+/*
+ * The credential proxy's channels (docs/protocol.md §5a): byte streams the
+ * HOST opens, one per agent connection to its local proxy listener. Stream
+ * FR_STDOUT carries the agent's bytes (host -> controller), FR_STDIN the
+ * answer (controller -> host), with the credit and rings of any stream; EOF
+ * is a half close, ep_close() ends the channel (the peer confirms). They
+ * are not resumed: a link that goes down ends every one of them on both
+ * sides (EP_EV_CLOSED for each), and they are not in LIST_REPLY. At most
+ * AL_MAX_PROXY_CHANNELS at once, counted apart from terminal channels.
+ *
+ * ep_proxy_at: host: the listener's base URL ("http://127.0.0.1:PORT",
+ * copied; NULL: none), sent as PROXY_AT after HELLO on every link.
+ * AL_E_INVAL for a URL PROXY_AT cannot carry.
+ * ep_proxy_open: host: a new proxy channel on the current, ready link; its
+ * id (with FR_PROXY_CHANNEL_BIT) or AL_E_STATE (no ready link), AL_E_LIMIT.
+ * ep_proxy_refuse: controller: answer EP_EV_PROXY_OPEN with ERROR code on
+ * the channel (the host then ends it) and forget it.
+ */
+int ep_proxy_at(struct ep *ep, const char *url);
+long ep_proxy_open(struct ep *ep);
+int ep_proxy_refuse(struct ep *ep, uint32_t ch, uint16_t code, const char *msg);
+/* Proxy channels held now. */
+unsigned ep_proxy_count(const struct ep *ep);
 
 /* ---- controller side ----------------------------------------------------- */
 

@@ -61,6 +61,13 @@
  *                                             ^                      |
  *                                             `----- link down ------'
  *
+ *   proxy channels (both roles; docs/protocol.md §5a)
+ *     host: ep_proxy_open() --> LINKED (PROXY_OPEN to send)
+ *     controller: PROXY_OPEN received --> LINKED
+ *     LINKED --ep_close()--> CLOSING --CLOSE received (the answer)--> DEAD
+ *     LINKED --CLOSE received--> CLOSING --CLOSE sent (the answer)--> DEAD
+ *     LINKED, CLOSING --link down, ERROR (host: refused)--> DEAD
+ *
  * "Linked" (the frames marked FR_T_LINKED may flow) is LINKED, or a host's
  * OPENING: its OPEN came on this link. A CLOSING channel takes no frame
  * but CLOSE, so whether it was linked does not matter. CH_NONE is a
@@ -95,12 +102,12 @@ static const uint16_t chstate_moves[2][CH_NSTATES] = {
         [CH_NONE] = TO(CH_OPENING) | TO(CH_DETACHED) | TO(CH_LINKED),
         [CH_OPENING] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
         [CH_DETACHED] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
-        [CH_LINKED] = TO(CH_DETACHED) | TO(CH_CLOSING),
+        [CH_LINKED] = TO(CH_DETACHED) | TO(CH_CLOSING) | TO(CH_DEAD),
         [CH_CLOSING] = TO(CH_DEAD),
     },
     {
         /* controller */
-        [CH_NONE] = TO(CH_NEW) | TO(CH_DETACHED),
+        [CH_NONE] = TO(CH_NEW) | TO(CH_DETACHED) | TO(CH_LINKED),
         [CH_NEW] = TO(CH_OPENING) | TO(CH_LINKED) | TO(CH_DEAD),
         [CH_OPENING] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
         [CH_DETACHED] = TO(CH_LINKED) | TO(CH_CLOSING) | TO(CH_DEAD),
@@ -218,17 +225,33 @@ void ep_chan_free(struct chan *c)
     free(c);
 }
 
+/* Channels of one kind (proxy or terminal) in the table, dead ones too
+ * (they go at the next reap). */
+static unsigned count_kind(const struct ep *ep, int proxy)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < ep->nch; i++)
+        n += (ep->ch[i]->mode == FR_MODE_PROXY) == (proxy != 0);
+    return n;
+}
+
 struct chan *ep_chan_new(struct ep *ep, uint32_t id, uint8_t mode)
 {
-    if (ep->nch >= AL_MAX_CHANNELS)
+    /* at most this many of each kind: terminals, proxy channels */
+    static const unsigned max_of[2] = {AL_MAX_CHANNELS, AL_MAX_PROXY_CHANNELS};
+    int proxy = mode == FR_MODE_PROXY;
+    if (count_kind(ep, proxy) >= max_of[proxy])
         return NULL;
     struct chan *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->id = id;
     c->mode = mode;
+    /* a proxy channel's ring is smaller: an agent's request or answer
+     * streams through, it is never kept for a resume */
+    size_t ring = proxy && ep->cfg.tx_ring > EP_PROXY_RING ? EP_PROXY_RING : ep->cfg.tx_ring;
     for (unsigned s = 0; s < FR_NSTREAMS; s++)
-        ring_init(&c->tx[s].ring, ep->cfg.tx_ring, 0);
+        ring_init(&c->tx[s].ring, ring, 0);
     ep->ch[ep->nch++] = c;
     return c;
 }
@@ -263,6 +286,10 @@ int ep_close(struct ep *ep, uint32_t ch)
         return AL_E_NOCHAN;
     if (c->state == CH_CLOSING)
         return AL_OK;
+    if (c->pending & P_PROXY_OPEN) {
+        ep_chan_kill(ep, c, "closed before its PROXY_OPEN went out"); /* the peer never knew */
+        return AL_OK;
+    }
     if (ep_is_host(ep) && !ep_chan_linked(ep, c)) {
         ep_chan_kill(ep, c, "closed off link"); /* nobody to tell now; ATTACH will learn it */
         return AL_OK;
@@ -282,6 +309,14 @@ unsigned ep_channel_count(const struct ep *ep)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < ep->nch; i++)
-        n += ep->ch[i]->state != CH_DEAD;
+        n += ep->ch[i]->state != CH_DEAD && ep->ch[i]->mode != FR_MODE_PROXY;
+    return n;
+}
+
+unsigned ep_proxy_count(const struct ep *ep)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < ep->nch; i++)
+        n += ep->ch[i]->state != CH_DEAD && ep->ch[i]->mode == FR_MODE_PROXY;
     return n;
 }

@@ -20,8 +20,8 @@ long ep_open(struct ep *ep, const struct fr_open *o)
     if (ep_channel_count(ep) >= AL_MAX_CHANNELS)
         return AL_E_LIMIT;
     uint32_t id = ep->next_id;
-    while (ep_chan_find(ep, id) || id == 0)
-        id++;
+    while (ep_chan_find(ep, id) || id == 0 || fr_is_proxy_channel(id))
+        id = fr_is_proxy_channel(id) ? 1 : id + 1; /* the top bit's ids are the host's */
     struct fr_frame *f = calloc(1, sizeof *f);
     uint8_t *buf = malloc(AL_MAX_FRAME);
     if (!f || !buf) {
@@ -57,7 +57,7 @@ long ep_open(struct ep *ep, const struct fr_open *o)
 
 int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next)
 {
-    if (ep_is_host(ep) || ch == 0 || mode > FR_MODE_PIPES)
+    if (ep_is_host(ep) || ch == 0 || fr_is_proxy_channel(ch) || mode > FR_MODE_PIPES)
         return AL_E_INVAL;
     if (ep_chan_find(ep, ch))
         return AL_E_EXISTS;

@@ -111,7 +111,7 @@ int ep_snapshot(struct ep *ep, uint32_t ch, uint64_t offset, uint16_t cols, uint
 int ep_host_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_base, uint64_t err_base,
                   uint64_t in_next)
 {
-    if (!ep_is_host(ep) || ch == 0 || mode > FR_MODE_PIPES)
+    if (!ep_is_host(ep) || ch == 0 || fr_is_proxy_channel(ch) || mode > FR_MODE_PIPES)
         return AL_E_INVAL;
     if (ep_chan_find(ep, ch))
         return AL_E_EXISTS;

@@ -37,6 +37,8 @@ static int on_hello(struct ep *ep, const struct fr_frame *f)
         /* resume every channel the controller knows */
         for (unsigned i = 0; i < ep->nch; i++) {
             struct chan *c = ep->ch[i];
+            if (c->mode == FR_MODE_PROXY || c->state == CH_DEAD)
+                continue; /* proxy channels are not resumed */
             if (c->state == CH_CLOSING)
                 c->pending |= P_CLOSE;
             else if (c->state == CH_NEW)
@@ -196,6 +198,8 @@ static int on_role(struct ep *ep, struct chan *c, const struct fr_frame *f)
 static int on_error(struct ep *ep, const struct fr_frame *f)
 {
     struct chan *c = f->channel ? ep_chan_find(ep, f->channel) : NULL;
+    if (c && c->mode == FR_MODE_PROXY)
+        return ep_proxy_on_error(ep, c, f);
     if (c && !ep_is_host(ep) && f->u.error.code == FR_ERR_NO_CHANNEL) {
         if (ep_chan_is_opening(c)) {
             c->pending |= P_OPEN; /* the OPEN was lost with the last link */
@@ -254,6 +258,8 @@ static int fail_unlinked(struct ep *ep, const struct fr_typeinfo *t, const struc
 static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo *t,
                          const struct fr_frame *f)
 {
+    if (c->mode == FR_MODE_PROXY && !(t->props & FR_T_PROXY))
+        return ep_fail_proto(ep, "frame not for a proxy channel", f);
     if ((t->props & FR_T_LINKED) && !ep_chan_linked(ep, c))
         return fail_unlinked(ep, t, f);
     switch (f->type) {
@@ -325,6 +331,8 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo
     }
     case FR_CLOSE: {
         struct ep_event ev = {.type = EP_EV_CLOSED, .channel = c->id};
+        if (c->mode == FR_MODE_PROXY)
+            return ep_proxy_on_close(ep, c);
         if (ep_is_host(ep)) {
             /* the controller asks: stop it, forget it, confirm */
             ep_emit(ep, &ev);
@@ -415,6 +423,16 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
         case FR_OPEN:
             rc = on_open(ep, f);
             break;
+        case FR_PROXY_AT: {
+            struct ep_event ev = {.type = EP_EV_PROXY_AT,
+                                  .data = (const uint8_t *)f->u.proxy_at.p,
+                                  .len = f->u.proxy_at.len};
+            ep_emit(ep, &ev);
+            break;
+        }
+        case FR_PROXY_OPEN:
+            rc = ep_proxy_on_open(ep, f);
+            break;
         default: {
             const struct fr_typeinfo *t = fr_type_info(f->type);
             struct chan *c = ep_chan_find(ep, f->channel);
@@ -424,7 +442,8 @@ int ep_input(struct ep *ep, const uint8_t *msg, size_t len, uint64_t now_us)
                     break; /* the application dropped the link */
             }
             if (!c) {
-                if (ep_is_host(ep) && (t->props & FR_T_NO_CHANNEL))
+                if (ep_is_host(ep) && (t->props & FR_T_NO_CHANNEL) &&
+                    !fr_is_proxy_channel(f->channel))
                     ep_queue_error(ep, f->channel, FR_ERR_NO_CHANNEL, "no such channel");
                 else if (!(t->props & FR_T_LATE))
                     rc = ep_fail_proto(ep, "frame for an unknown channel", f);

@@ -14,6 +14,8 @@
  *   endpoint_output.c  ep_output: the next frame, derived from state
  *   endpoint_host.c    the host application's calls (and relay sessions)
  *   endpoint_ctl.c     the controller application's calls
+ *   endpoint_proxy.c   the credential proxy's channels: PROXY_AT, PROXY_OPEN,
+ *                      their close both ways and their end with the link
  *
  * Data model
  * ----------
@@ -73,16 +75,17 @@ enum exstate {
 
 /* Per-channel pending frames (bits of chan.pending). */
 enum {
-    P_OPEN = 1 << 0,     /* controller */
-    P_ATTACH = 1 << 1,   /* controller */
-    P_CLOSE = 1 << 2,    /* both */
-    P_RESIZE = 1 << 3,   /* controller */
-    P_SNAPREQ = 1 << 4,  /* controller */
-    P_OPENED = 1 << 5,   /* host */
-    P_ATTACHED = 1 << 6, /* host */
-    P_ROLE = 1 << 7,     /* host */
-    P_VIEWERS = 1 << 8,  /* host */
-    P_TAKEOVER = 1 << 9, /* controller */
+    P_OPEN = 1 << 0,        /* controller */
+    P_ATTACH = 1 << 1,      /* controller */
+    P_CLOSE = 1 << 2,       /* both */
+    P_RESIZE = 1 << 3,      /* controller */
+    P_SNAPREQ = 1 << 4,     /* controller */
+    P_OPENED = 1 << 5,      /* host */
+    P_ATTACHED = 1 << 6,    /* host */
+    P_ROLE = 1 << 7,        /* host */
+    P_VIEWERS = 1 << 8,     /* host */
+    P_TAKEOVER = 1 << 9,    /* controller */
+    P_PROXY_OPEN = 1 << 10, /* host: a proxy channel's PROXY_OPEN */
 };
 
 struct txs {
@@ -122,8 +125,9 @@ struct chan {
     enum chstate state; /* changed by ep_chan_set_state() only */
     enum exstate exit;  /* changed by ep_chan_set_exit() only */
     uint8_t mode;
-    int viewer;   /* host: a relay viewer, its stdin never gets credit (a role) */
-    int in_stale; /* host: stdin sent before our last ROLE may still come (this link) */
+    int viewer;       /* host: a relay viewer, its stdin never gets credit (a role) */
+    int close_answer; /* proxy channel: our CLOSE answers the peer's: forget it once sent */
+    int in_stale;     /* host: stdin sent before our last ROLE may still come (this link) */
     uint32_t pending;
     uint32_t pid;
     uint16_t cols, rows;
@@ -167,10 +171,14 @@ struct ep {
     char close_reason[128];
     struct errq errs[AL_MAX_PENDING_ERRORS];
     unsigned nerrs;
-    /* channels */
-    struct chan *ch[AL_MAX_CHANNELS];
+    /* channels: terminals (at most AL_MAX_CHANNELS) and proxy channels (at
+     * most AL_MAX_PROXY_CHANNELS) */
+    struct chan *ch[AL_MAX_CHANNELS + AL_MAX_PROXY_CHANNELS];
     unsigned nch;
-    unsigned rr; /* round-robin start for fair output */
+    uint32_t next_proxy_id;               /* host: the next proxy channel id's low bits */
+    char proxy_url[AL_MAX_PROXY_URL + 1]; /* host: PROXY_AT's url ("": none) */
+    int proxy_at_due;                     /* host: PROXY_AT to send on this link */
+    unsigned rr;                          /* round-robin start for fair output */
     uint32_t next_id;
     int in_callback;
     uint32_t attach_ch;       /* host: channel of the ATTACH in EP_EV_ATTACH */
@@ -233,6 +241,19 @@ void ep_chan_snap_clear(struct snap *s);
 void ep_chan_reap(struct ep *ep);
 /* Move a channel to DEAD and reap. */
 void ep_chan_kill(struct ep *ep, struct chan *c, const char *why);
+
+/* ---- endpoint_proxy.c: the credential proxy's channels ---------------------- */
+
+/* Controller: PROXY_OPEN received. */
+int ep_proxy_on_open(struct ep *ep, const struct fr_frame *f);
+/* CLOSE received on a proxy channel: the peer's, or the answer to ours. */
+int ep_proxy_on_close(struct ep *ep, struct chan *c);
+/* ERROR received on a proxy channel (host: the controller refused it). */
+int ep_proxy_on_error(struct ep *ep, struct chan *c, const struct fr_frame *f);
+/* The link is gone: every proxy channel ends (EP_EV_CLOSED each). */
+void ep_proxy_drop_all(struct ep *ep);
+/* The next PROXY_AT to send on this link, into f; 0 when none. */
+int ep_proxy_at_due(struct ep *ep, struct fr_frame *f);
 
 /* ---- endpoint_stream.c: offsets, credit, acknowledgements ------------------- */
 

@@ -2,8 +2,8 @@
  * endpoint_output: ep_output(), the next frame to send, derived from state
  * (pending bits, offsets, queued ERRORs), never from a queue of encoded
  * frames. Order: HELLO, ERRORs, then (once the peer's HELLO came) PONG,
- * PING, TOKEN, LIST, LIST_REPLY, then the channels round robin so that
- * one flood cannot starve the others; per channel: CLOSE, OPEN, ATTACH,
+ * PROXY_AT, PING, TOKEN, LIST, LIST_REPLY, then the channels round robin so that
+ * one flood cannot starve the others; per channel: CLOSE, PROXY_OPEN, OPEN, ATTACH,
  * OPENED, ATTACHED, then on a linked channel RESIZE, SIGNAL, SNAPSHOT_REQ,
  * TAKEOVER, ROLE, VIEWERS, ACKs, the outgoing streams, EXIT.
  *
@@ -60,6 +60,11 @@ static long out_snap(const struct ep *ep, struct chan *c, struct fr_frame *f, ui
 /* What opens or re-attaches the channel: OPEN, ATTACH, OPENED, ATTACHED. */
 static long out_setup(struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf, size_t cap)
 {
+    if (c->pending & P_PROXY_OPEN) {
+        c->pending &= ~(uint32_t)P_PROXY_OPEN;
+        f->type = FR_PROXY_OPEN;
+        return put(f, buf, cap);
+    }
     if (c->pending & P_OPEN) {
         c->pending &= ~(uint32_t)(P_OPEN | P_ATTACH);
         if (c->state == CH_NEW)
@@ -174,8 +179,11 @@ static long out_ack(const struct ep *ep, struct chan *c, struct fr_frame *f, uin
             continue;
         if (s == FR_STDIN && c->viewer)
             continue; /* a relay viewer never gets stdin credit */
-        uint64_t limit = r->consumed + ep->cfg.window;
-        if (limit - r->limit_sent >= ep->cfg.window / 4 && limit > r->limit_sent) {
+        uint32_t window = ep->cfg.window;
+        if (c->mode == FR_MODE_PROXY && window > EP_PROXY_WINDOW)
+            window = EP_PROXY_WINDOW; /* within the peer's proxy ring: §5a */
+        uint64_t limit = r->consumed + window;
+        if (limit - r->limit_sent >= window / 4 && limit > r->limit_sent) {
             r->ack_sent = r->consumed;
             r->limit_sent = limit;
             f->type = FR_ACK;
@@ -275,8 +283,9 @@ static long out_chan(struct ep *ep, struct chan *c, uint8_t *buf, size_t cap)
         c->pending = 0;
         f.type = FR_CLOSE;
         long n = put(&f, buf, cap);
-        if (ep_is_host(ep))
-            ep_chan_kill(ep, c, "CLOSE sent");
+        if (c->mode == FR_MODE_PROXY ? c->close_answer : ep_is_host(ep))
+            ep_chan_kill(ep, c,
+                         "CLOSE sent"); /* a proxy channel's CLOSE of ours waits for the answer */
         return n;
     }
     if (c->state == CH_CLOSING)
@@ -323,6 +332,8 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)
     }
     if (ep->closing || !ep->peer_hello)
         return 0;
+    if (ep_proxy_at_due(ep, &f))
+        return put(&f, buf, cap);
     if (ep->pong_due) {
         ep->pong_due = 0;
         f.type = FR_PONG;
@@ -355,8 +366,8 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us)
         lf->type = FR_LIST_REPLY;
         for (unsigned i = 0; i < ep->nch; i++) {
             const struct chan *c = ep->ch[i];
-            if (!ep_chan_is_open(c))
-                continue;
+            if (!ep_chan_is_open(c) || c->mode == FR_MODE_PROXY)
+                continue; /* proxy channels are not listed: nothing resumes them */
             struct fr_list_entry *e = &lf->u.list.e[lf->u.list.count++];
             e->channel = c->id;
             int exited = c->exit != EX_RUNNING;

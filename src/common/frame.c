@@ -250,8 +250,9 @@ static int list_entry_ok(const struct fr_list_entry *e)
 static int open_ok(const struct fr_frame *f)
 {
     const struct fr_open *o = &f->u.open;
-    return o->mode <= FR_MODE_PIPES && size_ok(o->cols, o->rows) && o->argc >= 1 &&
-           o->argc <= AL_MAX_ARGV && o->argv[0].len > 0 && o->envc <= AL_MAX_ENV;
+    return !fr_is_proxy_channel(f->channel) && o->mode <= FR_MODE_PIPES &&
+           size_ok(o->cols, o->rows) && o->argc >= 1 && o->argc <= AL_MAX_ARGV &&
+           o->argv[0].len > 0 && o->envc <= AL_MAX_ENV;
 }
 
 /* An env entry: NAME=value with a non-empty NAME. */
@@ -359,6 +360,19 @@ static int probe_header_ok(const struct fr_probe_header *h)
     return 1;
 }
 
+/* PROXY_AT: a base URL agents can use as it is. */
+static int proxy_at_ok(const struct fr_frame *f)
+{
+    struct fr_str u = f->u.proxy_at;
+    return u.len > 7 && u.p && memcmp(u.p, "http://", 7) == 0;
+}
+
+/* PROXY_OPEN: on an id of the host's space. */
+static int proxy_open_ok(const struct fr_frame *f)
+{
+    return fr_is_proxy_channel(f->channel);
+}
+
 /* ---- the table of types --------------------------------------------------- */
 
 struct ftype {
@@ -371,6 +385,7 @@ struct ftype {
 #define HOST FR_BY_HOST
 #define CTL FR_BY_CONTROLLER
 #define BOTH FR_BY_BOTH
+#define PX FR_T_PROXY
 
 /* Indexed by type; a type with no name is not one of airlock.v1's. */
 static const struct ftype types[] = {
@@ -382,19 +397,20 @@ static const struct ftype types[] = {
     [FR_ERROR] = {{"ERROR", FR_SCOPE_ANY, BOTH, 0}, error_ok},
     [FR_LIST] = {{"LIST", CONN, CTL, 0}, NULL},
     [FR_LIST_REPLY] = {{"LIST_REPLY", CONN, HOST, 0}, list_reply_ok},
+    [FR_PROXY_AT] = {{"PROXY_AT", CONN, HOST, 0}, proxy_at_ok},
     /* probe sessions (§13) */
     [FR_PROBE] = {{"PROBE", CONN, CTL, FR_T_PROBE}, probe_ok},
     [FR_PROBE_REPLY] = {{"PROBE_REPLY", CONN, HOST, FR_T_PROBE}, probe_ok},
     /* channel frames (§4.2); OPEN, OPENED, ATTACH and ATTACHED link a channel */
     [FR_OPEN] = {{"OPEN", CHAN, CTL, 0}, open_ok},
     [FR_OPENED] = {{"OPENED", CHAN, HOST, 0}, NULL},
-    [FR_DATA] = {{"DATA", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, data_ok},
-    [FR_ACK] = {{"ACK", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, ack_ok},
+    [FR_DATA] = {{"DATA", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE | PX}, data_ok},
+    [FR_ACK] = {{"ACK", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE | PX}, ack_ok},
     [FR_RESIZE] = {{"RESIZE", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, resize_ok},
     [FR_SIGNAL] = {{"SIGNAL", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, signal_ok},
-    [FR_EOF] = {{"EOF", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE}, NULL},
+    [FR_EOF] = {{"EOF", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE | PX}, NULL},
     [FR_EXIT] = {{"EXIT", CHAN, HOST, FR_T_LINKED}, exit_ok},
-    [FR_CLOSE] = {{"CLOSE", CHAN, BOTH, FR_T_NO_CHANNEL | FR_T_LATE}, NULL},
+    [FR_CLOSE] = {{"CLOSE", CHAN, BOTH, FR_T_NO_CHANNEL | FR_T_LATE | PX}, NULL},
     [FR_ATTACH] = {{"ATTACH", CHAN, CTL, FR_T_NO_CHANNEL}, attach_ok},
     [FR_ATTACHED] = {{"ATTACHED", CHAN, HOST, 0}, attached_ok},
     [FR_GAP] = {{"GAP", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED}, gap_ok},
@@ -404,6 +420,8 @@ static const struct ftype types[] = {
     [FR_ROLE] = {{"ROLE", CHAN, HOST, FR_T_RELAY | FR_T_LINKED}, role_ok},
     [FR_TAKEOVER] = {{"TAKEOVER", CHAN, CTL, FR_T_RELAY | FR_T_LINKED | FR_T_NO_CHANNEL}, NULL},
     [FR_VIEWERS] = {{"VIEWERS", CHAN, HOST, FR_T_RELAY | FR_T_LINKED}, viewers_ok},
+    /* the credential proxy's channels (§5a) */
+    [FR_PROXY_OPEN] = {{"PROXY_OPEN", CHAN, HOST, PX}, proxy_open_ok},
 };
 
 #undef CONN
@@ -411,6 +429,7 @@ static const struct ftype types[] = {
 #undef HOST
 #undef CTL
 #undef BOTH
+#undef PX
 
 static const struct ftype *ftype_of(unsigned type)
 {
@@ -515,6 +534,10 @@ static void dec_payload(struct rd *r, struct fr_frame *f)
     case FR_CLOSE:
     case FR_SNAPSHOT_REQ:
     case FR_TAKEOVER:
+    case FR_PROXY_OPEN:
+        break;
+    case FR_PROXY_AT:
+        f->u.proxy_at = rd_str(r, AL_MAX_PROXY_URL);
         break;
     case FR_LIST_REPLY:
         f->u.list.count = rd_count(r, AL_MAX_CHANNELS);
@@ -682,6 +705,10 @@ static void enc_payload(struct wr *w, const struct fr_frame *f)
     case FR_CLOSE:
     case FR_SNAPSHOT_REQ:
     case FR_TAKEOVER:
+    case FR_PROXY_OPEN:
+        break;
+    case FR_PROXY_AT:
+        wr_str(w, f->u.proxy_at, AL_MAX_PROXY_URL);
         break;
     case FR_LIST_REPLY:
         wr_u16(w, f->u.list.count);

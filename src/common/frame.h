@@ -30,6 +30,7 @@ enum fr_type {
     FR_ERROR = 0x05, /* channel 0: about the connection; else that channel */
     FR_LIST = 0x06,
     FR_LIST_REPLY = 0x07,
+    FR_PROXY_AT = 0x08, /* host -> controller: where the host's proxy listener is */
     /* probe sessions only (§13): a path's measurements */
     FR_PROBE = 0x0e,       /* controller -> host: u8 op, then per op */
     FR_PROBE_REPLY = 0x0f, /* host -> controller: u8 op, then per op */
@@ -52,7 +53,17 @@ enum fr_type {
     FR_ROLE = 0x1e,     /* host -> controller: writer or viewer, stdin offsets */
     FR_TAKEOVER = 0x1f, /* controller -> host: asks to become the writer */
     FR_VIEWERS = 0x20,  /* host -> controller: who is attached */
+    /* the credential proxy's channels (docs/protocol.md §5a) */
+    FR_PROXY_OPEN = 0x21, /* host -> controller: a proxy channel, on an id the host picks */
 };
+
+/* Channel ids with this bit set are the host's (PROXY_OPEN), the others the
+ * controller's (OPEN): the two sides never pick the same id. */
+#define FR_PROXY_CHANNEL_BIT 0x80000000u
+static inline int fr_is_proxy_channel(uint32_t ch)
+{
+    return (ch & FR_PROXY_CHANNEL_BIT) != 0;
+}
 
 /* Streams of a channel; carried in the flags of DATA, ACK, EOF and GAP. */
 enum fr_stream {
@@ -87,7 +98,8 @@ enum {
     FR_T_LINKED = 1 << 3,     /* only about a channel opened or attached on this link */
     FR_T_NO_CHANNEL = 1 << 4, /* a host answers it for a channel it lacks with NO_CHANNEL */
     FR_T_LATE = 1 << 5,       /* may still come once its channel is gone: dropped */
-    FR_T_PROBE = 1 << 6,      /* a probe session's frame (§13): never in another */
+    FR_T_PROXY = 1 << 6,      /* may be sent on a proxy channel (§5a) */
+    FR_T_PROBE = 1 << 7,      /* a probe session's frame (§13): never in another */
 };
 struct fr_typeinfo {
     const char *name; /* "DATA" */
@@ -96,7 +108,9 @@ struct fr_typeinfo {
     uint16_t props;   /* FR_T_* */
 };
 
-enum fr_mode { FR_MODE_PTY = 0, FR_MODE_PIPES = 1 };
+/* FR_MODE_PROXY is never on the wire: the mode a PROXY_OPEN gives its
+ * channel (two streams: stdin toward the agent, stdout from it). */
+enum fr_mode { FR_MODE_PTY = 0, FR_MODE_PIPES = 1, FR_MODE_PROXY = 2 };
 enum fr_sigscope { FR_SIG_GROUP = 0, FR_SIG_TREE = 1 };
 enum fr_chstate { FR_CH_RUNNING = 1, FR_CH_EXITED = 2 };
 /* Role of a relay session's client (ROLE, VIEWERS): only the writer's stdin
@@ -192,6 +206,7 @@ struct fr_frame {
             uint16_t count;
             struct fr_list_entry e[AL_MAX_CHANNELS];
         } list;
+        struct fr_str proxy_at; /* PROXY_AT: "http://..." (1..AL_MAX_PROXY_URL bytes) */
         struct fr_open open;
         struct {
             uint32_t pid;

@@ -39,6 +39,7 @@ static const struct {
     KEY("--session-ttl", session_ttl),
     KEY("--session-idle", session_idle),
     KEY("--proxy-listen", proxy_listen),
+    KEY("--proxy-path", proxy_path),
 #undef KEY
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };

@@ -102,6 +102,11 @@ static int serve_sandbox(const struct airlockd_conf *c, struct cg_limits *lim)
     }
     if (c->sbx_cpu)
         lim->cpu_percent = (unsigned)cpu;
+    if (c->proxy_path && strcmp(c->proxy_path, "runner") != 0 &&
+        strcmp(c->proxy_path, "direct") != 0) {
+        airlockd_cmd_err("serve", "proxy-path = runner or direct");
+        return AIRLOCKD_RC_USAGE;
+    }
     if (c->sbx_network && strcmp(c->sbx_network, "host") != 0 &&
         strcmp(c->sbx_network, "none") != 0) {
         airlockd_cmd_err("serve", "sandbox-network = host or none");
@@ -211,6 +216,7 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.web_dir = c.web;
     cfg.proxy = &upstreams;
     cfg.proxy_listen = c.proxy_listen;
+    cfg.proxy_direct = c.proxy_path && !strcmp(c.proxy_path, "direct");
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     if (rc != AL_OK) {

@@ -374,6 +374,7 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .log_level = a->cfg.log_level,
         .proxy = a->proxy,
         .proxy_base = a->proxysrv ? a->proxy_base : NULL,
+        .proxy_direct = a->cfg.proxy_direct,
         .loop = a->loop,
         .wake = api_ws_wake,
         .dial = api_runner_dial,

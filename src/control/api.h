@@ -52,6 +52,9 @@ struct api_config {
      * listens (ADDR:PORT; NULL: not served) */
     const struct proxycfg *proxy;
     const char *proxy_listen;
+    /* terminals get the direct path only: local runners serve no proxy
+     * listener (--proxy-path direct; docs/proxy.md) */
+    int proxy_direct;
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

@@ -56,6 +56,10 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
 {
     const struct proxycfg *pc = a->cfg.proxy;
     if (!pc || pc->n == 0) {
+        if (a->cfg.proxy_direct) {
+            al_errf(err, cap, "--proxy-path: no upstream.* in --config to serve");
+            return AL_E_INVAL;
+        }
         if (a->cfg.proxy_listen) {
             al_errf(err, cap, "--proxy-listen: no upstream.* in --config to serve");
             return AL_E_INVAL;
@@ -71,6 +75,10 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         al_errf(err, cap, "credential proxy: %s", why);
     else if (rc != AL_OK)
         al_errf(err, cap, "%s", why);
+    if (rc == AL_OK && a->cfg.proxy_direct && !a->cfg.proxy_listen) {
+        al_errf(err, cap, "--proxy-path direct: needs --proxy-listen ADDR:PORT");
+        rc = AL_E_INVAL;
+    }
     if (rc == AL_OK && a->cfg.proxy_listen &&
         (rc = proxysrv_new(a->loop, a->proxy, a->cfg.proxy_listen, &a->proxysrv, why,
                            sizeof why)) != AL_OK)
@@ -87,9 +95,9 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         api_log(a, 1, "credential proxy serving on port %d, agents reach it at %s (upstreams: %s)",
                 proxysrv_port(a->proxysrv), a->proxy_base, names);
     } else {
-        api_log(a, 0,
-                "credential proxy: upstreams %s configured but not served (no --proxy-listen): "
-                "terminals cannot use them",
+        api_log(a, 1,
+                "credential proxy: upstreams %s served through the runners of local and reverse "
+                "sandboxes only (no --proxy-listen: no direct path)",
                 names);
     }
     return AL_OK;
@@ -130,8 +138,9 @@ int api_terminal_proxy_revoke(struct api *a, struct lws *wsi, struct call *c)
 }
 
 /* GET /v1/proxy/upstreams: [{"name", "kind", "served"}] in the order of
- * --config; "served": whether terminals can use it now (the direct path is
- * served). Nothing else of an upstream is shown: its URL may hold a
+ * --config; "served": whether terminals can use it now (the proxy runs:
+ * through the runners of local and reverse sandboxes, and on the direct
+ * path when --proxy-listen is set). Nothing else of an upstream is shown: its URL may hold a
  * private host, its secret's file or command say where keys are kept. */
 int api_proxy_upstreams(struct api *a, struct lws *wsi, struct call *c)
 {
@@ -140,7 +149,7 @@ int api_proxy_upstreams(struct api *a, struct lws *wsi, struct call *c)
     json_t *arr = json_array();
     for (unsigned i = 0; arr && pc && i < pc->n; i++) {
         json_t *o = json_pack("{s:s, s:s, s:b}", "name", pc->up[i].name, "kind",
-                              proxycfg_kind_name(pc->up[i].kind), "served", a->proxysrv != NULL);
+                              proxycfg_kind_name(pc->up[i].kind), "served", a->proxy != NULL);
         if (!o || json_array_append_new(arr, o) != 0) {
             json_decref(arr);
             arr = NULL;

@@ -585,6 +585,10 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
     push(b, run_tok);
     push(b, "--link-key-fd");
     push(b, "0");
+    if (s->proxy_listen) {
+        push(b, "--proxy-listen");
+        push(b, LSBX_PROXY_LISTEN);
+    }
     if (l->cfg.unsafe)
         return;
     push(b, "--agent-sandbox");

@@ -54,6 +54,7 @@
 /* The runner's option that cuts its agents off, and how it reads in the
  * runner's /proc/PID/cmdline with its NULs as spaces (relay_spawn.c adopts a
  * runner from an earlier airlockd only if its agents' network is right). */
+#define LSBX_PROXY_LISTEN "127.0.0.1:0" /* --proxy-listen of a local sandbox's runner */
 #define LSBX_NET_OPT "--agent-network"
 #define LSBX_NET_NONE "none"
 #define LSBX_NET_NONE_CMDLINE LSBX_NET_OPT " " LSBX_NET_NONE
@@ -85,6 +86,8 @@ struct lsbx_spawn {
     int no_network;       /* agents get loopback only (refused with --no-bwrap:
                              no jail there to cut their network) */
     const char *link_key; /* the runner's key, handed over on its stdin */
+    int proxy_listen;     /* the runner serves the credential proxy's listener
+                             (LSBX_PROXY_LISTEN: loopback, a port of its choice) */
     lsbx_exit_fn *exit_cb;
     void *data;
 };

@@ -275,15 +275,27 @@ void proxy_forget_terminal(struct proxy *p, const char *terminal)
 
 /* ---- the gate ---- */
 
-int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const char *cred,
-                     char *terminal, size_t tcap, char *secret, size_t scap, unsigned *retry,
-                     char *why, size_t wcap)
+int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy_upstream *up,
+                        const char *cred, char *terminal, size_t tcap, char *secret, size_t scap,
+                        unsigned *retry, char *why, size_t wcap)
 {
     char hash[PROXY_HASH_HEX + 1];
     proxy_hash(cred, hash);
     int rc = p->store.lookup(p->store.ud, hash, up->name, terminal, tcap);
     OPENSSL_cleanse(hash, sizeof hash);
+    if (rc == AL_OK && sandbox) {
+        /* a runner's channel spends only its own sandbox's credentials: one
+         * of another sandbox is refused as an unknown one, before any of
+         * that terminal's limits is touched */
+        char sb[PROXY_SANDBOX_MAX + 1] = "";
+        rc = p->store.sandbox_of ? p->store.sandbox_of(p->store.ud, terminal, sb, sizeof sb)
+                                 : AL_E_STATE;
+        if (rc == AL_OK && strcmp(sb, sandbox) != 0)
+            rc = AL_E_NOENT;
+    }
     if (rc == AL_E_NOENT) {
+        if (tcap)
+            terminal[0] = '\0';
         al_errf(why, wcap, "unknown, revoked or foreign credential for upstream %s", up->name);
         return 401;
     }
@@ -295,6 +307,8 @@ int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const cha
         return 503;
     }
     if (rc != AL_OK) {
+        if (tcap)
+            terminal[0] = '\0';
         al_errf(why, wcap, "cannot check the credential now");
         return 503;
     }
@@ -335,11 +349,28 @@ int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const cha
     return 0;
 }
 
+int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const char *cred,
+                     char *terminal, size_t tcap, char *secret, size_t scap, unsigned *retry,
+                     char *why, size_t wcap)
+{
+    return proxy_gate_begin_in(p, NULL, up, cred, terminal, tcap, secret, scap, retry, why, wcap);
+}
+
 static int gate_begin(void *ud, const struct proxy_upstream *up, const char *cred, char *terminal,
                       size_t tcap, char *secret, size_t scap, unsigned *retry, char *why,
                       size_t wcap)
 {
     return proxy_gate_begin(ud, up, cred, terminal, tcap, secret, scap, retry, why, wcap);
+}
+
+/* The gate of a sandbox's channel: ud is its struct proxy_scope. */
+static int scope_begin(void *ud, const struct proxy_upstream *up, const char *cred, char *terminal,
+                       size_t tcap, char *secret, size_t scap, unsigned *retry, char *why,
+                       size_t wcap)
+{
+    struct proxy_scope *sc = ud;
+    return proxy_gate_begin_in(sc->p, sc->sandbox, up, cred, terminal, tcap, secret, scap, retry,
+                               why, wcap);
 }
 
 static void gate_end(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
@@ -381,6 +412,18 @@ void proxy_gate_end(struct proxy *p, const char *terminal, const char *upstream,
 }
 
 static const struct proxyconn_gate the_gate = {gate_begin, gate_end, gate_record};
+
+static void scope_end(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    gate_end(((struct proxy_scope *)ud)->p, terminal, upstream, bytes);
+}
+
+static void scope_record(void *ud, const struct proxyconn_record *rec)
+{
+    gate_record(((struct proxy_scope *)ud)->p, rec);
+}
+
+static const struct proxyconn_gate scope_gate = {scope_begin, scope_end, scope_record};
 
 /* ---- life ---- */
 
@@ -425,6 +468,14 @@ const struct proxycfg *proxy_config(const struct proxy *p)
 int proxy_conn(struct proxy *p, const struct proxyconn_ops *ops, void *ud, struct proxyconn **out)
 {
     return proxyconn_new(&p->cfg, p->up, &the_gate, p, ops, ud, out);
+}
+
+int proxy_conn_in(struct proxy_scope *scope, const struct proxyconn_ops *ops, void *ud,
+                  struct proxyconn **out)
+{
+    if (!scope || !scope->p || !scope->sandbox[0])
+        return AL_E_INVAL;
+    return proxyconn_new(&scope->p->cfg, scope->p->up, &scope_gate, scope, ops, ud, out);
 }
 
 const struct proxy_metrics *proxy_metrics_of(const struct proxy *p, const char *upstream)

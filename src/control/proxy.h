@@ -47,6 +47,11 @@ struct proxy_store {
      * run just now (its runner is not linked: 503, try again); another
      * AL_E_* when the store failed. */
     int (*lookup)(void *ud, const char *hash, const char *upstream, char *terminal, size_t cap);
+    /* 0 and the sandbox of `terminal` (the channel path's check: a
+     * runner's channel spends only its own sandbox's credentials);
+     * AL_E_NOENT when there is no such terminal; another AL_E_* when the
+     * store failed. NULL: the channel path cannot be served. */
+    int (*sandbox_of)(void *ud, const char *terminal, char *sandbox, size_t cap);
     /* One call, for the audit table (may be NULL). */
     void (*record)(void *ud, const struct proxyconn_record *rec);
     void *ud;
@@ -87,6 +92,21 @@ void proxy_forget_terminal(struct proxy *p, const char *terminal);
 /* A new agent connection through the gate of this proxy. */
 int proxy_conn(struct proxy *p, const struct proxyconn_ops *ops, void *ud, struct proxyconn **out);
 
+/*
+ * The path through a runner (docs/proxy.md): a connection carried on a
+ * proxy channel of `sandbox`'s link. Its gate also refuses (401, as an
+ * unknown credential, before any limit is counted) a credential whose
+ * terminal is not in that sandbox. The scope is the caller's: it must
+ * outlive the proxyconn.
+ */
+enum { PROXY_SANDBOX_MAX = 64 };
+struct proxy_scope {
+    struct proxy *p;
+    char sandbox[PROXY_SANDBOX_MAX + 1];
+};
+int proxy_conn_in(struct proxy_scope *scope, const struct proxyconn_ops *ops, void *ud,
+                  struct proxyconn **out);
+
 /* Metrics of the upstream named (NULL when there is none). */
 const struct proxy_metrics *proxy_metrics_of(const struct proxy *p, const char *upstream);
 
@@ -95,5 +115,9 @@ int proxy_gate_begin(struct proxy *p, const struct proxy_upstream *up, const cha
                      char *terminal, size_t tcap, char *secret, size_t scap, unsigned *retry,
                      char *why, size_t wcap);
 void proxy_gate_end(struct proxy *p, const char *terminal, const char *upstream, uint64_t bytes);
+/* The same for a connection of a sandbox's channel (NULL: the direct path). */
+int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy_upstream *up,
+                        const char *cred, char *terminal, size_t tcap, char *secret, size_t scap,
+                        unsigned *retry, char *why, size_t wcap);
 
 #endif

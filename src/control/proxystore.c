@@ -14,6 +14,20 @@ static int lookup(void *ud, const char *hash, const char *upstream, char *termin
     return db_proxy_lookup(ud, hash, upstream, terminal, cap);
 }
 
+static int sandbox_of(void *ud, const char *terminal, char *sandbox, size_t cap)
+{
+    struct db_terminal *t = malloc(sizeof *t); /* argv and env buffers: large */
+    if (!t)
+        return AL_E_NOMEM;
+    int rc = db_terminal_get(ud, terminal, t);
+    if (rc == AL_OK && strlen(t->sandbox_id) >= cap)
+        rc = AL_E_TOOBIG;
+    if (rc == AL_OK)
+        memcpy(sandbox, t->sandbox_id, strlen(t->sandbox_id) + 1);
+    free(t);
+    return rc;
+}
+
 static void record(void *ud, const struct proxyconn_record *rec)
 {
     struct db *db = ud;
@@ -55,6 +69,7 @@ void proxystore_of(struct proxystore *ps, struct proxy_store *out)
 void proxystore_of_db(struct db *db, struct proxy_store *out)
 {
     out->lookup = lookup;
+    out->sandbox_of = sandbox_of;
     out->record = record;
     out->ud = db;
 }

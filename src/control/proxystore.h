@@ -1,7 +1,8 @@
 /*
  * proxystore: the credential proxy's store (proxy.h, struct proxy_store)
  * kept in airlockd's database: a credential's lookup is db_proxy_lookup
- * (a live credential of a live terminal that opens the upstream), and
+ * (a live credential of a live terminal that opens the upstream), a
+ * terminal's sandbox is its row's (db_terminal_get), and
  * each call's record is one audit row, action "proxy_call", actor
  * "system", target the terminal ("" when the credential was not valid),
  * detail {"upstream", "method", "path" (without its query, at most

@@ -217,7 +217,8 @@ void relay_free(struct relay *r)
                 relay_output_sync(t);
             relay_terminal_free(t);
         }
-        if (sb->proc) { /* the runner keeps running: airlockd relinks on start */
+        relay_proxychan_free_all(sb); /* before the proxy goes */
+        if (sb->proc) {               /* the runner keeps running: airlockd relinks on start */
             lsbx_proc_forget(sb->proc);
             sb->proc = NULL;
         }

@@ -100,6 +100,8 @@ struct relay_config {
     struct proxy *proxy;    /* the credential proxy (borrowed); NULL: no upstreams */
     const char *proxy_base; /* its direct path as agents reach it
                                ("http://ADDR:PORT/v1/proxy"); NULL: not served */
+    int proxy_direct;       /* the direct path only: local runners serve no
+                               proxy listener, PROXY_AT is not used */
     uv_loop_t *loop;
     rl_wake_fn *wake;
     rl_dial_fn *dial;

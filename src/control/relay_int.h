@@ -18,6 +18,8 @@
  *                     durable offsets, its snapshot cache
  *   relay_client.c    struct rl_client: attach, the writer and viewers,
  *                     what each client is sent
+ *   relay_proxychan.c the proxy's path through a runner: each proxy
+ *                     channel of a sandbox's link fed to a proxyconn
  *   relay_proxy.c     a terminal's proxy credential: minted with its
  *                     environment, bound to its row, revoked at its end
  *
@@ -57,6 +59,7 @@ _Static_assert(RL_CLIENT_LAG + RL_SYNC_BYTES + RL_HIST_STEP + RL_RUNNER_WINDOW /
                "a client held at the lag must still let the runner's credit move");
 
 struct rl_term;
+struct rl_pxch;
 
 struct rl_client {
     struct rl_term *t;
@@ -147,6 +150,10 @@ struct rl_sbx {
     int pid;
     uint64_t proc_check_us;
     struct rl_term *terms;
+    struct rl_pxch *pxchs; /* the proxy channels of the current link */
+    /* the runner's proxy listener (its last PROXY_AT; "": none known):
+     * the base its terminals get, docs/proxy.md */
+    char proxy_at[AL_MAX_PROXY_URL + 1];
     int removed;
     /* runner links refused for a key that is not the pinned one (an
      * impostor with a copied token), since airlockd started */
@@ -238,8 +245,22 @@ void relay_output_snapshot_failed(struct rl_term *t, const char *why);
 void relay_output_snapshot(struct rl_term *t, const struct ep_event *ev);
 int relay_output_snapshot_usable(const struct rl_term *t, uint64_t cur);
 
+/* ---- relay_proxychan.c --------------------------------------------------------- */
+
+/* An event about a proxy channel (fr_is_proxy_channel) of sb's link. */
+void relay_proxychan_event(struct rl_sbx *sb, const struct ep_event *ev);
+/* Request heads that do not come in time. */
+void relay_proxychan_tick(struct rl_sbx *sb, uint64_t now);
+/* Free every proxy channel's state (airlockd stops). */
+void relay_proxychan_free_all(struct rl_sbx *sb);
+unsigned relay_proxychan_count(const struct rl_sbx *sb);
+
 /* ---- relay_proxy.c ------------------------------------------------------------ */
 
+/* The proxy's root for a terminal of sb, "http://.../v1/proxy": its
+ * runner's listener for a local or reverse sandbox whose runner announced
+ * one, else airlockd's direct path; 0 when there is neither. */
+int relay_proxy_base(const struct relay *r, const struct rl_sbx *sb, char *out, size_t cap);
 /* A create's proxy credential: the OPEN frame's variables (holding it)
  * and its hash, until the row is bound. */
 struct rl_proxy_env {

@@ -2,8 +2,10 @@
  * relay_proxy: the credential proxy's part in a terminal's life
  * (docs/proxy.md). When the API creates a terminal with "proxy": [...],
  * a credential is minted (proxy_mint) and the terminal's OPEN frame gets
- * the variables of its upstreams (proxyenv.c) pointing at the proxy's
- * direct path; once its row exists, the credential's hash is bound to it
+ * the variables of its upstreams (proxyenv.c) pointing at the proxy: its
+ * runner's listener (the path through the runner) for a local or reverse
+ * sandbox whose runner announced one (PROXY_AT), else airlockd's direct
+ * path (relay_proxy_base); once its row exists, the credential's hash is bound to it
  * in the database (db_proxy_add). The credential itself goes into the
  * OPEN frame only: never into the row's env or argv, a log, or the API.
  * It is revoked (in the database, and the proxy's limits for the terminal
@@ -56,6 +58,16 @@ static int known_upstreams(const struct proxycfg *pc, const struct apireq_termin
     return AL_OK;
 }
 
+int relay_proxy_base(const struct relay *r, const struct rl_sbx *sb, char *out, size_t cap)
+{
+    int n = -1;
+    if (sb->kind != DB_SANDBOX_STATIC && sb->proxy_at[0] && !r->cfg.proxy_direct)
+        n = snprintf(out, cap, "%s/v1/proxy", sb->proxy_at); /* through the runner */
+    else if (r->cfg.proxy_base && r->cfg.proxy_base[0])
+        n = snprintf(out, cap, "%s", r->cfg.proxy_base); /* direct */
+    return n > 0 && (size_t)n < cap;
+}
+
 int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
                         const struct rl_sbx *sb, struct rl_proxy_env **out, char *why, size_t cap)
 {
@@ -66,16 +78,18 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
         al_errf(why, cap, "\"proxy\": airlockd has no upstream (no upstream.* in its --config)");
         return AL_E_INVAL;
     }
-    if (!r->cfg.proxy_base || !r->cfg.proxy_base[0]) {
-        al_errf(why, cap,
-                "\"proxy\": airlockd does not serve the credential proxy (start it "
-                "with --proxy-listen ADDR:PORT)");
-        return AL_E_INVAL;
-    }
     if (sb->kind == DB_SANDBOX_LOCAL && relay_sandbox_network(r, sb->network) == DB_NETWORK_NONE) {
         al_errf(why, cap,
-                "\"proxy\": the agents of sandbox %s have no network, so they cannot reach the "
-                "proxy's direct path (the path through the runner is not built yet)",
+                "\"proxy\": the agents of sandbox %s have no network, so they can reach "
+                "neither the proxy's direct path nor their runner's listener",
+                sb->id);
+        return AL_E_INVAL;
+    }
+    char base[AL_MAX_PROXY_URL + 32];
+    if (!relay_proxy_base(r, sb, base, sizeof base)) {
+        al_errf(why, cap,
+                "\"proxy\": no path to the credential proxy for sandbox %s (its runner serves "
+                "no proxy listener, and airlockd has no --proxy-listen)",
                 sb->id);
         return AL_E_INVAL;
     }
@@ -93,8 +107,8 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
     if (rc != AL_OK)
         al_errf(why, cap, "cannot mint a proxy credential");
     if (rc == AL_OK)
-        rc = proxyenv_build(proxy_config(r->cfg.proxy), names, spec->nproxy, r->cfg.proxy_base,
-                            cred, &px->env, why, cap);
+        rc = proxyenv_build(proxy_config(r->cfg.proxy), names, spec->nproxy, base, cred, &px->env,
+                            why, cap);
     OPENSSL_cleanse(cred, sizeof cred);
     if (rc == AL_E_NOENT) /* an upstream airlockd does not have: the request's fault */
         rc = AL_E_INVAL;

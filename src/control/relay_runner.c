@@ -38,8 +38,20 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
 {
     struct rl_sbx *sb = ud;
     struct relay *r = sb->r;
+    if (fr_is_proxy_channel(ev->channel)) {
+        relay_proxychan_event(sb, ev);
+        return;
+    }
     struct rl_term *t = ev->channel ? relay_terminal_by_ch(sb, ev->channel) : NULL;
     switch (ev->type) {
+    case EP_EV_PROXY_AT:
+        if (ev->len < sizeof sb->proxy_at) {
+            memcpy(sb->proxy_at, ev->data, ev->len);
+            sb->proxy_at[ev->len] = '\0';
+            relay_log(r, 1, "sandbox %s: its runner serves the credential proxy at %s", sb->id,
+                      sb->proxy_at);
+        }
+        return;
     case EP_EV_READY: {
         char tok[AL_MAX_TOKEN];
         if (relay_cred_mint(r, sb->id, "link", tok, sizeof tok) == AL_OK)

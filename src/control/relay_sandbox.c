@@ -29,8 +29,15 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     backoff_init(&sb->redial, RL_REDIAL_MIN_MS, RL_REDIAL_MAX_MS);
     sb->network = row->network;
     sb->rtt_us = -1;
-    int rc = ep_new_with(FR_ROLE_CONTROLLER, "airlockd", RL_RUNNER_WINDOW, RL_RUNNER_WINDOW,
-                         relay_runner_event, sb, &sb->ep);
+    struct ep_config ec;
+    ep_config_default(&ec, FR_ROLE_CONTROLLER);
+    ec.name = "airlockd";
+    ec.tx_ring = RL_RUNNER_WINDOW;
+    ec.window = RL_RUNNER_WINDOW;
+    ec.on_event = relay_runner_event;
+    ec.ud = sb;
+    ec.serves_proxy = r->cfg.proxy != NULL; /* its runner's proxy channels */
+    int rc = ep_new(&ec, &sb->ep);
     if (rc != AL_OK) {
         free(sb);
         return rc;
@@ -111,6 +118,7 @@ void relay_sandbox_tick(struct rl_sbx *sb, uint64_t now)
 {
     relay_runner_tick(sb, now);
     relay_spawn_tick(sb, now);
+    relay_proxychan_tick(sb, now);
     for (struct rl_term *t = sb->terms; t; t = t->next)
         relay_terminal_tick(t, now);
 }

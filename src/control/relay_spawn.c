@@ -164,6 +164,7 @@ static int spawn_runner(struct rl_sbx *sb)
         .work_dir = work,
         .insecure_tls = r->cfg.insecure_tls,
         .no_network = relay_sandbox_network(r, sb->network) == DB_NETWORK_NONE,
+        .proxy_listen = r->cfg.proxy && !r->cfg.proxy_direct, /* the path through the runner */
         .exit_cb = on_proc_exit,
         .data = sb,
     };

@@ -52,6 +52,7 @@
 #include "jail.h"
 #include "proc.h"
 #include "ratelim.h"
+#include "runner_proxy.h"
 #include "vt.h"
 
 #define READ_MAX 65536    /* bytes read from a PTY/pipe at once */
@@ -105,6 +106,7 @@ struct runner {
     /* the newest verified in-band token, for the next dial (empty: none) */
     char token[AL_MAX_TOKEN + 1];
     int64_t token_exp;
+    struct runner_proxy *proxy; /* the credential proxy's listener; NULL: none */
 };
 
 void runner_log(const struct runner *r, int level, const char *fmt, ...)
@@ -765,6 +767,13 @@ const char *runner_latest_token(const struct runner *r, int64_t *exp)
 static void on_event(void *ud, const struct ep_event *ev)
 {
     struct runner *r = ud;
+    if (fr_is_proxy_channel(ev->channel)) {
+        if (r->proxy)
+            runner_proxy_event(r->proxy, ev);
+        else if (ev->type != EP_EV_CLOSED) /* cannot happen: we open none */
+            (void)ep_close(r->ep, ev->channel);
+        return;
+    }
     struct term *t = ev->channel ? term_find(r, ev->channel) : NULL;
     switch (ev->type) {
     case EP_EV_OPEN:
@@ -862,6 +871,35 @@ static void on_grace(uv_timer_t *h)
     }
 }
 
+/* ---- the credential proxy's listener -------------------------------------- */
+
+static void proxy_wake(void *ud)
+{
+    want_write(ud);
+}
+
+static void proxy_log(void *ud, int level, const char *msg)
+{
+    runner_log(ud, level, "%s", msg);
+}
+
+static int proxy_start(struct runner *r)
+{
+    if (!r->cfg.proxy_listen && !r->cfg.proxy_socket)
+        return AL_OK;
+    struct runner_proxy_config pc = {.listen = r->cfg.proxy_listen,
+                                     .socket = r->cfg.proxy_socket,
+                                     .ep = r->ep,
+                                     .wake = proxy_wake,
+                                     .log = proxy_log,
+                                     .ud = r};
+    char why[256] = "";
+    int rc = runner_proxy_new(r->loop, &pc, &r->proxy, why, sizeof why);
+    if (rc != AL_OK)
+        runner_log(r, 0, "%s", why[0] ? why : al_strerror(rc));
+    return rc;
+}
+
 /* ---- public --------------------------------------------------------------- */
 
 int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out)
@@ -904,6 +942,12 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     r->tick.data = r->grace.data = r->snap_timer.data = r->sigchld.data = r->write_due.data = r;
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
+    rc = proxy_start(r);
+    if (rc != AL_OK) {
+        *out = NULL;
+        runner_free(r); /* the memory goes once the loop closes the handles */
+        return rc;
+    }
     return AL_OK;
 }
 
@@ -925,6 +969,8 @@ void runner_free(struct runner *r)
         (void)proc_kill_tree(&t->proc);
         term_destroy(t);
     }
+    runner_proxy_free(r->proxy);
+    r->proxy = NULL;
     uv_close((uv_handle_t *)&r->tick, free_when_closed);
     uv_close((uv_handle_t *)&r->grace, free_when_closed);
     uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);

@@ -46,6 +46,9 @@ struct runner_config {
      * token is valid until exp + leeway, at the upgrade, in a TOKEN frame
      * and for the connection it keeps alive (tokens.md, "Leeway") */
     int64_t leeway;
+    /* the credential proxy's listener (runner_proxy.h): a loopback
+     * "ADDR:PORT" and/or a unix socket's path; NULL: none */
+    const char *proxy_listen, *proxy_socket;
 };
 
 #define RUNNER_DEFAULT_GRACE_MS (3600ull * 1000u)

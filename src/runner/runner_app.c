@@ -103,8 +103,9 @@ static void on_stop(uv_signal_t *h, int signum)
 int runner_app_start(struct runner_app *a)
 {
     a->loop = uv_default_loop();
-    if (runner_new(a->loop, &a->rcfg, &a->runner) != AL_OK) {
-        fprintf(stderr, "airlock-runner: out of memory\n");
+    int rc = runner_new(a->loop, &a->rcfg, &a->runner);
+    if (rc != AL_OK) { /* the runner's log said why */
+        fprintf(stderr, "airlock-runner: cannot start: %s\n", al_strerror(rc));
         return 1;
     }
     lws_set_log_level(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff

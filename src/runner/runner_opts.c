@@ -8,6 +8,8 @@
  */
 #include "runner_opts.h"
 
+#include "runner_proxy.h"
+
 #include <errno.h>
 #include <pwd.h>
 #include <stddef.h>
@@ -127,6 +129,31 @@ static int set_agent_user(struct runner_app *a, const char *v)
         name, OPT_FN, 0, 0, 0, 0, fn                                                               \
     }
 
+/* --proxy-listen: a loopback address only (agents of this sandbox, never
+ * the network) */
+static int set_proxy_listen(struct runner_app *a, const char *v)
+{
+    if (!runner_proxy_addr_ok(v)) {
+        fprintf(stderr,
+                "airlock-runner: --proxy-listen %s: give ADDR:PORT with a loopback address "
+                "(127.0.0.1, [::1]); PORT 0 picks one\n",
+                v);
+        return SET_FAIL;
+    }
+    a->rcfg.proxy_listen = v;
+    return SET_OK;
+}
+
+static int set_proxy_socket(struct runner_app *a, const char *v)
+{
+    if (v[0] != '/') {
+        fprintf(stderr, "airlock-runner: --proxy-socket %s: give an absolute path\n", v);
+        return SET_FAIL;
+    }
+    a->rcfg.proxy_socket = v;
+    return SET_OK;
+}
+
 static const struct opt opts[] = {
     STR("--listen", listen),
     STR("--connect", connect_url),
@@ -152,6 +179,8 @@ static const struct opt opts[] = {
     NUM("--nice", OPT_INT, nice, 0, 19, 1),
     FN("--workspace", set_workspace),
     FN("--agent-user", set_agent_user),
+    FN("--proxy-listen", set_proxy_listen),
+    FN("--proxy-socket", set_proxy_socket),
 };
 
 static void usage(FILE *to)
@@ -193,6 +222,10 @@ static void usage(FILE *to)
           "                         alone cannot take our place\n"
           "  --workspace DIR        with bwrap: the directory agents may write (the current\n"
           "                         directory)\n"
+          "  --proxy-listen ADDR:PORT  the credential proxy's listener for agents, on a\n"
+          "                         loopback address only (PORT 0: any); each connection\n"
+          "                         is carried to airlockd, which answers it\n"
+          "  --proxy-socket PATH    the same on a unix socket\n"
           "  -v, --verbose          debug log\n",
           to);
 }

@@ -1,12 +1,16 @@
-// The real Claude Code CLI through the credential proxy's direct path
-// (docs/proxy.md): npm @anthropic-ai/claude-code, pinned in package.json,
+// The real Claude Code CLI through the credential proxy (docs/proxy.md),
+// on both of its paths: through the sandbox's runner (its listener, each
+// connection a proxy channel of the link: the default for a local
+// sandbox) and airlockd's direct path (--proxy-path direct), one airlockd
+// each: npm @anthropic-ai/claude-code, pinned in package.json,
 // ships its native binary as a platform package; the agent's jail mounts
 // only /usr, /etc, /opt and the workspace, so the test puts the binary in
 // the sandbox's workspace (DATA/sandboxes/box/work, /workspace inside).
 // A terminal opened with "proxy": ["anthropic"] runs
 //   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 /workspace/claude -p "..."
 // with no key in its environment: it finds ANTHROPIC_BASE_URL and
-// ANTHROPIC_AUTH_TOKEN, its calls go through airlockd, and the answer of
+// ANTHROPIC_AUTH_TOKEN (the base at the path's listener), its calls go
+// through airlockd, and the answer of
 // tests/tools/fake_anthropic.mjs is in the terminal's output and recording.
 // The fake got the real key (x-api-key) on every call and never the
 // terminal's credential.
@@ -21,7 +25,7 @@ import http from 'node:http';
 import crypto from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { run, check, tmpdir, onCleanup, waitFor, reportedPort, SRC, scaled } from '../interop/harness.mjs';
-import { startAirlockd, addUser, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
+import { startAirlockd, addUser, addLocalSandbox, api, attach, stopLocalRunners } from '../interop/airlockd.mjs';
 
 const REAL_KEY = `sk-ant-airlocktest-${crypto.randomBytes(16).toString('hex')}`;
 const ANSWER = 'the proxy answered from airlockd';
@@ -48,62 +52,75 @@ await run('proxy_claude', async () => {
   check(fs.existsSync(bin), `the Claude Code binary is at ${bin} (tools/deps.sh installs it with npm ci)`);
 
   const base = tmpdir('proxyc');
-  const dir = path.join(base, 'data');
-  const admin = addUser(dir, 'ada', 'admin');
-  const op = addUser(dir, 'oli', 'operator');
-
   const fp = spawn('node', [path.join(SRC, 'tests/tools/fake_anthropic.mjs'), '--key', REAL_KEY, '--answer', ANSWER],
     { stdio: ['ignore', 'pipe', 'inherit'] });
   onCleanup(() => { fp.kill('SIGKILL'); });
   let fout = '';
   fp.stdout.on('data', (d) => { fout += d; });
   const fport = await waitFor(() => Number((/listening (\d+)/.exec(fout) || [])[1] || 0), 10000, 'the fake upstream');
-
   const secret = path.join(base, 'anthropic.key');
   fs.writeFileSync(secret, `${REAL_KEY}\n`, { mode: 0o600 });
-  const conf = path.join(base, 'airlockd.conf');
-  fs.writeFileSync(conf, [
-    'proxy-listen = 127.0.0.1:0',
-    `upstream.anthropic.url = http://127.0.0.1:${fport}`,
-    'upstream.anthropic.kind = anthropic',
-    'upstream.anthropic.header = x-api-key',
-    `upstream.anthropic.secret-file = ${secret}`,
-    'upstream.anthropic.paths = /v1/',
-  ].join('\n') + '\n');
-  const d = await startAirlockd({ dir, args: ['--config', conf] });
-  const port = d.port;
-  await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen' });
-  await addLocalSandbox(port, admin, 'box');
 
-  // the binary into the workspace (a hard link when it can be one)
-  const work = path.join(dir, 'sandboxes', 'box', 'work');
-  const dst = path.join(work, 'claude');
-  try { fs.linkSync(bin, dst); } catch { fs.copyFileSync(bin, dst); }
-  fs.chmodSync(dst, 0o755);
+  for (const way of ['runner', 'direct']) {
+    const dir = path.join(base, `data-${way}`);
+    const admin = addUser(dir, 'ada', 'admin');
+    const op = addUser(dir, 'oli', 'operator');
+    const conf = path.join(base, `airlockd-${way}.conf`);
+    fs.writeFileSync(conf, [
+      'proxy-listen = 127.0.0.1:0',
+      `proxy-path = ${way}`,
+      `upstream.anthropic.url = http://127.0.0.1:${fport}`,
+      'upstream.anthropic.kind = anthropic',
+      'upstream.anthropic.header = x-api-key',
+      `upstream.anthropic.secret-file = ${secret}`,
+      'upstream.anthropic.paths = /v1/',
+    ].join('\n') + '\n');
+    const before = JSON.parse(await get(fport, '/__stats')).requests.length;
+    const d = await startAirlockd({ dir, args: ['--config', conf] });
+    const port = d.port;
+    const pport = await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen' });
+    await addLocalSandbox(port, admin, 'box');
+    if (way === 'runner') {
+      await waitFor(() => /sandbox box: its runner serves the credential proxy at/.test(fs.readFileSync(d.log, 'utf8')),
+        scaled(10000), 'the runner\'s PROXY_AT');
+    }
 
-  const script = 'echo "KEYS=$(env | grep -c "airlock[t]est")"; ' +
-    '/workspace/claude -p "Which proxy answered?" </dev/null; echo "CLAUDE-EXIT=$?"';
-  const r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes', argv: ['sh', '-c', script],
-    env: { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }, proxy: ['anthropic'] });
-  check(r.status === 201, `a terminal with proxy [anthropic] (${r.status} ${r.body})`);
-  const a = await attach(port, r.json.id, op, { read: true });
-  await a.ch.waitOutput(/CLAUDE-EXIT=\d+/, scaled(120000)).catch(() => {});
-  const out = a.ch.output().toString();
-  check(/^KEYS=0$/m.test(out), `no real key in the agent's environment (${flat(out.slice(0, 200))})`);
-  check(out.includes(ANSWER) && /CLAUDE-EXIT=0/.test(out), `claude -p printed the fake's answer and exited 0 (${flat(out)})`);
+    // the binary into the workspace (a hard link when it can be one)
+    const work = path.join(dir, 'sandboxes', 'box', 'work');
+    const dst = path.join(work, 'claude');
+    try { fs.linkSync(bin, dst); } catch { fs.copyFileSync(bin, dst); }
+    fs.chmodSync(dst, 0o755);
 
-  const st = JSON.parse(await get(fport, '/__stats'));
-  const calls = st.requests.filter((x) => x.url.startsWith('/v1/messages'));
-  check(calls.length >= 1 && calls.every((x) => x.headers['x-api-key'] === REAL_KEY && !x.headers.authorization),
-    `every call Claude Code made reached the fake with the real key only (${calls.length} calls)`);
-  check(st.credential_seen === false, 'the fake never saw the terminal\'s credential');
-  check(calls.some((x) => /^claude-cli\//.test(x.headers['user-agent'] || '')), 'and they came from Claude Code');
+    const script = 'echo "BASE=$ANTHROPIC_BASE_URL"; echo "KEYS=$(env | grep -c "airlock[t]est")"; ' +
+      '/workspace/claude -p "Which proxy answered?" </dev/null; echo "CLAUDE-EXIT=$?"';
+    const r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes', argv: ['sh', '-c', script],
+      env: { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }, proxy: ['anthropic'] });
+    check(r.status === 201, `${way}: a terminal with proxy [anthropic] (${r.status} ${r.body})`);
+    const a = await attach(port, r.json.id, op, { read: true });
+    await a.ch.waitOutput(/CLAUDE-EXIT=\d+/, scaled(120000)).catch(() => {});
+    const out = a.ch.output().toString();
+    a.ctl.ws.terminate();
+    const bport = Number((/^BASE=http:\/\/127\.0\.0\.1:(\d+)\/v1\/proxy\/anthropic$/m.exec(out) || [])[1] || 0);
+    check(way === 'direct' ? bport === pport : bport > 0 && bport !== pport,
+      `${way}: ANTHROPIC_BASE_URL is ${way === 'direct' ? 'airlockd\'s direct path' : 'the runner\'s listener'} (${flat(out.slice(0, 120))})`);
+    check(/^KEYS=0$/m.test(out), `${way}: no real key in the agent's environment`);
+    check(out.includes(ANSWER) && /CLAUDE-EXIT=0/.test(out), `${way}: claude -p printed the fake's answer and exited 0 (${flat(out)})`);
 
-  await waitFor(async () => (await api(port, 'GET', `/v1/terminals/${r.json.id}`, op)).json.state !== 'running', scaled(20000), 'the exit', 200);
-  const rec = await api(port, 'GET', `/v1/terminals/${r.json.id}/recording`, admin);
-  check(rec.status === 200, `the recording (${rec.status})`);
-  const recText = fs.readFileSync(path.join(dir, 'recordings', `${r.json.id}.cast`), 'utf8');
-  check(recText.includes(ANSWER), 'the answer is in the terminal\'s recording');
-  check(!recText.includes(REAL_KEY), 'and the real key is not');
-  fs.rmSync(dst, { force: true });
-}, 300000);
+    const st = JSON.parse(await get(fport, '/__stats'));
+    const calls = st.requests.slice(before).filter((x) => x.url.startsWith('/v1/messages'));
+    check(calls.length >= 1 && calls.every((x) => x.headers['x-api-key'] === REAL_KEY && !x.headers.authorization),
+      `${way}: every call Claude Code made reached the fake with the real key only (${calls.length} calls)`);
+    check(st.credential_seen === false, `${way}: the fake never saw the terminal's credential`);
+    check(calls.some((x) => /^claude-cli\//.test(x.headers['user-agent'] || '')), `${way}: and they came from Claude Code`);
+
+    await waitFor(async () => (await api(port, 'GET', `/v1/terminals/${r.json.id}`, op)).json.state !== 'running', scaled(20000), 'the exit', 200);
+    const rec = await api(port, 'GET', `/v1/terminals/${r.json.id}/recording`, admin);
+    check(rec.status === 200, `${way}: the recording (${rec.status})`);
+    const recText = fs.readFileSync(path.join(dir, 'recordings', `${r.json.id}.cast`), 'utf8');
+    check(recText.includes(ANSWER), `${way}: the answer is in the terminal's recording`);
+    check(!recText.includes(REAL_KEY), `${way}: and the real key is not`);
+    fs.rmSync(dst, { force: true });
+    await d.stop();
+    stopLocalRunners(dir);
+  }
+}, 400000);

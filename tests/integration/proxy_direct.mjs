@@ -1,7 +1,8 @@
 // The credential proxy's direct path, end to end (docs/proxy.md): airlockd
 // with an `anthropic` upstream (tests/tools/fake_anthropic.mjs, its key in
 // a 0600 secret file) and an `other` one, serving the proxy on
-// --proxy-listen, and a local sandbox.
+// --proxy-listen with --proxy-path direct (so that its local sandbox's
+// terminals get the direct path, not their runner's listener).
 //
 // - A terminal opened with "proxy": ["anthropic"] runs curl against
 //   $ANTHROPIC_BASE_URL/v1/messages with $ANTHROPIC_AUTH_TOKEN: the fake
@@ -153,7 +154,7 @@ await run('proxy_direct', async () => {
     `--proxy-listen without upstreams: refused (${flat(bad2.stderr)})`);
 
   // ---- airlockd with both upstreams and the direct path
-  const d = await startAirlockd({ dir, args: ['--config', conf, '--proxy-listen', '127.0.0.1:0'] });
+  const d = await startAirlockd({ dir, args: ['--config', conf, '--proxy-listen', '127.0.0.1:0', '--proxy-path', 'direct'] });
   const port = d.port;
   const pport = await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen' });
   await addLocalSandbox(port, admin, 'box');

@@ -1,5 +1,7 @@
-// `git clone` and `git push` through the credential proxy's direct path
-// (docs/proxy.md, issue 13), against a real Git smart-HTTP server:
+// `git clone` and `git push` through the credential proxy's path through
+// the runner (the local sandbox's default: its runner's listener, each
+// connection a proxy channel of the link; docs/proxy.md, issue 13),
+// against a real Git smart-HTTP server:
 // `git http-backend` behind lighttpd's CGI on 127.0.0.1, which demands
 // `Authorization: Basic base64(x-access-token:TOKEN)` with the real token
 // (mod_auth, a plain user file). airlockd holds the token in a 0600
@@ -265,7 +267,10 @@ await run('proxy_git', async () => {
   // what the agent printed, but its credential, for the messages of failed checks
   const seen = (ok) => (ok ? '' : ` (${flat(cred ? out.split(cred).join('CRED') : out)})`);
   check(cred, `the terminal has a credential of its own${seen(cred)}`);
-  const proxyBase = `http://127.0.0.1:${pport}/v1/proxy/gh/`;
+  // the runner's listener, not airlockd's direct path
+  const rport = Number((/^KEY0=url\.http:\/\/127\.0\.0\.1:(\d+)\/v1\/proxy\/gh\/\.insteadOf$/m.exec(out) || [])[1] || 0);
+  check(rport > 0 && rport !== pport, `git's proxy is the sandbox's runner listener (port ${rport}, not ${pport})`);
+  const proxyBase = `http://127.0.0.1:${rport}/v1/proxy/gh/`;
   check(/^COUNT=2$/m.test(out) && out.includes(`\nKEY0=url.${proxyBase}.insteadOf\n`) &&
     out.includes(`\nVALUE0=${gitUrl}/\n`) && out.includes(`\nKEY1=http.${proxyBase}.extraHeader\n`) &&
     /^VALUE1_IS_CRED=yes$/m.test(out),

@@ -5,7 +5,8 @@
 // as a bearer token, and refuses anything else with 401. Between events it
 // waits --gap-ms, so a test can tell a relayed stream from a buffered one.
 // It keeps what it was sent: GET /__stats answers
-//   {"requests": [{method, url, headers, at_ms}], "credential_seen": bool}
+//   {"requests": [{method, url, headers, at_ms, bytes}], "credential_seen": bool}
+// (bytes: the request body's length)
 // where credential_seen says whether any header ever held an Airlock proxy
 // credential (alp_...), which must never reach an upstream.
 //
@@ -73,7 +74,8 @@ const server = http.createServer((req, res) => {
       json(res, 200, { requests, credential_seen: credentialSeen });
       return;
     }
-    requests.push({ method: req.method, url: req.url, headers: req.headers, at_ms: Date.now() - t0 });
+    requests.push({ method: req.method, url: req.url, headers: req.headers, at_ms: Date.now() - t0,
+      bytes: chunks.reduce((n, c) => n + c.length, 0) });
     for (const v of Object.values(req.headers)) {
       if (/alp_[A-Za-z0-9_-]{20,}/.test(String(v))) credentialSeen = true;
     }

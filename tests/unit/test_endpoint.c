@@ -105,6 +105,9 @@ struct app {
     char viewer_name[AL_MAX_VIEWERS][AL_MAX_VIEWER_NAME + 1];
     uint8_t viewer_role[AL_MAX_VIEWERS];
     struct buf moves; /* the endpoint's log: one line per state change */
+    /* the credential proxy's channels */
+    int proxy_ats, proxy_opens, proxy_refuse;
+    struct buf proxy_at;
 };
 
 static void log_ev(struct app *a, const struct ep_event *ev)
@@ -123,7 +126,8 @@ static void log_ev(struct app *a, const struct ep_event *ev)
 static void on_event(void *ud, const struct ep_event *ev)
 {
     struct app *a = ud;
-    uint32_t ch = ev->channel;
+    /* a proxy channel's events are kept at the index of its id's low bits */
+    uint32_t ch = ev->channel & ~FR_PROXY_CHANNEL_BIT;
     if (ch >= MAXCH && ev->type != EP_EV_READY && ev->type != EP_EV_PONG &&
         ev->type != EP_EV_TOKEN && ev->type != EP_EV_LIST && ev->type != EP_EV_ERROR)
         fail_msg("channel %u out of test range", (unsigned)ch);
@@ -156,7 +160,7 @@ static void on_event(void *ud, const struct ep_event *ev)
             log_ev(a, ev);
         buf_add(&a->rx[ch][ev->stream], ev->data, ev->len);
         if (a->consume)
-            assert_int_equal(ep_consume(a->ep, ch, ev->stream, ev->len), 0);
+            assert_int_equal(ep_consume(a->ep, ev->channel, ev->stream, ev->len), 0);
         break;
     case EP_EV_EOF:
         a->eof[ch][ev->stream]++;
@@ -238,6 +242,16 @@ static void on_event(void *ud, const struct ep_event *ev)
         a->role_next = ev->offset;
         a->role_limit = ev->to;
         break;
+    case EP_EV_PROXY_AT:
+        a->proxy_ats++;
+        a->proxy_at.len = 0;
+        buf_add(&a->proxy_at, ev->data, ev->len);
+        break;
+    case EP_EV_PROXY_OPEN:
+        a->proxy_opens++;
+        if (a->proxy_refuse)
+            assert_int_equal(ep_proxy_refuse(a->ep, ev->channel, FR_ERR_FORBIDDEN, "no proxy"), 0);
+        break;
     case EP_EV_VIEWERS: {
         const struct fr_frame *f = ev->list;
         assert_int_equal(f->type, FR_VIEWERS);
@@ -272,6 +286,7 @@ static void app_free(struct app *a)
         for (int s = 0; s < FR_NSTREAMS; s++)
             buf_free(&a->rx[c][s]);
     buf_free(&a->snapshot);
+    buf_free(&a->proxy_at);
 }
 
 /* The link: dir 0 carries host -> controller, dir 1 controller -> host. */
@@ -303,6 +318,7 @@ static void sim_init(struct sim *s, uint32_t window, size_t ring)
         c.idle_timeout_us = 0;
         c.on_event = on_event;
         c.on_log = on_log;
+        c.serves_proxy = i == 1;
         c.ud = apps[i];
         apps[i]->host = i == 0;
         apps[i]->consume = 1;
@@ -2075,6 +2091,281 @@ static void test_channel_states_logged(void **state)
     del_sim(s);
 }
 
+/* ---- the credential proxy's channels (docs/protocol.md §5a) ------------------ */
+
+static void pump_n(struct sim *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        sim_pump(s);
+}
+
+/* Write `len` pattern bytes on a stream as the ring takes them, pumping. */
+static void proxy_send(struct sim *s, struct ep *ep, uint32_t ch, unsigned stream, size_t len,
+                       unsigned salt)
+{
+    size_t done = 0;
+    for (int steps = 0; done < len; steps++) {
+        uint8_t tmp[4096];
+        size_t want = len - done < sizeof tmp ? len - done : sizeof tmp;
+        for (size_t i = 0; i < want; i++)
+            tmp[i] = pattern(done + i, salt);
+        long n = ep_write(ep, ch, stream, tmp, want);
+        assert_true(n >= 0);
+        done += (size_t)n;
+        sim_pump(s);
+        if (steps > 10000)
+            fail_msg("proxy stream stuck at %zu of %zu", done, len);
+    }
+    pump_n(s, 64); /* what the ring holds, a window at a time */
+}
+
+static void assert_pattern(const struct buf *b, size_t len, unsigned salt)
+{
+    assert_int_equal(b->len, len);
+    for (size_t i = 0; i < len; i++)
+        if (b->p[i] != pattern(i, salt))
+            fail_msg("byte %zu wrong", i);
+}
+
+static void test_proxy_channel_life(void **state)
+{
+    (void)state;
+    static struct sim s;
+    sim_init(&s, 4096, 16384);
+    assert_int_equal(ep_proxy_open(s.host.ep), AL_E_STATE); /* no ready link yet */
+    assert_int_equal(ep_proxy_at(s.host.ep, "ftp://x"), AL_E_INVAL);
+    assert_int_equal(ep_proxy_at(s.ctl.ep, "http://127.0.0.1:1"), AL_E_INVAL);
+    assert_int_equal(ep_proxy_at(s.host.ep, "http://127.0.0.1:4242"), 0);
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.proxy_ats, 1);
+    assert_int_equal(s.ctl.proxy_at.len, strlen("http://127.0.0.1:4242"));
+    assert_memory_equal(s.ctl.proxy_at.p, "http://127.0.0.1:4242", s.ctl.proxy_at.len);
+
+    long id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    uint32_t ch = (uint32_t)id, ix = ch & ~FR_PROXY_CHANNEL_BIT;
+    assert_true(fr_is_proxy_channel(ch));
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.proxy_opens, 1);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 1);
+    assert_int_equal(ep_channel_count(s.ctl.ep), 0); /* counted apart */
+    /* not listed: nothing resumes a proxy channel */
+    assert_int_equal(ep_list(s.ctl.ep), 0);
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.lists, 1);
+    assert_int_equal(s.ctl.list_count, 0);
+
+    /* both streams, many windows each, with credit (a DATA beyond it fails
+     * the pump) */
+    proxy_send(&s, s.host.ep, ch, FR_STDOUT, 50000, 7);
+    proxy_send(&s, s.ctl.ep, ch, FR_STDIN, 70000, 9);
+    assert_pattern(&s.ctl.rx[ix][FR_STDOUT], 50000, 7);
+    assert_pattern(&s.host.rx[ix][FR_STDIN], 70000, 9);
+    /* half closes */
+    assert_int_equal(ep_eof(s.host.ep, ch, FR_STDOUT), 0);
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.eof[ix][FR_STDOUT], 1);
+    assert_int_equal(ep_write(s.ctl.ep, ch, FR_STDIN, (const uint8_t *)"x", 1), 1);
+    assert_int_equal(ep_eof(s.ctl.ep, ch, FR_STDIN), 0);
+    pump_n(&s, 2);
+    assert_int_equal(s.host.eof[ix][FR_STDIN], 1);
+    assert_int_equal(s.host.rx[ix][FR_STDIN].len, 70001);
+    /* the host closes; the controller is told and answers */
+    assert_int_equal(ep_close(s.host.ep, ch), 0);
+    pump_n(&s, 3);
+    assert_int_equal(s.ctl.closed[ix], 1);
+    assert_int_equal(s.host.closed[ix], 0); /* its own close: no event */
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+
+    /* the controller closes one; both close another at once */
+    long a = ep_proxy_open(s.host.ep), b = ep_proxy_open(s.host.ep);
+    assert_true(a > 0 && b > 0 && a != b && a != (long)ch);
+    pump_n(&s, 2);
+    assert_int_equal(ep_close(s.ctl.ep, (uint32_t)a), 0);
+    assert_int_equal(ep_close(s.ctl.ep, (uint32_t)b), 0);
+    assert_int_equal(ep_close(s.host.ep, (uint32_t)b), 0);
+    pump_n(&s, 3);
+    assert_int_equal(s.host.closed[(uint32_t)a & ~FR_PROXY_CHANNEL_BIT], 1);
+    assert_int_equal(s.host.closed[(uint32_t)b & ~FR_PROXY_CHANNEL_BIT], 0);
+    assert_int_equal(s.ctl.closed[(uint32_t)b & ~FR_PROXY_CHANNEL_BIT], 0);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+    /* closed before its PROXY_OPEN went out: the controller never hears of it */
+    long c = ep_proxy_open(s.host.ep);
+    assert_int_equal(ep_close(s.host.ep, (uint32_t)c), 0);
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.proxy_opens, 3);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    sim_free(&s);
+}
+
+/* With the default windows (a terminal's 512 KiB, above a proxy channel's
+ * 256 KiB ring), a proxy stream many rings long still flows: its receiver
+ * acknowledges within the ring (EP_PROXY_WINDOW). */
+static void test_proxy_channel_default_windows(void **state)
+{
+    (void)state;
+    static struct sim s;
+    sim_init(&s, EP_DEFAULT_WINDOW, EP_DEFAULT_TX_RING);
+    pump_n(&s, 2);
+    long id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    pump_n(&s, 2);
+    uint32_t ix = (uint32_t)id & ~FR_PROXY_CHANNEL_BIT;
+    proxy_send(&s, s.host.ep, (uint32_t)id, FR_STDOUT, 3u << 20, 5);
+    proxy_send(&s, s.ctl.ep, (uint32_t)id, FR_STDIN, 3u << 20, 6);
+    assert_pattern(&s.ctl.rx[ix][FR_STDOUT], 3u << 20, 5);
+    assert_pattern(&s.host.rx[ix][FR_STDIN], 3u << 20, 6);
+    sim_free(&s);
+}
+
+static void test_proxy_channel_link_drop(void **state)
+{
+    (void)state;
+    static struct sim s;
+    sim_init(&s, 4096, 16384);
+    assert_int_equal(ep_proxy_at(s.host.ep, "http://127.0.0.1:4242"), 0);
+    pump_n(&s, 2);
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.term = (struct fr_str){"xterm", 5};
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"cat", 3};
+    long term = ep_open(s.ctl.ep, &o);
+    assert_true(term > 0 && !fr_is_proxy_channel((uint32_t)term));
+    long px = ep_proxy_open(s.host.ep);
+    assert_true(px > 0);
+    uint32_t ix = (uint32_t)px & ~FR_PROXY_CHANNEL_BIT;
+    pump_n(&s, 2);
+    /* an answer half sent when the link drops */
+    uint8_t big[8192];
+    memset(big, 'a', sizeof big);
+    assert_true(ep_write(s.ctl.ep, (uint32_t)px, FR_STDIN, big, sizeof big) > 0);
+    sim_cut(&s);
+    /* both sides end it at once, each telling its application */
+    assert_int_equal(s.host.closed[ix], 1);
+    assert_int_equal(s.ctl.closed[ix], 1);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+    assert_int_equal(ep_write(s.ctl.ep, (uint32_t)px, FR_STDIN, big, 1), AL_E_NOCHAN);
+    pump_n(&s, 3);
+    /* the terminal is resumed, the listener announced again */
+    assert_int_equal(ep_channel_count(s.ctl.ep), 1);
+    assert_int_equal(s.ctl.attached[(uint32_t)term], 1);
+    assert_int_equal(s.ctl.proxy_ats, 2);
+    assert_int_equal(s.host.closed[ix], 1); /* once */
+    sim_free(&s);
+}
+
+static void test_proxy_channel_refused_and_limits(void **state)
+{
+    (void)state;
+    static struct sim s;
+    sim_init(&s, 4096, 16384);
+    pump_n(&s, 2);
+    assert_int_equal(s.ctl.proxy_ats, 0); /* no listener: no PROXY_AT */
+    /* a controller that serves no proxy (the CLI on a runner) refuses */
+    s.ctl.proxy_refuse = 1;
+    long id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    uint32_t ix = (uint32_t)id & ~FR_PROXY_CHANNEL_BIT;
+    assert_true(ep_write(s.host.ep, (uint32_t)id, FR_STDOUT, (const uint8_t *)"GET /", 5) == 5);
+    assert_int_equal(ep_eof(s.host.ep, (uint32_t)id, FR_STDOUT), 0);
+    pump_n(&s, 3);
+    assert_int_equal(s.host.errors, 1);
+    assert_int_equal(s.host.last_error, FR_ERR_FORBIDDEN);
+    assert_int_equal(s.host.closed[ix], 1);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+    s.ctl.proxy_refuse = 0;
+    sim_free(&s);
+
+    /* a controller that never said it serves the proxy: refused for it */
+    sim_init(&s, 4096, 16384);
+    ep_free(s.ctl.ep);
+    struct ep_config cc;
+    ep_config_default(&cc, FR_ROLE_CONTROLLER);
+    cc.window = 4096;
+    cc.tx_ring = 16384;
+    cc.ping_interval_us = cc.idle_timeout_us = 0;
+    cc.on_event = on_event;
+    cc.on_log = on_log;
+    cc.ud = &s.ctl;
+    assert_int_equal(ep_new(&cc, &s.ctl.ep), 0);
+    ep_link_up(s.ctl.ep, s.now);
+    pump_n(&s, 2);
+    id = ep_proxy_open(s.host.ep);
+    assert_true(id > 0);
+    pump_n(&s, 3);
+    assert_int_equal(s.ctl.proxy_opens, 0); /* never offered to the application */
+    assert_int_equal(s.host.last_error, FR_ERR_FORBIDDEN);
+    assert_int_equal(s.host.closed[(uint32_t)id & ~FR_PROXY_CHANNEL_BIT], 1);
+    assert_int_equal(ep_proxy_count(s.host.ep), 0);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), 0);
+    sim_free(&s);
+    sim_init(&s, 4096, 16384);
+    pump_n(&s, 2);
+
+    /* AL_MAX_PROXY_CHANNELS at once, apart from the terminals' channels */
+    for (int i = 0; i < AL_MAX_PROXY_CHANNELS; i++)
+        assert_true(ep_proxy_open(s.host.ep) > 0);
+    assert_int_equal(ep_proxy_open(s.host.ep), AL_E_LIMIT);
+    pump_n(&s, 2);
+    assert_int_equal(ep_proxy_count(s.ctl.ep), AL_MAX_PROXY_CHANNELS);
+    struct fr_open o;
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"cat", 3};
+    assert_true(ep_open(s.ctl.ep, &o) > 0);
+    pump_n(&s, 2);
+    assert_int_equal(ep_channel_count(s.host.ep), 1);
+    sim_free(&s);
+}
+
+/* Frames a proxy channel may not carry, and PROXY_OPEN's own rules. */
+static void test_proxy_channel_bad_frames(void **state)
+{
+    (void)state;
+    uint8_t buf[256];
+    struct fr_frame f;
+    for (int k = 0; k < 4; k++) {
+        static struct sim s;
+        sim_init(&s, 4096, 16384);
+        pump_n(&s, 2);
+        long id = ep_proxy_open(s.host.ep);
+        pump_n(&s, 2);
+        memset(&f, 0, sizeof f);
+        f.channel = (uint32_t)id;
+        struct ep *to = s.host.ep;
+        if (k == 0) { /* RESIZE on a proxy channel */
+            f.type = FR_RESIZE;
+            f.u.resize.cols = 80;
+            f.u.resize.rows = 24;
+        } else if (k == 1) { /* SIGNAL */
+            f.type = FR_SIGNAL;
+            f.u.signal.signo = 15;
+        } else if (k == 2) { /* PROXY_OPEN of an id in use */
+            f.type = FR_PROXY_OPEN;
+            to = s.ctl.ep;
+        } else { /* a controller may not open a proxy channel */
+            f.type = FR_PROXY_OPEN;
+            f.channel = FR_PROXY_CHANNEL_BIT | 77;
+        }
+        long n = fr_encode(&f, buf, sizeof buf);
+        assert_true(n > 0);
+        assert_int_equal(ep_input(to, buf, (size_t)n, s.now), AL_E_PROTO);
+        int code = 0;
+        assert_true(ep_closing(to, &code, NULL));
+        assert_int_equal(code, AL_CLOSE_PROTOCOL);
+        sim_free(&s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2100,6 +2391,11 @@ int main(void)
         cmocka_unit_test(test_fatal_close_codes),
         cmocka_unit_test(test_close_code_table),
         cmocka_unit_test(test_channel_states_logged),
+        cmocka_unit_test(test_proxy_channel_life),
+        cmocka_unit_test(test_proxy_channel_link_drop),
+        cmocka_unit_test(test_proxy_channel_default_windows),
+        cmocka_unit_test(test_proxy_channel_refused_and_limits),
+        cmocka_unit_test(test_proxy_channel_bad_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

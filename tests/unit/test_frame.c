@@ -30,7 +30,7 @@ static const char *const vector_names[] = {
     "RESIZE",       "SIGNAL",   "EOF",           "EXIT",         "EXIT_SIGNAL",  "CLOSE",
     "ATTACH",       "ATTACHED", "GAP",           "SNAPSHOT_REQ", "SNAPSHOT",     "ROLE",
     "TAKEOVER",     "VIEWERS",  "PROBE_HEADERS", "PROBE_ECHO",   "PROBE_SOURCE", "REPLY_HEADERS",
-    "REPLY_SOURCE",
+    "REPLY_SOURCE", "PROXY_AT", "PROXY_OPEN",
 };
 #define NVEC (sizeof vector_names / sizeof vector_names[0])
 
@@ -199,6 +199,12 @@ static void build_vector(const char *name, struct fr_frame *f)
         f->type = FR_PROBE_REPLY;
         f->u.probe.op = FR_PROBE_SOURCE;
         f->u.probe.bytes = B("\0\0\0");
+    } else if (!strcmp(name, "PROXY_AT")) {
+        f->type = FR_PROXY_AT;
+        f->u.proxy_at = S("http://127.0.0.1:8091");
+    } else if (!strcmp(name, "PROXY_OPEN")) {
+        f->type = FR_PROXY_OPEN;
+        f->channel = FR_PROXY_CHANNEL_BIT | 1;
     } else {
         fail_msg("no vector builder for %s", name);
     }
@@ -302,11 +308,11 @@ static void test_vectors_round_trip(void **state)
     }
     /* every frame type has a vector */
     static const uint8_t types[] = {
-        FR_HELLO,      FR_PING,         FR_PONG,     FR_TOKEN, FR_ERROR,    FR_LIST,
-        FR_LIST_REPLY, FR_OPEN,         FR_OPENED,   FR_DATA,  FR_ACK,      FR_RESIZE,
-        FR_SIGNAL,     FR_EOF,          FR_EXIT,     FR_CLOSE, FR_ATTACH,   FR_ATTACHED,
-        FR_GAP,        FR_SNAPSHOT_REQ, FR_SNAPSHOT, FR_ROLE,  FR_TAKEOVER, FR_VIEWERS,
-        FR_PROBE,      FR_PROBE_REPLY};
+        FR_HELLO,      FR_PING,         FR_PONG,     FR_TOKEN,     FR_ERROR,    FR_LIST,
+        FR_LIST_REPLY, FR_OPEN,         FR_OPENED,   FR_DATA,      FR_ACK,      FR_RESIZE,
+        FR_SIGNAL,     FR_EOF,          FR_EXIT,     FR_CLOSE,     FR_ATTACH,   FR_ATTACHED,
+        FR_GAP,        FR_SNAPSHOT_REQ, FR_SNAPSHOT, FR_ROLE,      FR_TAKEOVER, FR_VIEWERS,
+        FR_PROBE,      FR_PROBE_REPLY,  FR_PROXY_AT, FR_PROXY_OPEN};
     for (size_t t = 0; t < sizeof types; t++) {
         int seen = 0;
         for (int i = 0; i < n; i++)
@@ -651,7 +657,7 @@ static void test_relay_frames(void **state)
     assert_string_equal(fr_type_name(FR_ROLE), "ROLE");
     assert_string_equal(fr_type_name(FR_TAKEOVER), "TAKEOVER");
     assert_string_equal(fr_type_name(FR_VIEWERS), "VIEWERS");
-    assert_string_equal(fr_type_name(FR_VIEWERS + 1), "?");
+    assert_string_equal(fr_type_name(FR_PROXY_OPEN + 1), "?");
 
     /* damaged vectors */
     expect_reject("ROLE", m_relay_role, AL_E_PROTO);
@@ -682,6 +688,87 @@ static void m_exit_core2(uint8_t *b, size_t *len)
 {
     (void)len;
     b[AL_FRAME_HEADER + 5] = 2;
+}
+
+/* PROXY_AT's url: "http://" then at least one byte */
+static void m_proxy_scheme(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[AL_FRAME_HEADER + 2 + 4] = 's'; /* "https//..." */
+}
+static void m_proxy_short(uint8_t *b, size_t *len)
+{
+    b[AL_FRAME_HEADER] = 0;
+    b[AL_FRAME_HEADER + 1] = 7; /* "http://" alone */
+    *len = AL_FRAME_HEADER + 2 + 7;
+    set_len(b, 2 + 7);
+}
+static void m_proxy_low_id(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[2] = 0; /* channel 1: the controller's space */
+}
+static void m_open_high_id(uint8_t *b, size_t *len)
+{
+    (void)len;
+    b[2] = 0x80; /* an OPEN in the host's space */
+}
+static void m_proxy_at_long(uint8_t *b, size_t *len)
+{
+    /* a url of AL_MAX_PROXY_URL + 1 bytes */
+    size_t n = AL_MAX_PROXY_URL + 1;
+    b[AL_FRAME_HEADER] = (uint8_t)(n >> 8);
+    b[AL_FRAME_HEADER + 1] = (uint8_t)n;
+    memset(b + AL_FRAME_HEADER + 2 + 21, 'a', n - 21);
+    *len = AL_FRAME_HEADER + 2 + n;
+    set_len(b, (uint32_t)(2 + n));
+}
+
+static void test_proxy_frames(void **state)
+{
+    (void)state;
+    expect_reject("PROXY_AT", m_proxy_scheme, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_proxy_short, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_proxy_at_long, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_nul_in_string, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_chan1, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_flags, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_trailing, AL_E_PROTO);
+    expect_reject("PROXY_AT", m_truncate, AL_E_PROTO);
+    expect_reject("PROXY_OPEN", m_proxy_low_id, AL_E_PROTO);
+    expect_reject("PROXY_OPEN", m_chan0, AL_E_PROTO);
+    expect_reject("PROXY_OPEN", m_flags, AL_E_PROTO);
+    expect_reject("PROXY_OPEN", m_trailing, AL_E_PROTO);
+    expect_reject("OPEN", m_open_high_id, AL_E_PROTO);
+    /* the longest url fits */
+    uint8_t buf[AL_FRAME_HEADER + 2 + AL_MAX_PROXY_URL];
+    char url[AL_MAX_PROXY_URL];
+    memcpy(url, "http://", 7);
+    memset(url + 7, 'h', sizeof url - 7);
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_PROXY_AT;
+    f.u.proxy_at = (struct fr_str){url, AL_MAX_PROXY_URL};
+    long n = fr_encode(&f, buf, sizeof buf);
+    assert_int_equal(n, sizeof buf);
+    assert_int_equal(fr_decode(buf, (size_t)n, &f), 0);
+    assert_int_equal(f.u.proxy_at.len, AL_MAX_PROXY_URL);
+    /* the encoder keeps the same rules */
+    f.u.proxy_at = (struct fr_str){"https://x", 9};
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    memset(&f, 0, sizeof f);
+    f.type = FR_PROXY_OPEN;
+    f.channel = 5;
+    assert_true(fr_encode(&f, buf, sizeof buf) < 0);
+    /* which frames a proxy channel may carry */
+    assert_true(fr_type_info(FR_DATA)->props & FR_T_PROXY);
+    assert_true(fr_type_info(FR_ACK)->props & FR_T_PROXY);
+    assert_true(fr_type_info(FR_EOF)->props & FR_T_PROXY);
+    assert_true(fr_type_info(FR_CLOSE)->props & FR_T_PROXY);
+    assert_false(fr_type_info(FR_RESIZE)->props & FR_T_PROXY);
+    assert_false(fr_type_info(FR_GAP)->props & FR_T_PROXY);
+    assert_string_equal(fr_type_name(FR_PROXY_AT), "PROXY_AT");
+    assert_string_equal(fr_type_name(FR_PROXY_OPEN), "PROXY_OPEN");
 }
 
 static void test_rejects(void **state)
@@ -817,7 +904,7 @@ static void test_type_table(void **state)
         assert_int_equal((t->props & FR_T_PROBE) != 0, strstr(line, "§13") != NULL);
     }
     fclose(fp);
-    assert_int_equal(rows, 26);
+    assert_int_equal(rows, 28);
     for (unsigned type = 0; type < 256; type++)
         if (!seen[type]) {
             assert_null(fr_type_info(type));
@@ -855,6 +942,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_vectors_round_trip),
         cmocka_unit_test(test_decoded_fields),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_proxy_frames),
         cmocka_unit_test(test_relay_frames),
         cmocka_unit_test(test_probe_frames),
         cmocka_unit_test(test_limits),

@@ -44,6 +44,18 @@ static int lookup(void *ud, const char *hash, const char *upstream, char *termin
     return AL_OK;
 }
 
+/* t-1 lives in sandbox sb-1 */
+static int sandbox_of(void *ud, const char *terminal, char *sandbox, size_t cap)
+{
+    struct fixture *f = ud;
+    if (f->store_fails)
+        return AL_E_IO;
+    if (strcmp(terminal, "t-1") != 0)
+        return AL_E_NOENT;
+    snprintf(sandbox, cap, "sb-1");
+    return AL_OK;
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
@@ -78,7 +90,7 @@ static struct proxy *make(struct fixture *f, const char *const (*lines)[2], size
     for (size_t i = 0; i < n; i++)
         assert_int_equal(proxycfg_set(&cfg, lines[i][0], lines[i][1], NULL, 0), AL_OK);
     assert_int_equal(proxycfg_finish(&cfg, NULL, 0), AL_OK);
-    struct proxy_store st = {lookup, NULL, f};
+    struct proxy_store st = {.lookup = lookup, .sandbox_of = sandbox_of, .ud = f};
     struct proxy *p;
     assert_int_equal(proxy_new(&cfg, &f->loop, &st, &p, NULL, 0), AL_OK);
     return p;
@@ -159,6 +171,47 @@ static void test_gate_answers(void **state)
     assert_non_null(strstr(why, "/nonexistent/key"));
     proxy_free(p);
 #undef BEGIN
+}
+
+/* The path through a runner: a sandbox's channel spends only the
+ * credentials of its own terminals; another sandbox's is refused as an
+ * unknown one, before any of its terminal's limits is counted. */
+static void test_gate_scoped_to_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    char cred[PROXY_CRED_LEN + 1];
+    assert_int_equal(proxy_mint(cred, f->good_hash), AL_OK);
+    const char *const lines[][2] = {
+        {"upstream.up.url", "http://127.0.0.1:1"},
+        {"upstream.up.secret-file", f->keyfile},
+        {"upstream.up.requests-per-minute", "10"}, /* a burst of 1 */
+    };
+    struct proxy *p = make(f, lines, 3);
+    const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
+    char term[64], secret[PROXY_SECRET_MAX + 1], why[256];
+    unsigned retry = 0;
+#define BEGIN_IN(sb)                                                                               \
+    proxy_gate_begin_in(p, (sb), up, cred, term, sizeof term, secret, sizeof secret, &retry, why,  \
+                        sizeof why)
+    for (int i = 0; i < 5; i++) { /* the attacker's tries take nothing of t-1's rate */
+        assert_int_equal(BEGIN_IN("sb-2"), 401);
+        assert_string_equal(term, "");
+        assert_non_null(strstr(why, "unknown, revoked or foreign credential"));
+        assert_null(strstr(why, "sb-1"));
+    }
+    f->store_fails = 1;
+    assert_int_equal(BEGIN_IN("sb-1"), 503);
+    f->store_fails = 0;
+    assert_int_equal(BEGIN_IN("sb-1"), 0);
+    assert_string_equal(term, "t-1");
+    proxy_gate_end(p, "t-1", "up", 0);
+    /* a scope is a sandbox, never empty */
+    struct proxy_scope sc = {.p = p};
+    struct proxyconn *pc = NULL;
+    struct proxyconn_ops ops = {0};
+    assert_int_equal(proxy_conn_in(&sc, &ops, NULL, &pc), AL_E_INVAL);
+    proxy_free(p);
+#undef BEGIN_IN
 }
 
 static void test_bytes_bound(void **state)
@@ -243,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_mint_and_hash),
         cmocka_unit_test_setup_teardown(test_gate_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gate_scoped_to_sandbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_commands, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -85,7 +85,7 @@ static int setup(void **state)
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         assert_int_equal(proxycfg_set(&cfg, lines[i][0], lines[i][1], NULL, 0), AL_OK);
     assert_int_equal(proxycfg_finish(&cfg, NULL, 0), AL_OK);
-    struct proxy_store st = {lookup, record, f};
+    struct proxy_store st = {.lookup = lookup, .record = record, .ud = f};
     assert_int_equal(proxy_new(&cfg, &f->loop, &st, &f->p, NULL, 0), AL_OK);
     assert_int_equal(proxy_mint(f->cred, f->hash), AL_OK);
     char why[256];
