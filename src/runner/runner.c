@@ -902,6 +902,11 @@ static int proxy_start(struct runner *r)
 
 /* ---- public --------------------------------------------------------------- */
 
+void runner_set_identifier(struct runner *r, const char *id)
+{
+    snprintf(r->identifier, sizeof r->identifier, "%s", id);
+}
+
 int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out)
 {
     struct runner *r = calloc(1, sizeof *r);

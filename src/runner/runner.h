@@ -65,6 +65,9 @@ struct runner_config {
 /* The link glue's side: asked to call runner_output() soon. */
 typedef void runner_want_write_fn(void *link);
 
+/* The identifier learnt from the first valid upgrade (--identifier-from
+ * request): the audience of in-band tokens and the logs' name from now on. */
+void runner_set_identifier(struct runner *r, const char *id);
 int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out);
 /* Kill every terminal and release everything once the loop has closed the
  * handles (call uv_run after it). */

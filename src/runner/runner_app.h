@@ -51,6 +51,8 @@ struct runner_app {
     /* options (runner_opts.c) */
     const char *listen, *connect_url, *identifier, *jwks_path, *token_file;
     const char *token_header;
+    int identifier_from_request;                       /* --identifier-from request */
+    char identifier_pinned[256];                       /* then: the first valid upgrade's */
     char token_header_lc[RUNNER_APP_TOKEN_HEADER_MAX]; /* "x-name:" for custom headers */
     int header_is_auth;
     uint64_t max_age_ms;

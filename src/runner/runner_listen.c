@@ -197,6 +197,13 @@ static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
     a->pending_probe = NULL;
     if (res.probe && start_probe(a, wsi, res.claims.exp) != 0)
         return -1;
+    if (!a->identifier[0] && !res.probe) {
+        /* --identifier-from request: this one is ours from now on */
+        (void)snprintf(a->identifier_pinned, sizeof a->identifier_pinned, "%s", req.identifier);
+        a->identifier = a->identifier_pinned;
+        runner_set_identifier(a->runner, a->identifier);
+        runner_log(a->runner, 1, "identifier %s taken from the first valid upgrade", a->identifier);
+    }
     runner_log(a->runner, 1, "upgrade from %s accepted: %s", peer, res.log);
     a->pending_exp = res.claims.exp;
     a->pending_wsi = wsi;
@@ -274,5 +281,5 @@ void runner_listen_announce(struct runner_app *a)
     char bound[sizeof a->l_host + 8]; /* port 0: the one the kernel chose */
     (void)snprintf(bound, sizeof bound, "%s:%d", a->l_host, wsl_port(a->wsl));
     runner_log(a->runner, 1, "listening on %s for identifier %s", a->l_port ? a->listen : bound,
-               a->identifier);
+               a->identifier[0] ? a->identifier : "(the first valid upgrade's)");
 }

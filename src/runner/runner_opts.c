@@ -154,10 +154,22 @@ static int set_proxy_socket(struct runner_app *a, const char *v)
     return SET_OK;
 }
 
+/* --identifier-from request: the identifier is the first upgrade's (a
+ * platform that allocates a session per identifier on first use, where the
+ * container cannot know its identifier before that request). */
+static int set_identifier_from(struct runner_app *a, const char *v)
+{
+    if (strcmp(v, "request") != 0)
+        return SET_BAD;
+    a->identifier_from_request = 1;
+    return SET_OK;
+}
+
 static const struct opt opts[] = {
     STR("--listen", listen),
     STR("--connect", connect_url),
     STR("--identifier", identifier),
+    FN("--identifier-from", set_identifier_from),
     STR("--jwks", jwks_path),
     STR("--token-file", token_file),
     STR("--token-header", token_header),
@@ -194,6 +206,10 @@ static void usage(FILE *to)
           "\n"
           "options:\n"
           "  --token-header NAME    header carrying 'Bearer <token>' (default Authorization)\n"
+          "  --identifier-from request  instead of --identifier (--listen only): the identifier\n"
+          "                         is that of the first upgrade whose runner:connect token is\n"
+          "                         valid for it, and stays so (a platform allocating a\n"
+          "                         session per identifier on first use)\n"
           "  --grace SECONDS        terminals outlive a lost controller this long (3600)\n"
           "  --ring BYTES           output kept per terminal for resume (4194304)\n"
           "  --window BYTES         input credit per terminal (524288)\n"
@@ -321,8 +337,20 @@ static int check_all(struct runner_app *a)
         fprintf(stderr, "airlock-runner: give exactly one of --listen or --connect\n");
         return -1;
     }
-    if (!a->identifier || !*a->identifier || !a->jwks_path) {
-        fprintf(stderr, "airlock-runner: --identifier and --jwks are required\n");
+    if (a->identifier_from_request && (a->identifier || a->connect_url)) {
+        fprintf(stderr, "airlock-runner: --identifier-from request goes with --listen and "
+                        "without --identifier\n");
+        return -1;
+    }
+    if (a->identifier_from_request) {
+        a->identifier = ""; /* until the first valid upgrade (runner_listen.c) */
+    } else if (!a->identifier || !*a->identifier) {
+        fprintf(stderr, "airlock-runner: --identifier (or --identifier-from request) is "
+                        "required\n");
+        return -1;
+    }
+    if (!a->jwks_path) {
+        fprintf(stderr, "airlock-runner: --jwks is required\n");
         return -1;
     }
     if (strlen(a->identifier) > 255) {

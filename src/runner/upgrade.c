@@ -19,6 +19,20 @@ static void answer(struct upgrade_result *out, int status, const char *body, con
     snprintf(out->log, sizeof out->log, "%s", why);
 }
 
+int upgrade_identifier_ok(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (n < UPGRADE_IDENTIFIER_MIN || n > UPGRADE_IDENTIFIER_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
 void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_request *req,
                     struct upgrade_result *out)
 {
@@ -55,8 +69,20 @@ void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_reque
         answer(out, 403, "Unauthenticated\n", "token header is not 'Bearer <token>'");
         return;
     }
+    /* an identifier still to learn: the request's, whose token must be
+     * valid for it (a platform routes a session's identifier to it alone) */
+    const char *ident = cfg->identifier;
+    if (!ident[0]) {
+        if (!upgrade_identifier_ok(req->identifier)) {
+            answer(out, 403, "Forbidden\n",
+                   req->identifier ? "identifier is not one a runner can take"
+                                   : "missing identifier");
+            return;
+        }
+        ident = req->identifier;
+    }
     struct tok_verify_params p;
-    tok_verify_params_init(&p, cfg->identifier, UPGRADE_SCOPE, cfg->now);
+    tok_verify_params_init(&p, ident, UPGRADE_SCOPE, cfg->now);
     if (cfg->leeway >= 0)
         p.leeway = cfg->leeway;
     char why[TOK_REASON_MAX];
@@ -79,7 +105,7 @@ void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_reque
         snprintf(out->log, sizeof out->log, "token refused: %s (%s)", al_strerror(rc), why);
         return;
     }
-    if (!req->identifier || strcmp(req->identifier, cfg->identifier) != 0) {
+    if (!req->identifier || strcmp(req->identifier, ident) != 0) {
         memset(&out->claims, 0, sizeof out->claims);
         out->probe = 0;
         answer(out, 403, "Forbidden\n",

@@ -36,7 +36,9 @@ struct upgrade_request {
 };
 
 struct upgrade_config {
-    const char *identifier;
+    const char *identifier; /* "": not known yet, the request's is taken
+                             * (a runner:connect or runner:probe token for
+                             * it must verify; status 101 then) */
     const struct tok_keyset *keys;
     int64_t now; /* Unix seconds */
     int64_t leeway;
@@ -49,6 +51,13 @@ struct upgrade_result {
     struct tok_claims claims; /* valid when status == 101 */
     int probe;                /* 101 for a probe session: the token covers runner:probe only */
 };
+
+#define UPGRADE_IDENTIFIER_MIN 1
+#define UPGRADE_IDENTIFIER_MAX 128 /* a platform's identifiers: 4 to 128 */
+
+/* Whether an identifier from a request may be taken as the runner's:
+ * 1..128 of [A-Za-z0-9._-]. */
+int upgrade_identifier_ok(const char *id);
 
 /* Decide; never fails (a bad request is a status). */
 void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_request *req,

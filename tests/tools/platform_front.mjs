@@ -219,9 +219,13 @@ export async function startFront({
 
 // A session's runner: airlock-runner on a port of its own, up once it
 // reports it. Exported for tests that start the front themselves.
-export function runnerSession(bin, jwks, extra = []) {
+// fromRequest: the runner is not told its identifier (as on the platform,
+// whose containers start before any identifier exists): it takes the first
+// valid upgrade's (--identifier-from request).
+export function runnerSession(bin, jwks, extra = [], { fromRequest = false } = {}) {
   return (id) => new Promise((resolve, reject) => {
-    const p = spawn(bin, ['--listen', '127.0.0.1:0', '--identifier', id, '--jwks', jwks, ...extra],
+    const ident = fromRequest ? ['--identifier-from', 'request'] : ['--identifier', id];
+    const p = spawn(bin, ['--listen', '127.0.0.1:0', ...ident, '--jwks', jwks, ...extra],
       { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`the runner for ${id} did not listen in time`)); },

@@ -177,6 +177,51 @@ static void test_probe_scope(void **state)
     assert_string_equal(r.body, "Forbidden\n");
 }
 
+/* An identifier still to learn (--identifier-from request): the
+ * request's, when a token valid for it comes with it; the checks before
+ * the token are unchanged. */
+static void test_identifier_from_request(void **state)
+{
+    struct fix *f = *state;
+    struct upgrade_result r;
+    char a[5000], b[5000];
+    mint(f, "sess-a", "runner:connect", NOW, a, sizeof a);
+    mint(f, "sess-b", "runner:probe", NOW, b, sizeof b);
+    const char *api = UPGRADE_API_VERSION;
+    struct upgrade_config cfg = {"", f->ks, NOW, 0};
+    struct upgrade_request req = {"/", 1, "sess-a", api, a, NULL};
+    upgrade_decide(&cfg, &req, &r);
+    assert_int_equal(r.status, 101);
+    assert_int_equal(r.probe, 0);
+    req.identifier = "sess-b"; /* a's token at b */
+    upgrade_decide(&cfg, &req, &r);
+    assert_int_equal(r.status, 403);
+    assert_string_equal(r.body, "Forbidden\n");
+    req.auth = b; /* b's probe token at b: a probe session, nothing learnt */
+    upgrade_decide(&cfg, &req, &r);
+    assert_int_equal(r.status, 101);
+    assert_int_equal(r.probe, 1);
+    req.identifier = NULL;
+    upgrade_decide(&cfg, &req, &r);
+    assert_int_equal(r.status, 403);
+    assert_non_null(strstr(r.log, "missing identifier"));
+    req.identifier = "sess a/../x";
+    upgrade_decide(&cfg, &req, &r);
+    assert_int_equal(r.status, 403);
+    req.identifier = "sess-a";
+    req.auth = NULL; /* no token: Unauthenticated, as always */
+    upgrade_decide(&cfg, &req, &r);
+    assert_string_equal(r.body, "Unauthenticated\n");
+    assert_true(upgrade_identifier_ok("a"));
+    assert_true(upgrade_identifier_ok("Sess_1.x-2"));
+    assert_false(upgrade_identifier_ok(""));
+    assert_false(upgrade_identifier_ok(NULL));
+    assert_false(upgrade_identifier_ok("a b"));
+    static char longid[UPGRADE_IDENTIFIER_MAX + 2];
+    memset(longid, 'a', sizeof longid - 1);
+    assert_false(upgrade_identifier_ok(longid));
+}
+
 static void test_subproto(void **state)
 {
     (void)state;
@@ -212,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matrix),
         cmocka_unit_test(test_probe_scope),
+        cmocka_unit_test(test_identifier_from_request),
         cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_subproto),
     };
