@@ -14,7 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { run, check, tmpdir, keygen, mint, rawHttp, BIN, waitFor } from '../interop/harness.mjs';
+import { run, check, tmpdir, keygen, mint, rawHttp, BIN, SRC, waitFor } from '../interop/harness.mjs';
 import { Controller } from '../interop/airlock.mjs';
 import { startFront, runnerSession } from '../tools/platform_front.mjs';
 
@@ -65,6 +65,28 @@ await run('runner_identifier', async () => {
   r = await rawHttp(session.port, upgradeReq(other, mint(dir, other, 'runner:connect', 60)));
   check(r.status === 403, 'still 403 for the other identifier after the reconnect');
   await front.close();
+
+  // the image's start script (deploy/aca/entrypoint.sh), as the platform
+  // runs it: the JWKS in AIRLOCK_JWKS, one session per identifier, the
+  // pool's limit answered 404 by the front
+  const img = await startFront({
+    startSession: runnerSession(bin, jwks, [], { entrypoint: path.join(SRC, 'deploy/aca/entrypoint.sh') }),
+    maxSessions: 1,
+  });
+  const iid = 'sess-image0001';
+  const iurl = `ws://127.0.0.1:${img.port}/?identifier=${iid}&${API}`;
+  const itok = await img.mintToken();
+  const ictl = await new Controller().connect(iurl, { Authorization: `Bearer ${itok}`, 'X-Airlock-Token': `Bearer ${mint(dir, iid, 'runner:connect', 600)}` });
+  const it = ictl.open(['sh', '-c', 'echo image-$((6*7)) $(id -u)']);
+  await it.waitOutput(/image-42/, 10000);
+  check(true, 'the image\'s entrypoint starts a runner that serves the session\'s controller');
+  r = await rawHttp(img.port, upgradeReq('sess-image0002', 'x').replace('X-Airlock-Token', `Authorization: Bearer ${itok}\r\nX-Airlock-Token`));
+  check(r.status === 404, `a second identifier past the pool's one session: 404 from the front (${r.status})`);
+  ictl.ws.close();
+  await img.close();
+  const nojwks = spawnSync('sh', [path.join(SRC, 'deploy/aca/entrypoint.sh')],
+    { encoding: 'utf8', timeout: 10000, env: { ...process.env, AIRLOCK_RUNNER: bin, AIRLOCK_LISTEN: '127.0.0.1:0', AIRLOCK_JWKS: '' } });
+  check(nojwks.status === 64 && /no JWKS/.test(nojwks.stderr), `the entrypoint without a JWKS: exit 64 (${nojwks.stderr.trim()})`);
 
   // misuse refused at start
   for (const [args, why] of [

@@ -17,7 +17,8 @@
 // - A connection that carries no byte either way for idleCutMs is cut (both
 //   sockets destroyed, as an ingress does), and any connection is cut at
 //   maxAgeMs, whatever it carries; 0 turns either off.
-// - At most maxSessions sessions; one more identifier is answered 429.
+// - At most maxSessions sessions; one more identifier is answered 404 (as
+//   the platform documents for a pool at its max-sessions).
 // - It adds the forwarding headers an ingress adds (x-forwarded-for,
 //   x-forwarded-proto, x-request-id), which the probe should see arrive.
 //
@@ -27,7 +28,9 @@
 // starts airlock-runner --listen 127.0.0.1:0 --identifier ID --jwks FILE per
 // session, prints `platform front on 127.0.0.1:PORT` and a valid platform
 // token (`platform token: ...`), and runs until SIGTERM/SIGINT.
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import net from 'node:net';
 import crypto from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -159,7 +162,8 @@ export async function startFront({
     const r = route(req.url);
     if (!r.id) { reply(r.status, 'Bad Request', r.code, r.message); return null; }
     const s = session(r.id);
-    if (!s) { reply(429, 'Too Many Requests', 'SessionLimit', `the pool holds at most ${maxSessions} sessions`); return null; }
+    // the platform answers 404 once the pool holds max-sessions
+    if (!s) { reply(404, 'Not Found', 'SessionLimit', `the pool holds at most ${maxSessions} sessions`); return null; }
     try {
       return await s;
     } catch (e) {
@@ -222,11 +226,18 @@ export async function startFront({
 // fromRequest: the runner is not told its identifier (as on the platform,
 // whose containers start before any identifier exists): it takes the first
 // valid upgrade's (--identifier-from request).
-export function runnerSession(bin, jwks, extra = [], { fromRequest = false } = {}) {
+// entrypoint: the image's start script (deploy/aca/entrypoint.sh) instead,
+// given the runner and the JWKS in its environment as the platform would.
+export function runnerSession(bin, jwks, extra = [], { fromRequest = false, entrypoint = null } = {}) {
   return (id) => new Promise((resolve, reject) => {
     const ident = fromRequest ? ['--identifier-from', 'request'] : ['--identifier', id];
-    const p = spawn(bin, ['--listen', '127.0.0.1:0', ...ident, '--jwks', jwks, ...extra],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = entrypoint
+      ? spawn('sh', [entrypoint, ...extra], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, AIRLOCK_RUNNER: bin, AIRLOCK_LISTEN: '127.0.0.1:0', AIRLOCK_JWKS: fs.readFileSync(jwks, 'utf8'),
+          TMPDIR: path.dirname(jwks) },
+      })
+      : spawn(bin, ['--listen', '127.0.0.1:0', ...ident, '--jwks', jwks, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
     const t = setTimeout(() => { p.kill('SIGKILL'); reject(new Error(`the runner for ${id} did not listen in time`)); },
       ALLOCATE_TIMEOUT_MS);
