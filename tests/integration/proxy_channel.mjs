@@ -48,14 +48,17 @@ async function startFake(gap = GAP_MS) {
 }
 
 // One HTTP call; resolves { status, body, firstMs, endMs, error }.
-function call(port, method, target, { headers = {}, body = '', ms = 30000 } = {}) {
+function call(port, method, target, { headers = {}, body = '', ms = 30000, onFirst = null } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
     let firstMs = -1;
     const chunks = [];
     const req = http.request({ host: '127.0.0.1', port, method, path: target, agent: false,
       headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.on('data', (c) => { if (firstMs < 0) firstMs = Date.now() - t0; chunks.push(c); });
+      res.on('data', (c) => {
+        if (firstMs < 0) { firstMs = Date.now() - t0; if (onFirst) onFirst(); }
+        chunks.push(c);
+      });
       res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), firstMs, endMs: Date.now() - t0 }));
       res.on('error', (e) => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), error: e.message, endMs: Date.now() - t0 }));
       res.on('aborted', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), error: 'aborted', endMs: Date.now() - t0 }));
@@ -241,8 +244,11 @@ await run('proxy_channel', async () => {
   check(rHwm < 64 * 1024 && dHwm < 256 * 1024, `peak RSS bounded: runner ${rHwm} kB, airlockd ${dHwm} kB`);
 
   // ---- the link drops mid-answer: the call is cut, not left hanging
-  const slow = call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 20000 });
-  await sleep(GAP_MS * 2);
+  let streaming;
+  const started = new Promise((res) => { streaming = res; });
+  const slow = call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 20000, onFirst: () => streaming() });
+  await Promise.race([started, sleep(scaled(10000))]); // the answer is under way
+  await sleep(GAP_MS);
   const killedAt = Date.now();
   d.p.kill('SIGKILL');
   await d.exited;
