@@ -7,7 +7,8 @@
  * payload logic); application calls (write, consume, eof, close, open,
  * exit, snapshot, resize, signal, token, list, adopt, ping) and the relay
  * session calls (host adopt on ATTACH, resync, role, viewers, take-over);
- * link down/up; clock.
+ * the credential proxy's channels (PROXY_AT, a host's PROXY_OPEN, a
+ * controller's refusal; ids with the top bit set); link down/up; clock.
  * Oracle: no crash, no leak, no hang, every frame the endpoint emits
  * decodes (an endpoint never sends what a peer must reject), and no
  * channel state change is refused (a move missing from the endpoint's
@@ -38,6 +39,8 @@ static void on_event(void *ud, const struct ep_event *ev)
     else if (ev->type == EP_EV_ATTACH && ev->channel % 2) /* a relay adopts what it knows */
         (void)ep_host_adopt(ep, ev->channel, (uint8_t)(ev->channel % 4 == 3), ev->offset, ev->to,
                             ev->channel);
+    else if (ev->type == EP_EV_PROXY_OPEN && ev->channel % 3 == 0) /* some are refused */
+        (void)ep_proxy_refuse(ep, ev->channel, FR_ERR_LIMIT, "no");
 }
 
 static void on_log(void *ud, int level, const char *msg)
@@ -75,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ep *ep = NULL;
     c.on_event = on_event;
     c.on_log = on_log;
+    c.serves_proxy = (data[0] & 4) != 0;
     c.ud = &ep;
     if (ep_new(&c, &ep) != 0)
         return 0;
@@ -99,9 +103,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             len = (uint8_t)(size - pos);
         const uint8_t *p = data + pos;
         pos += len;
-        uint32_t ch = len ? p[0] % 4 : 1;
+        /* ids 0..3, of the controller's space or (top bit of p[0]) the host's */
+        uint32_t ch = len ? (p[0] % 4) | (p[0] & 0x80 ? FR_PROXY_CHANNEL_BIT : 0) : 1;
         unsigned st = len > 1 ? p[1] % 3 : 1;
-        switch (kind % 20) {
+        switch (kind % 22) {
         case 0: /* raw bytes as one message */
             (void)ep_input(ep, p, len, now);
             break;
@@ -109,7 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (len >= 3) {
                 frame[0] = p[0];
                 frame[1] = p[1] % 4;
-                frame[2] = frame[3] = frame[4] = 0;
+                frame[2] = p[2] & 0x80; /* a proxy channel's id */
+                frame[3] = frame[4] = 0;
                 frame[5] = p[2] % 4;
                 uint32_t plen = (uint32_t)len - 3;
                 frame[6] = frame[7] = frame[8] = 0;
@@ -190,6 +196,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         case 19:
             (void)ep_takeover(ep, ch);
+            break;
+        case 20: /* the host's proxy listener and a connection to it */
+            (void)ep_proxy_at(ep, len % 2 ? "http://127.0.0.1:8091" : NULL);
+            (void)ep_proxy_open(ep);
+            (void)ep_proxy_count(ep);
+            break;
+        case 21:
+            (void)ep_proxy_refuse(ep, ch, len > 1 ? p[1] : FR_ERR_FORBIDDEN, "refused");
             break;
         default: {
             struct ep_stream_info si;

@@ -157,7 +157,9 @@ if [ -z "$term" ]; then
 fi
 if [ -n "$proxy_json" ]; then
   proxy_line="  proxy:          anthropic: the key is in $anth_key, for airlockd only; the terminal has
-                  ANTHROPIC_BASE_URL=http://127.0.0.1:$proxy_port/v1/proxy/anthropic and a credential of its own"
+                  ANTHROPIC_BASE_URL at its runner's proxy listener (carried to airlockd over
+                  the runner's link; the direct path is http://127.0.0.1:$proxy_port/v1/proxy) and a
+                  credential of its own"
 else
   proxy_line="  proxy:          none (ANTHROPIC_API_KEY=... make run: the key held by airlockd only)"
 fi

@@ -126,6 +126,7 @@ uint64_t relay_next_deadline(const struct relay *r)
             d = min_u64(d, sb->redial_us);
         if (sb->proc_check_us)
             d = min_u64(d, sb->proc_check_us);
+        d = min_u64(d, relay_proxychan_deadline(sb));
         for (const struct rl_term *t = sb->terms; t; t = t->next) {
             if (t->sync_due_us)
                 d = min_u64(d, t->sync_due_us);

@@ -253,7 +253,8 @@ void relay_proxychan_event(struct rl_sbx *sb, const struct ep_event *ev);
 void relay_proxychan_tick(struct rl_sbx *sb, uint64_t now);
 /* Free every proxy channel's state (airlockd stops). */
 void relay_proxychan_free_all(struct rl_sbx *sb);
-unsigned relay_proxychan_count(const struct rl_sbx *sb);
+/* When the next request head is due on one of them (UINT64_MAX: none). */
+uint64_t relay_proxychan_deadline(const struct rl_sbx *sb);
 
 /* ---- relay_proxy.c ------------------------------------------------------------ */
 

@@ -286,10 +286,13 @@ void relay_proxychan_free_all(struct rl_sbx *sb)
     }
 }
 
-unsigned relay_proxychan_count(const struct rl_sbx *sb)
+uint64_t relay_proxychan_deadline(const struct rl_sbx *sb)
 {
-    unsigned n = 0;
-    for (const struct rl_pxch *p = sb->pxchs; p; p = p->next)
-        n++;
-    return n;
+    uint64_t d = UINT64_MAX;
+    for (const struct rl_pxch *p = sb->pxchs; p; p = p->next) {
+        uint64_t due = p->idle_us + (uint64_t)PROXYSRV_HEAD_TIMEOUT_MS * 1000u;
+        if (!proxyconn_busy(p->pc) && !p->answer_done && due < d)
+            d = due;
+    }
+    return d;
 }

@@ -527,8 +527,9 @@ static int listen_unix(struct runner_proxy *px, const char *path, char *why, siz
     rc = uv_pipe_bind(&px->pipe, path);
     if (rc == 0) {
         (void)snprintf(px->sock_path, sizeof px->sock_path, "%s", path);
-        /* agents may run as another user: the socket is theirs to connect */
-        rc = uv_pipe_chmod(&px->pipe, UV_READABLE | UV_WRITABLE);
+        /* agents may run as another user: the socket is theirs to connect
+         * (read and write for all, nothing else, whatever the umask) */
+        rc = chmod(path, 0666) == 0 ? 0 : uv_translate_sys_error(errno);
     }
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&px->pipe, 128, on_connection);

@@ -18,7 +18,8 @@
 //   complete; the runner's and airlockd's peak RSS stay bounded.
 // - The link drops mid-answer (airlockd killed): the agent's connection is
 //   closed at once (its call fails, it does not hang); a new connection
-//   gets the runner's canned 503 at once.
+//   gets the runner's canned 503 at once; once airlockd is back and the
+//   runner has relinked, the same terminal's calls work again.
 // - A runner alone (no controller yet): 503 at once; --proxy-listen on a
 //   non-loopback address is refused at start.
 import fs from 'node:fs';
@@ -47,14 +48,17 @@ async function startFake(gap = GAP_MS) {
 }
 
 // One HTTP call; resolves { status, body, firstMs, endMs, error }.
-function call(port, method, target, { headers = {}, body = '', ms = 30000 } = {}) {
+function call(port, method, target, { headers = {}, body = '', ms = 30000, onFirst = null } = {}) {
   return new Promise((resolve) => {
     const t0 = Date.now();
     let firstMs = -1;
     const chunks = [];
     const req = http.request({ host: '127.0.0.1', port, method, path: target, agent: false,
       headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.on('data', (c) => { if (firstMs < 0) firstMs = Date.now() - t0; chunks.push(c); });
+      res.on('data', (c) => {
+        if (firstMs < 0) { firstMs = Date.now() - t0; if (onFirst) onFirst(); }
+        chunks.push(c);
+      });
       res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), firstMs, endMs: Date.now() - t0 }));
       res.on('error', (e) => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), error: e.message, endMs: Date.now() - t0 }));
       res.on('aborted', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString(), error: 'aborted', endMs: Date.now() - t0 }));
@@ -150,12 +154,24 @@ await run('proxy_channel', async () => {
     '--jwks', path.join(rdir, 'jwks.json'), '--proxy-listen', '0.0.0.0:0'], { timeout: scaled(10000), encoding: 'utf8' });
   check(badr.status !== 0 && /--proxy-listen 0\.0\.0\.0:0: give ADDR:PORT with a loopback address/.test(badr.stderr),
     `--proxy-listen on a non-loopback address: refused at start (${flat(badr.stderr)})`);
-  const alone = await startRunner({ dir: rdir, id: 'alone', args: ['--proxy-listen', '127.0.0.1:0'] });
+  const sock = path.join(rdir, 'proxy.sock');
+  const alone = await startRunner({ dir: rdir, id: 'alone', args: ['--proxy-listen', '127.0.0.1:0', '--proxy-socket', sock] });
   const aport = await reportedPort(alone.log, /credential proxy listener on http:\/\/127\.0\.0\.1:(\d+)/, alone.proc, { what: 'the runner\'s proxy listener' });
   let r = await call(aport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer('alp_x'), body: MESSAGES, ms: 5000 });
   let j = (() => { try { return JSON.parse(r.body); } catch { return {}; } })();
   check(r.status === 503 && r.endMs < 2000 && j.error && j.error.type === 'airlock_proxy' && j.error.status === 503,
     `no link: the runner's listener answers 503 with the proxy's JSON at once (${r.status} in ${r.endMs} ms: ${flat(r.body)})`);
+  const us = await new Promise((resolve) => {
+    const req = http.request({ socketPath: sock, method: 'GET', path: '/v1/proxy/anthropic/v1/models', agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+    });
+    req.on('error', (e) => resolve({ status: 0, body: e.message }));
+    req.end();
+  });
+  check(us.status === 503 && /airlock_proxy/.test(us.body) && (fs.statSync(sock).mode & 0o777) === 0o666,
+    `and on its unix socket (mode 0666) the same (${us.status} ${flat(us.body)}; mode ${(fs.statSync(sock).mode & 0o777).toString(8)})`);
 
   // ---- airlockd with the direct path too, two local sandboxes
   const d = await startAirlockd({ dir, args: ['--config', conf, '--proxy-listen', '127.0.0.1:0'] });
@@ -228,8 +244,11 @@ await run('proxy_channel', async () => {
   check(rHwm < 64 * 1024 && dHwm < 256 * 1024, `peak RSS bounded: runner ${rHwm} kB, airlockd ${dHwm} kB`);
 
   // ---- the link drops mid-answer: the call is cut, not left hanging
-  const slow = call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 20000 });
-  await sleep(GAP_MS * 2);
+  let streaming;
+  const started = new Promise((res) => { streaming = res; });
+  const slow = call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 20000, onFirst: () => streaming() });
+  await Promise.race([started, sleep(scaled(10000))]); // the answer is under way
+  await sleep(GAP_MS);
   const killedAt = Date.now();
   d.p.kill('SIGKILL');
   await d.exited;
@@ -239,7 +258,15 @@ await run('proxy_channel', async () => {
   r = await call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 5000 });
   check(r.status === 503 && r.endMs < 2000 && /airlock_proxy/.test(r.body),
     `a new call while the link is down: 503 at once (${r.status} in ${r.endMs} ms)`);
-  // the listener is local: nothing but loopback reaches it (the sockets say so)
+
+  // ---- airlockd back: the runner relinks, new calls work again
+  const d2 = await startAirlockd({ dir, args: ['--config', conf, '--proxy-listen', '127.0.0.1:0'] });
+  check(d2.port === port, `airlockd restarted on its port ${port}`);
+  const back = await waitFor(async () => {
+    const x = await call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 10000 });
+    return x.status === 200 ? x : null;
+  }, scaled(30000), 'a call through the runner once its link is back', 500);
+  check(textOf(back.body) === 'the answer is forty-two', 'once the runner has relinked, the same terminal\'s calls work again');
   const conn = await new Promise((res) => { const s = net.connect(rport, '127.0.0.1', () => { s.destroy(); res(true); }); s.on('error', () => res(false)); });
-  check(conn, 'the runner still listens on loopback after the drop');
+  check(conn, 'the runner listens on the same port all along');
 }, 300000);
