@@ -519,7 +519,7 @@ static uint64_t conn_get(struct conn *c, const char *target, int check, unsigned
         if (check)
             for (size_t i = 0; i < take; i++)
                 if (p[i] != pattern[(off + i) % PAT_LEN])
-                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)(off + i));
+                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)off + i);
         off += take;
         if (off == len) {
             memmove(c->buf, p + take, inbuf - take);
@@ -592,8 +592,9 @@ static void report(const struct round_res *rr, int n, size_t len)
             break;
         }
     if (f)
-        fclose(f);
-    uname(&u);
+        (void)fclose(f);
+    if (uname(&u) != 0)
+        memset(&u, 0, sizeof u);
     printf("\n## bench_proxy: %d rounds, %zu MB response, %d small requests a round\n\n", n,
            len / 1000000, LAT_N);
     printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
