@@ -73,9 +73,9 @@ enum {
     REQ_MAX = 1024,     /* bytes of a request we send */
 };
 
-enum { P_DIRECT, P_PROXY, P_CHANNEL, P_N };
-static const char *const path_name[P_N] = {"direct to the stand-in", "airlockd, direct path",
-                                           "runner's channel"};
+enum { P_DIRECT, P_RELAY, P_PROXY, P_CHANNEL, P_N };
+static const char *const path_name[P_N] = {"direct to the stand-in", "a plain TCP relay",
+                                           "airlockd, direct path", "runner's channel"};
 
 /* Where each path's calls go. A path whose port is 0 is not measured and
  * shows "n/a (not built yet)". P_CHANNEL is to be filled once the runner
@@ -93,10 +93,10 @@ struct target {
 
 /* What the signal handler and bu_fail() must clean up: only what we started. */
 static struct {
-    volatile pid_t airlockd, lrunner, upstream, child;
+    volatile pid_t airlockd, lrunner, upstream, relay, child;
     char dir[200], data[260], alog[260], conf[260], keyfile[260];
     char airlockd_bin[PATH_MAX], runner_bin[PATH_MAX];
-    int port, pport, uport;
+    int port, pport, uport, rport;
     char admin[KEY_MAX], op[KEY_MAX], cred[KEY_MAX];
 } g;
 
@@ -121,12 +121,13 @@ static void stop_group(pid_t pgid)
 
 static void cleanup_all(void)
 {
-    pid_t c = g.child, a = g.airlockd, l = g.lrunner, u = g.upstream;
-    g.child = g.airlockd = g.lrunner = g.upstream = 0;
+    pid_t c = g.child, a = g.airlockd, l = g.lrunner, u = g.upstream, rl = g.relay;
+    g.child = g.airlockd = g.lrunner = g.upstream = g.relay = 0;
     bu_stop_pid(c, SIGKILL);
     bu_stop_pid(a, SIGTERM);
     stop_group(l);
     stop_group(u);
+    stop_group(rl);
     if (g.dir[0]) {
         char *argv[] = {"rm", "-rf", "--one-file-system", g.dir, NULL};
         char *envp[] = {NULL};
@@ -210,7 +211,32 @@ static void upstream_conn(int fd)
     }
 }
 
-static void start_upstream(void)
+/* One connection of the plain relay (the reference for one more hop): to
+ * the stand-in, bytes copied both ways in 64 KiB reads until either side
+ * closes. */
+static void relay_conn(int fd)
+{
+    int up = bu_tcp_connect(g.uport);
+    static uint8_t buf[READ_BUF];
+    if (up < 0)
+        _exit(1);
+    for (;;) {
+        struct pollfd pf[2] = {{fd, POLLIN, 0}, {up, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+            _exit(1);
+        for (int i = 0; i < 2; i++) {
+            if (!pf[i].revents)
+                continue;
+            ssize_t n = read(pf[i].fd, buf, sizeof buf);
+            if (n <= 0 || bu_write_all(pf[1 - i].fd, buf, (size_t)n) != 0)
+                _exit(0);
+        }
+    }
+}
+
+/* A server on a free port of 127.0.0.1: a process group (into *slot) that
+ * forks conn(fd) for each connection. Its port. */
+static int serve_forked(void (*conn)(int fd), volatile pid_t *slot, const char *what)
 {
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -219,8 +245,8 @@ static void start_upstream(void)
     (void)setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 64) != 0 ||
         getsockname(ls, (struct sockaddr *)&a, &al) != 0)
-        bu_fail("the stand-in's socket: %s", strerror(errno));
-    g.uport = ntohs(a.sin_port);
+        bu_fail("%s's socket: %s", what, strerror(errno));
+    int port = ntohs(a.sin_port);
     pid_t pid = fork();
     if (pid < 0)
         bu_fail("fork: %s", strerror(errno));
@@ -241,15 +267,16 @@ static void start_upstream(void)
             pid_t k = fork();
             if (k == 0) {
                 close(ls);
-                upstream_conn(c);
+                conn(c);
                 _exit(0);
             }
             close(c);
         }
     }
     (void)setpgid(pid, pid);
-    g.upstream = pid;
+    *slot = pid;
     close(ls);
+    return port;
 }
 
 /* ---- airlockd --------------------------------------------------------------- */
@@ -572,13 +599,14 @@ static void one_path(const struct target *t, int path, size_t len, struct round_
     bu_percentiles(samples, LAT_N, x->lat[path]);
     char target[64];
     snprintf(target, sizeof target, "/big?n=%zu", len);
-    double cpu0 = path != P_DIRECT ? bu_cpu_of(g.airlockd) : 0;
+    int in_airlockd = path == P_PROXY || path == P_CHANNEL;
+    double cpu0 = in_airlockd ? bu_cpu_of(g.airlockd) : 0;
     uint64_t t0 = bu_now_ns();
     if (conn_get(&c, target, 1, 300) != len)
         bu_fail("GET /big: not %zu bytes", len);
     double secs = (double)(bu_now_ns() - t0) / 1e9;
     x->mbps[path] = (double)len / 1e6 / secs;
-    if (path != P_DIRECT)
+    if (in_airlockd)
         x->cpu_gb[path] = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
     conn_close(&c);
 }
@@ -607,10 +635,11 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
     printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
            u.release);
     printf("min/**median**/max over rounds; the limit is the same call straight to the "
-           "stand-in upstream in the same round.\n\n");
-    printf("| measure | %s (limit) | %s | %s | direct path vs limit | channel vs limit | goal "
-           "|\n|---|---|---|---|---|---|---|\n",
-           path_name[P_DIRECT], path_name[P_PROXY], path_name[P_CHANNEL]);
+           "stand-in upstream in the same round; the plain relay (one more hop, no HTTP) is "
+           "the reference for a proxy.\n\n");
+    printf("| measure | %s (limit) | %s | %s | %s | relay vs limit | direct path vs limit | "
+           "channel vs limit | goal |\n|---|---|---|---|---|---|---|---|---|\n",
+           path_name[P_DIRECT], path_name[P_RELAY], path_name[P_PROXY], path_name[P_CHANNEL]);
     static const struct {
         const char *name, *goal;
         int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: CPU per GB; also decimals */
@@ -626,7 +655,8 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
         for (int path = 0; path < P_N; path++) {
             snprintf(cell[path], sizeof cell[path], "%s", "n/a (not built yet)");
             snprintf(vs[path], sizeof vs[path], "%s", path == P_DIRECT ? "" : "n/a");
-            if (!t[path].port || (rows[k].kind == 2 && path == P_DIRECT)) {
+            int none = rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY);
+            if (!t[path].port || none) {
                 if (t[path].port)
                     snprintf(cell[path], sizeof cell[path], "—");
                 continue;
@@ -648,9 +678,10 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
                      rows[k].kind == 0 ? " µs" : "");
         }
         if (rows[k].kind == 2)
-            vs[P_PROXY][0] = vs[P_CHANNEL][0] = '\0';
-        printf("| %s | %s | %s | %s | %s | %s | %s |\n", rows[k].name, cell[P_DIRECT],
-               cell[P_PROXY], cell[P_CHANNEL], vs[P_PROXY], vs[P_CHANNEL], rows[k].goal);
+            vs[P_RELAY][0] = vs[P_PROXY][0] = vs[P_CHANNEL][0] = '\0';
+        printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rows[k].name, cell[P_DIRECT],
+               cell[P_RELAY], cell[P_PROXY], cell[P_CHANNEL], vs[P_RELAY], vs[P_PROXY],
+               vs[P_CHANNEL], rows[k].goal);
     }
     double p50[MAX_RUNS], tp[MAX_RUNS];
     for (int i = 0; i < n; i++) {
@@ -723,7 +754,8 @@ int main(int argc, char **argv)
 
     make_pattern();
     setup_dir();
-    start_upstream();
+    g.uport = serve_forked(upstream_conn, &g.upstream, "the stand-in");
+    g.rport = serve_forked(relay_conn, &g.relay, "the relay");
     user_add("ada", "admin", g.admin, sizeof g.admin);
     user_add("oli", "operator", g.op, sizeof g.op);
     start_airlockd();
@@ -732,6 +764,7 @@ int main(int argc, char **argv)
 
     struct target t[P_N] = {
         [P_DIRECT] = {g.uport, "", REAL_KEY},
+        [P_RELAY] = {g.rport, "", REAL_KEY},
         [P_PROXY] = {g.pport, PROXY_PREFIX, g.cred},
         [P_CHANNEL] = {0, "", ""}, /* not built yet */
     };
@@ -745,12 +778,13 @@ int main(int argc, char **argv)
                 one_path(&t[pi], pi, len, x);
         }
         fprintf(stderr,
-                "round %d/%ld: p50 µs direct %.0f proxy %.0f (+%.0f); p99 direct %.0f proxy "
-                "%.0f; MB/s direct %.1f proxy %.1f (×%.2f); airlockd %.2f core-s/GB\n",
-                r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_PROXY][0],
+                "round %d/%ld: p50 µs direct %.0f relay %.0f proxy %.0f (+%.0f); p99 direct %.0f "
+                "proxy %.0f; MB/s direct %.1f relay %.1f proxy %.1f (×%.2f); airlockd %.2f "
+                "core-s/GB\n",
+                r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_RELAY][0], x->lat[P_PROXY][0],
                 x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
-                x->mbps[P_DIRECT], x->mbps[P_PROXY], x->mbps[P_PROXY] / x->mbps[P_DIRECT],
-                x->cpu_gb[P_PROXY]);
+                x->mbps[P_DIRECT], x->mbps[P_RELAY], x->mbps[P_PROXY],
+                x->mbps[P_PROXY] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY]);
     }
     alarm(0);
     report(t, rr, (int)runs, len);
