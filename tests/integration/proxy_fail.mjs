@@ -18,6 +18,9 @@
 //   again, or airlockd's start revokes it), while the running one's works;
 // - the terminal still ends its credential after the restart: once it is
 //   closed, 401.
+// - a slow agent: 24 MB from an upstream that sends as fast as it can, read
+//   by an agent that stops reading for a second twice: the proxy pauses the
+//   upstream and resumes it, every byte arrives in order, nothing hangs.
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -100,6 +103,27 @@ await run('proxy_fail', async () => {
   });
   await new Promise((res) => silent.listen(0, '127.0.0.1', res));
   onCleanup(() => { for (const s of silentConns) s.destroy(); silent.close(); });
+  // the bulk upstream: BULK bytes of a pattern, as fast as the socket takes them
+  const BULK = 24 * 1000 * 1000;
+  const pattern = Buffer.alloc(65536);
+  for (let i = 0; i < pattern.length; i++) pattern[i] = 65 + ((i * 7 + (i >> 8)) % 26);
+  let bulkSent = 0; // what the upstream has handed its socket
+  const bulk = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': BULK });
+    let sent = 0;
+    const more = () => {
+      while (sent < BULK) {
+        const n = Math.min(pattern.length, BULK - sent);
+        sent += n;
+        if (!res.write(n === pattern.length ? pattern : pattern.subarray(0, n))) { bulkSent = sent; res.once('drain', more); return; }
+      }
+      bulkSent = sent;
+      res.end();
+    };
+    more();
+  });
+  await new Promise((res) => bulk.listen(0, '127.0.0.1', res));
+  onCleanup(() => { bulk.closeAllConnections(); bulk.close(); });
   const deadPort = await freePort();
   const proxyPort = await freePort(); // fixed: the terminal's variables name it across the restart
 
@@ -116,6 +140,8 @@ await run('proxy_fail', async () => {
     `upstream.silent.url = http://127.0.0.1:${silent.address().port}`,
     `upstream.silent.secret-file = ${secret}`,
     'upstream.silent.response-timeout = 1',
+    `upstream.bulk.url = http://127.0.0.1:${bulk.address().port}`,
+    `upstream.bulk.secret-file = ${secret}`,
     `upstream.dead.url = http://127.0.0.1:${deadPort}`,
     `upstream.dead.secret-file = ${secret}`,
   ].join('\n') + '\n');
@@ -126,7 +152,7 @@ await run('proxy_fail', async () => {
   await addLocalSandbox(port, admin, 'box');
 
   const t = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes',
-    argv: ['sh', '-c', 'echo "TOKEN=$ANTHROPIC_AUTH_TOKEN"; exec sleep 600'], proxy: ['anthropic', 'silent', 'dead'] });
+    argv: ['sh', '-c', 'echo "TOKEN=$ANTHROPIC_AUTH_TOKEN"; exec sleep 600'], proxy: ['anthropic', 'silent', 'dead', 'bulk'] });
   check(t.status === 201, `a terminal with three upstreams (${t.status} ${flat(t.body)})`);
   const a = await attach(port, t.json.id, op, { read: true });
   await a.ch.waitOutput(/TOKEN=alp_\S+/, scaled(20000));
@@ -159,6 +185,33 @@ await run('proxy_fail', async () => {
   check(r.status === 502 && e && e.status === 502 && /reach|connect/i.test(e.message) && !r.body.includes(REAL_KEY),
     `an upstream nobody listens on: 502 with a JSON body (${r.status} ${flat(r.body)})`);
   check(r.endMs < 1000, `within a second (${r.endMs} ms)`);
+
+  // ---- a slow agent: the upstream is paused and resumed, nothing lost
+  const slow = await new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: pport, path: '/v1/proxy/bulk/x', agent: false,
+      headers: bearer(cred) }, (res) => {
+      let got = 0, bad = -1, pauses = 0, heldAt = -1;
+      res.on('data', (c) => {
+        for (let i = 0; i < c.length && bad < 0; i += 997) if (c[i] !== pattern[(got + i) % pattern.length]) bad = got + i;
+        got += c.length;
+        if ((pauses === 0 && got > 1e6) || (pauses === 1 && got > 12e6)) {
+          pauses++;
+          res.pause();
+          if (pauses === 1) setTimeout(() => { heldAt = bulkSent; }, 900);
+          setTimeout(() => res.resume(), 1000);
+        }
+      });
+      res.on('end', () => resolve({ status: res.statusCode, got, bad, pauses, heldAt }));
+      res.on('error', reject);
+    });
+    req.setTimeout(scaled(60000), () => req.destroy(new Error('the slow agent\'s call did not end')));
+    req.on('error', reject);
+    req.end();
+  });
+  check(slow.status === 200 && slow.got === BULK && slow.bad < 0 && slow.pauses === 2,
+    `a slow agent (two 1 s stops) gets all ${BULK} bytes in order (${JSON.stringify(slow)})`);
+  check(slow.heldAt > 0 && slow.heldAt < BULK,
+    `while the agent stopped, the upstream was held back: ${(slow.heldAt / 1e6).toFixed(1)} MB of ${BULK / 1e6} sent after 0.9 s`);
 
   // ---- airlockd killed with -9 while calls stream
   let firsts = 0;
