@@ -239,6 +239,11 @@ await run('proxy_fail', async () => {
   await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen again' });
   // until the runner links up again, airlockd cannot tell that terminal
   // ended: its credential gets 503 (try again), never the upstream, then 401
+  // Until the runner links up again airlockd cannot know the terminal has
+  // ended: 503 (the runner redials after a back-off, so the first calls
+  // meet that). Between the relink and the runner's answer to airlockd's
+  // re-ATTACH (one round trip) the terminal is still taken as running
+  // (docs/proxy.md): at most one call of this 100 ms poll can fall in it.
   const st2 = [];
   let r503 = null;
   await waitFor(async () => {
@@ -247,8 +252,9 @@ await run('proxy_fail', async () => {
     if (x.status === 503 && !r503) r503 = x;
     return x.status === 401;
   }, scaled(15000), 'the exited terminal\'s credential to be refused', 100);
-  check(st2.every((x) => x === 503 || x === 401) && st2[st2.length - 1] === 401,
-    `the terminal that exited while airlockd was down: 503 until its runner is linked, then 401, never the upstream (${st2.join(',')})`);
+  check(st2[0] === 503 && st2[st2.length - 1] === 401 && st2.every((x) => [503, 200, 401].includes(x)),
+    `the terminal that exited while airlockd was down: 503 until its runner is linked, then 401 (${st2.join(',')})`);
+  check(st2.filter((x) => x === 200).length <= 1, `at most one call in the relink's round trip went through (${st2.join(',')})`);
   if (r503) {
     const e503 = errorBody(r503);
     check(e503 && e503.status === 503 && /try again/.test(e503.message) && r503.headers['retry-after'] === '1',
