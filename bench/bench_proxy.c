@@ -73,9 +73,19 @@ enum {
     REQ_MAX = 1024,     /* bytes of a request we send */
 };
 
-enum { P_DIRECT, P_PROXY, P_CHANNEL, P_N };
-static const char *const path_name[P_N] = {"direct to the stand-in", "airlockd, direct path",
-                                           "runner's channel"};
+enum { P_DIRECT, P_RELAY, P_PROXY, P_CHANNEL, P_N };
+static const char *const path_name[P_N] = {"direct to the stand-in", "a plain TCP relay",
+                                           "airlockd, direct path", "runner's channel"};
+
+/* Where each path's calls go. A path whose port is 0 is not measured and
+ * shows "n/a (not built yet)". P_CHANNEL is to be filled once the runner
+ * listens for the proxy: its local listener's port, the prefix its base
+ * URL gives (PROXY_PREFIX-like), the terminal's credential. */
+struct target {
+    int port;
+    const char *prefix; /* "" straight to the stand-in */
+    const char *auth;   /* the real key or the credential */
+};
 
 #define SANDBOX "bench"
 #define REAL_KEY "sk-bench-real-key-0123456789abcdef"
@@ -83,10 +93,10 @@ static const char *const path_name[P_N] = {"direct to the stand-in", "airlockd, 
 
 /* What the signal handler and bu_fail() must clean up: only what we started. */
 static struct {
-    volatile pid_t airlockd, lrunner, upstream, child;
+    volatile pid_t airlockd, lrunner, upstream, relay, child;
     char dir[200], data[260], alog[260], conf[260], keyfile[260];
     char airlockd_bin[PATH_MAX], runner_bin[PATH_MAX];
-    int port, pport, uport;
+    int port, pport, uport, rport;
     char admin[KEY_MAX], op[KEY_MAX], cred[KEY_MAX];
 } g;
 
@@ -111,12 +121,13 @@ static void stop_group(pid_t pgid)
 
 static void cleanup_all(void)
 {
-    pid_t c = g.child, a = g.airlockd, l = g.lrunner, u = g.upstream;
-    g.child = g.airlockd = g.lrunner = g.upstream = 0;
+    pid_t c = g.child, a = g.airlockd, l = g.lrunner, u = g.upstream, rl = g.relay;
+    g.child = g.airlockd = g.lrunner = g.upstream = g.relay = 0;
     bu_stop_pid(c, SIGKILL);
     bu_stop_pid(a, SIGTERM);
     stop_group(l);
     stop_group(u);
+    stop_group(rl);
     if (g.dir[0]) {
         char *argv[] = {"rm", "-rf", "--one-file-system", g.dir, NULL};
         char *envp[] = {NULL};
@@ -200,7 +211,32 @@ static void upstream_conn(int fd)
     }
 }
 
-static void start_upstream(void)
+/* One connection of the plain relay (the reference for one more hop): to
+ * the stand-in, bytes copied both ways in 64 KiB reads until either side
+ * closes. */
+static void relay_conn(int fd)
+{
+    int up = bu_tcp_connect(g.uport);
+    static uint8_t buf[READ_BUF];
+    if (up < 0)
+        _exit(1);
+    for (;;) {
+        struct pollfd pf[2] = {{fd, POLLIN, 0}, {up, POLLIN, 0}};
+        if (poll(pf, 2, -1) < 0 && errno != EINTR)
+            _exit(1);
+        for (int i = 0; i < 2; i++) {
+            if (!pf[i].revents)
+                continue;
+            ssize_t n = read(pf[i].fd, buf, sizeof buf);
+            if (n <= 0 || bu_write_all(pf[1 - i].fd, buf, (size_t)n) != 0)
+                _exit(0);
+        }
+    }
+}
+
+/* A server on a free port of 127.0.0.1: a process group (into *slot) that
+ * forks conn(fd) for each connection. Its port. */
+static int serve_forked(void (*conn)(int fd), volatile pid_t *slot, const char *what)
 {
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -209,8 +245,8 @@ static void start_upstream(void)
     (void)setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 64) != 0 ||
         getsockname(ls, (struct sockaddr *)&a, &al) != 0)
-        bu_fail("the stand-in's socket: %s", strerror(errno));
-    g.uport = ntohs(a.sin_port);
+        bu_fail("%s's socket: %s", what, strerror(errno));
+    int port = ntohs(a.sin_port);
     pid_t pid = fork();
     if (pid < 0)
         bu_fail("fork: %s", strerror(errno));
@@ -231,15 +267,16 @@ static void start_upstream(void)
             pid_t k = fork();
             if (k == 0) {
                 close(ls);
-                upstream_conn(c);
+                conn(c);
                 _exit(0);
             }
             close(c);
         }
     }
     (void)setpgid(pid, pid);
-    g.upstream = pid;
+    *slot = pid;
     close(ls);
+    return port;
 }
 
 /* ---- airlockd --------------------------------------------------------------- */
@@ -519,7 +556,7 @@ static uint64_t conn_get(struct conn *c, const char *target, int check, unsigned
         if (check)
             for (size_t i = 0; i < take; i++)
                 if (p[i] != pattern[(off + i) % PAT_LEN])
-                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)(off + i));
+                    bu_fail("port %d: byte %llu differs", c->port, (unsigned long long)off + i);
         off += take;
         if (off == len) {
             memmove(c->buf, p + take, inbuf - take);
@@ -543,17 +580,14 @@ static void conn_close(struct conn *c)
 struct round_res {
     double lat[P_N][4]; /* p50, p90, p99, max in µs */
     double mbps[P_N];
-    double cpu_gb; /* airlockd core-s per GB, proxied */
+    double cpu_gb[P_N]; /* airlockd core-s per GB (proxied paths) */
 };
 
-static void one_path(int path, size_t len, struct round_res *x)
+static void one_path(const struct target *t, int path, size_t len, struct round_res *x)
 {
     static double samples[LAT_N];
     static struct conn c;
-    if (path == P_DIRECT)
-        conn_open(&c, g.uport, "", REAL_KEY);
-    else
-        conn_open(&c, g.pport, PROXY_PREFIX, g.cred);
+    conn_open(&c, t->port, t->prefix, t->auth);
     for (int i = 0; i < LAT_WARM; i++)
         (void)conn_get(&c, "/small", 0, 10);
     for (int i = 0; i < LAT_N; i++) {
@@ -565,23 +599,24 @@ static void one_path(int path, size_t len, struct round_res *x)
     bu_percentiles(samples, LAT_N, x->lat[path]);
     char target[64];
     snprintf(target, sizeof target, "/big?n=%zu", len);
-    double cpu0 = path == P_PROXY ? bu_cpu_of(g.airlockd) : 0;
+    int in_airlockd = path == P_PROXY || path == P_CHANNEL;
+    double cpu0 = in_airlockd ? bu_cpu_of(g.airlockd) : 0;
     uint64_t t0 = bu_now_ns();
     if (conn_get(&c, target, 1, 300) != len)
         bu_fail("GET /big: not %zu bytes", len);
     double secs = (double)(bu_now_ns() - t0) / 1e9;
     x->mbps[path] = (double)len / 1e6 / secs;
-    if (path == P_PROXY)
-        x->cpu_gb = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
+    if (in_airlockd)
+        x->cpu_gb[path] = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
     conn_close(&c);
 }
 
 /* ---- the report ---------------------------------------------------------------- */
 
-static void report(const struct round_res *rr, int n, size_t len)
+static void report(const struct target *t, const struct round_res *rr, int n, size_t len)
 {
     static double v[MAX_RUNS];
-    char b[96], cpu_model[128] = "?";
+    char cpu_model[128] = "?";
     struct utsname u;
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[256];
@@ -592,54 +627,62 @@ static void report(const struct round_res *rr, int n, size_t len)
             break;
         }
     if (f)
-        fclose(f);
-    uname(&u);
+        (void)fclose(f);
+    if (uname(&u) != 0)
+        memset(&u, 0, sizeof u);
     printf("\n## bench_proxy: %d rounds, %zu MB response, %d small requests a round\n\n", n,
            len / 1000000, LAT_N);
     printf("machine: %s, %ld CPUs, %s %s\n\n", cpu_model, sysconf(_SC_NPROCESSORS_ONLN), u.sysname,
            u.release);
     printf("min/**median**/max over rounds; the limit is the same call straight to the "
-           "stand-in upstream in the same round.\n\n");
-    printf(
-        "| measure | %s (limit) | %s | %s | proxy vs limit | goal |\n|---|---|---|---|---|---|\n",
-        path_name[P_DIRECT], path_name[P_PROXY], path_name[P_CHANNEL]);
-    const char *na = "n/a (not built yet)";
-    struct {
-        const char *name;
-        int q; /* index into lat[][] */
-    } lats[] = {{"small GET p50, µs", 0}, {"small GET p99, µs", 2}};
-    for (size_t k = 0; k < sizeof lats / sizeof lats[0]; k++) {
-        char d[96], p[96], r[96];
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].lat[P_DIRECT][lats[k].q];
-        bu_fmt3(d, sizeof d, v, n, 0);
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].lat[P_PROXY][lats[k].q];
-        bu_fmt3(p, sizeof p, v, n, 0);
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].lat[P_PROXY][lats[k].q] - rr[i].lat[P_DIRECT][lats[k].q];
-        bu_fmt3(r, sizeof r, v, n, 0);
-        printf("| %s | %s | %s | %s | +%s µs | %s |\n", lats[k].name, d, p, na, r,
-               lats[k].q == 0 ? "added ≤ 1000 µs" : "");
+           "stand-in upstream in the same round; the plain relay (one more hop, no HTTP) is "
+           "the reference for a proxy.\n\n");
+    printf("| measure | %s (limit) | %s | %s | %s | relay vs limit | direct path vs limit | "
+           "channel vs limit | goal |\n|---|---|---|---|---|---|---|---|---|\n",
+           path_name[P_DIRECT], path_name[P_RELAY], path_name[P_PROXY], path_name[P_CHANNEL]);
+    static const struct {
+        const char *name, *goal;
+        int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: CPU per GB; also decimals */
+        int q;
+    } rows[] = {
+        {"small GET p50, µs", "added ≤ 1000 µs", 0, 0},
+        {"small GET p99, µs", "", 0, 2},
+        {"the big response, MB/s", "≥ ×0.8", 1, 0},
+        {"airlockd CPU per GB proxied, core-s", "", 2, 0},
+    };
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        char cell[P_N][96], vs[P_N][96];
+        for (int path = 0; path < P_N; path++) {
+            snprintf(cell[path], sizeof cell[path], "%s", "n/a (not built yet)");
+            snprintf(vs[path], sizeof vs[path], "%s", path == P_DIRECT ? "" : "n/a");
+            int none = rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY);
+            if (!t[path].port || none) {
+                if (t[path].port)
+                    snprintf(cell[path], sizeof cell[path], "—");
+                continue;
+            }
+            for (int i = 0; i < n; i++)
+                v[i] = rows[k].kind == 0   ? rr[i].lat[path][rows[k].q]
+                       : rows[k].kind == 1 ? rr[i].mbps[path]
+                                           : rr[i].cpu_gb[path];
+            bu_fmt3(cell[path], sizeof cell[path], v, n, rows[k].kind);
+            if (path == P_DIRECT || rows[k].kind == 2)
+                continue;
+            for (int i = 0; i < n; i++)
+                v[i] = rows[k].kind == 0
+                           ? rr[i].lat[path][rows[k].q] - rr[i].lat[P_DIRECT][rows[k].q]
+                           : rr[i].mbps[path] / rr[i].mbps[P_DIRECT];
+            char fv[80];
+            bu_fmt3(fv, sizeof fv, v, n, rows[k].kind == 0 ? 0 : 2);
+            snprintf(vs[path], sizeof vs[path], "%s%s%s", rows[k].kind == 0 ? "+" : "×", fv,
+                     rows[k].kind == 0 ? " µs" : "");
+        }
+        if (rows[k].kind == 2)
+            vs[P_RELAY][0] = vs[P_PROXY][0] = vs[P_CHANNEL][0] = '\0';
+        printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rows[k].name, cell[P_DIRECT],
+               cell[P_RELAY], cell[P_PROXY], cell[P_CHANNEL], vs[P_RELAY], vs[P_PROXY],
+               vs[P_CHANNEL], rows[k].goal);
     }
-    {
-        char d[96], p[96], r[96];
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].mbps[P_DIRECT];
-        bu_fmt3(d, sizeof d, v, n, 1);
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].mbps[P_PROXY];
-        bu_fmt3(p, sizeof p, v, n, 1);
-        for (int i = 0; i < n; i++)
-            v[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
-        bu_fmt3(r, sizeof r, v, n, 2);
-        printf("| %zu MB response, MB/s | %s | %s | %s | ×%s | ≥ ×0.8 |\n", len / 1000000, d, p, na,
-               r);
-    }
-    for (int i = 0; i < n; i++)
-        v[i] = rr[i].cpu_gb;
-    printf("| airlockd CPU per GB proxied, core-s | — | %s | %s | | |\n",
-           bu_fmt3(b, sizeof b, v, n, 2), na);
     double p50[MAX_RUNS], tp[MAX_RUNS];
     for (int i = 0; i < n; i++) {
         p50[i] = rr[i].lat[P_PROXY][0] - rr[i].lat[P_DIRECT][0];
@@ -711,30 +754,40 @@ int main(int argc, char **argv)
 
     make_pattern();
     setup_dir();
-    start_upstream();
+    g.uport = serve_forked(upstream_conn, &g.upstream, "the stand-in");
+    g.rport = serve_forked(relay_conn, &g.relay, "the relay");
     user_add("ada", "admin", g.admin, sizeof g.admin);
     user_add("oli", "operator", g.op, sizeof g.op);
     start_airlockd();
     add_sandbox();
     get_credential();
 
+    struct target t[P_N] = {
+        [P_DIRECT] = {g.uport, "", REAL_KEY},
+        [P_RELAY] = {g.rport, "", REAL_KEY},
+        [P_PROXY] = {g.pport, PROXY_PREFIX, g.cred},
+        [P_CHANNEL] = {0, "", ""}, /* not built yet */
+    };
     static struct round_res rr[MAX_RUNS];
     size_t len = (size_t)mb * 1000000u;
     for (int r = 0; r < runs; r++) {
         struct round_res *x = &rr[r];
-        int first = r % 2 ? P_PROXY : P_DIRECT;
-        one_path(first, len, x);
-        one_path(first == P_DIRECT ? P_PROXY : P_DIRECT, len, x);
+        for (int k = 0; k < P_N; k++) { /* each round starts with the next path */
+            int pi = (r + k) % P_N;
+            if (t[pi].port)
+                one_path(&t[pi], pi, len, x);
+        }
         fprintf(stderr,
-                "round %d/%ld: p50 µs direct %.0f proxy %.0f (+%.0f); p99 direct %.0f proxy "
-                "%.0f; MB/s direct %.1f proxy %.1f (×%.2f); airlockd %.2f core-s/GB\n",
-                r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_PROXY][0],
+                "round %d/%ld: p50 µs direct %.0f relay %.0f proxy %.0f (+%.0f); p99 direct %.0f "
+                "proxy %.0f; MB/s direct %.1f relay %.1f proxy %.1f (×%.2f); airlockd %.2f "
+                "core-s/GB\n",
+                r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_RELAY][0], x->lat[P_PROXY][0],
                 x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
-                x->mbps[P_DIRECT], x->mbps[P_PROXY], x->mbps[P_PROXY] / x->mbps[P_DIRECT],
-                x->cpu_gb);
+                x->mbps[P_DIRECT], x->mbps[P_RELAY], x->mbps[P_PROXY],
+                x->mbps[P_PROXY] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY]);
     }
     alarm(0);
-    report(rr, (int)runs, len);
+    report(t, rr, (int)runs, len);
     cleanup_all();
     return 0;
 }

@@ -26,8 +26,9 @@
  * PROXYSRV_DRAIN_MAX bytes and within that same deadline, until the agent
  * closes its side: closing a socket with unread bytes resets it, and an
  * agent still sending would see the reset instead of the answer;
- * at most PROXYSRV_WRITE_HIGH bytes wait to be written per connection
- * before the upstream is paused (resumed below PROXYSRV_WRITE_LOW);
+ * bytes go to the agent's socket as they come, and as soon as its socket
+ * does not take them all the upstream is paused until the rest is written
+ * (so about one upstream chunk at most waits per connection);
  * reading stops while proxyconn holds the bytes already read.
  *
  * Data model: a proxysrv owns its listening handle, a periodic timer and
@@ -51,8 +52,6 @@ enum {
     PROXYSRV_CLOSE_TIMEOUT_MS = 5000,
     PROXYSRV_TICK_MS = 500,
     PROXYSRV_READ_MAX = 64 * 1024,
-    PROXYSRV_WRITE_HIGH = 256 * 1024,
-    PROXYSRV_WRITE_LOW = 64 * 1024,
     PROXYSRV_DRAIN_MAX = 4 * 1024 * 1024, /* bytes read and dropped after a final answer */
     PROXYSRV_ADDR_MAX = 64,               /* "ADDR:PORT" as given */
     PROXYSRV_BASE_MAX = 128,              /* "http://ADDR:PORT/v1/proxy" */

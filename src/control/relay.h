@@ -195,7 +195,8 @@ int relay_proxy_revoke(struct relay *r, const char *term_id);
  * the relay, not exited, its sandbox's runner linked. Its credential opens
  * its upstreams only then: after airlockd's start, a terminal that ended
  * while airlockd was down is known to have ended only once its runner is
- * linked again. */
+ * linked again. Not yet: the round trip between the link coming up and the
+ * runner's ATTACHED for the terminal (docs/proxy.md). */
 int relay_proxy_live(const struct relay *r, const char *term_id);
 
 struct rl_term_info {
