@@ -26,6 +26,10 @@
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
  *                      right after it; from the last glyph damage of a write
+ *   fast, single_shift whether runs of printable ASCII may go straight into
+ *                      the cells (vtscreen) with one CUF for libvterm's cursor,
+ *                      instead of through libvterm's state glyph by glyph: see
+ *                      fast_text in vt.c
  *   pending_wrap       libvterm's hidden "phantom column" flag: the last
  *                      glyph went into the last column with autowrap on, so
  *                      the next one wraps. Worked out from the damage of the
@@ -60,6 +64,12 @@
 
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
+
+/* What the ASCII fast path (vt.c, fast_text) last learnt of the modes it
+ * cannot track from units: side margins (DECLRMM) and protection (DECSCA).
+ * Any ESC, or CSI with a leader or intermediates, may change them: back to
+ * unknown, asked again at the next text. */
+enum vt_fast { VT_FAST_UNKNOWN = 0, VT_FAST_OK, VT_FAST_NO };
 
 struct vt_saved {
     int valid;
@@ -98,6 +108,9 @@ struct vt {
         uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
         uint32_t chars[VT_MAX_CHARS];
     } comb;
+
+    int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
+    int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */
 
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;
