@@ -48,6 +48,7 @@ BENCH_RUNS ?= 5
 bench: build
 	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_runner $(BENCH_MB) $(BENCH_RUNS) $(BUILD)/airlock-runner
+	$(BUILD)/bench_vt $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
 
 check: deps
