@@ -4,10 +4,11 @@
  * (the serializer). Internal to the screen model: nothing else includes
  * it; callers use vt.h.
  *
- * Data model. struct vt owns one VTerm (libvterm keeps the cells of the
- * primary and alternate screens, the cursor, the pen and most modes) and
- * one vtf filter that every PTY byte passes first. Beside them it keeps
- * what libvterm 0.1.4 will not tell:
+ * Data model. struct vt owns one VTerm (libvterm's parser and state keep
+ * the cursor, the pen and most modes), one vts screen layer over that
+ * state's callbacks (vtscreen.h: the cells of the primary and alternate
+ * screens) and one vtf filter that every PTY byte passes first. Beside
+ * them it keeps what libvterm 0.1.4 will not tell:
  *   title, icon        from settermprop, copied (libvterm's string is
  *                      transient), at most VT_MAX_TITLE bytes
  *   altscreen, cursor_visible   from settermprop
@@ -43,7 +44,7 @@
  *
  * Rows are 0-based and columns logical (on a double-width line column c is
  * the c-th double-width cell), as in libvterm. Every allocation here has
- * one owner: struct vt owns term, filter; vt_snapshot owns its buffers
+ * one owner: struct vt owns term, cells, filter; vt_snapshot owns its buffers
  * until it hands the result to the caller.
  */
 #ifndef VT_INTERNAL_H
