@@ -54,7 +54,7 @@
 #include "ratelim.h"
 #include "vt.h"
 
-#define READ_MAX 65536    /* bytes read from a PTY/pipe at once */
+#define READ_MAX 65536 /* bytes read from a PTY/pipe at once */
 /* Output bytes one terminal may bring into the loop in one turn (one poll
  * callback): all of them go through the screen model before anything else
  * runs, so this bounds how long one flooding terminal holds the loop
@@ -96,7 +96,7 @@ struct runner {
     runner_want_write_fn *want_write;
     uv_timer_t tick, grace, snap_timer;
     uv_idle_t write_due; /* a writable callback to ask of the link, see want_write */
-    size_t screen_used; /* vt_mem_estimate of every live terminal's model */
+    size_t screen_used;  /* vt_mem_estimate of every live terminal's model */
     struct ratelim snap_lim;
     unsigned snap_rr; /* where the pending-snapshot round starts next */
     uv_signal_t sigchld;
