@@ -49,6 +49,7 @@ BENCH_PROXY_MB ?= 100
 bench: build
 	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_runner $(BENCH_MB) $(BENCH_RUNS) $(BUILD)/airlock-runner
+	$(BUILD)/bench_vt $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
 	$(BUILD)/bench_proxy $(BENCH_PROXY_MB) $(BENCH_RUNS) $(BUILD)
 

@@ -353,6 +353,47 @@ void vt_sync(struct vt *vt)
     write_text(vt, vt->held, n);
 }
 
+/* The ASCII fast path. libvterm's state spends most of the model's time
+ * on each glyph; a run of printable ASCII that cannot wrap, insert, change
+ * charset or protect cells only fills cells and moves the cursor. So such
+ * a run goes straight into the cells (vts_put_ascii, with the pen libvterm
+ * gave the layer) and libvterm's cursor moves by one CUF. Conditions:
+ * GL is ASCII (never designated or 'B') and no single shift is pending;
+ * IRM off; no pending wrap; the row not double width; the run ends before
+ * the last column (so no wrap and no phantom); DECLRMM and DECSCA off
+ * (asked of libvterm, see enum vt_fast). The caller writes the unit's last
+ * glyph through libvterm as before, which keeps libvterm's previous glyph
+ * (combining) and vt's own tracking (comb, pending_wrap) as they were.
+ * Returns 1 if done, 0 to go the usual way. */
+static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
+{
+    if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
+        (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
+        return 0;
+    VTermPos pos;
+    vterm_state_get_cursorpos(vt->state, &pos);
+    if (pos.col < 0 || (size_t)pos.col + n >= vt->cols)
+        return 0;
+    const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, pos.row);
+    if (li && li->doublewidth)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] > 0x7e)
+            return 0;
+    if (vt->fast == VT_FAST_UNKNOWN) {
+        long a, b;
+        int protect = vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
+        vt->fast = vt_query_mode(vt, 69) != 1 && !protect ? VT_FAST_OK : VT_FAST_NO;
+    }
+    if (vt->fast != VT_FAST_OK || vts_put_ascii(vt->cells, pos.row, pos.col, p, n) != 0)
+        return 0;
+    char cuf[16];
+    int k = snprintf(cuf, sizeof cuf, "\033[%zuC", n);
+    if (k > 0 && (size_t)k < sizeof cuf)
+        vterm_input_write(vt->term, cuf, (size_t)k);
+    return 1;
+}
+
 static void on_text(struct vt *vt, const uint8_t *p, size_t n)
 {
     if (vt->held_len) {
@@ -363,7 +404,9 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n)
         vt->held_len = 0;
     }
     size_t cut = last_glyph_start(p, n);
-    write_text(vt, p, cut);
+    if (!fast_text(vt, p, cut))
+        write_text(vt, p, cut);
+    vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
         memcpy(vt->held, p + cut, n - cut);
         vt->held_len = n - cut;
@@ -498,6 +541,10 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     vterm_state_get_cursorpos(vt->state, &after);
     if (before.row != after.row || before.col != after.col)
         vt->pending_wrap = 0;
+    if (u->kind == VTF_ESC || (u->kind == VTF_CSI && (u->seq->leader || u->seq->ninter)))
+        vt->fast = VT_FAST_UNKNOWN; /* DECLRMM, DECSCA, RIS, DECRC... may have changed */
+    if (u->kind == VTF_ESC)
+        vt->single_shift = u->seq->ninter == 0 && (u->seq->final == 'N' || u->seq->final == 'O');
     switch (u->kind) {
     case VTF_CTRL:
         if (u->bytes[0] == 0x0e) /* SO */
@@ -622,6 +669,7 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
     if (cols == vt->cols && rows == vt->rows)
         return AL_OK;
     vt_sync(vt);
+    vt->fast = VT_FAST_UNKNOWN; /* the fixes below write to libvterm */
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     uint16_t old_cols = vt->cols;

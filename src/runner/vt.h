@@ -15,7 +15,7 @@
 
 #include "vtfilter.h"
 
-#define VT_MAX_CELLS (1u << 20) /* cols * rows of one screen (libvterm keeps two) */
+#define VT_MAX_CELLS (1u << 20) /* cols * rows of one screen (the model keeps two) */
 #define VT_MAX_TITLE 1023       /* bytes of the title and of the icon name kept */
 #define VT_MAX_CHARS 6          /* code points in one cell (libvterm's limit) */
 /* Heap one screen model holds at most, for the runner's memory budget: two

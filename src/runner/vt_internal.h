@@ -4,10 +4,11 @@
  * (the serializer). Internal to the screen model: nothing else includes
  * it; callers use vt.h.
  *
- * Data model. struct vt owns one VTerm (libvterm keeps the cells of the
- * primary and alternate screens, the cursor, the pen and most modes) and
- * one vtf filter that every PTY byte passes first. Beside them it keeps
- * what libvterm 0.1.4 will not tell:
+ * Data model. struct vt owns one VTerm (libvterm's parser and state keep
+ * the cursor, the pen and most modes), one vts screen layer over that
+ * state's callbacks (vtscreen.h: the cells of the primary and alternate
+ * screens) and one vtf filter that every PTY byte passes first. Beside
+ * them it keeps what libvterm 0.1.4 will not tell:
  *   title, icon        from settermprop, copied (libvterm's string is
  *                      transient), at most VT_MAX_TITLE bytes
  *   altscreen, cursor_visible   from settermprop
@@ -26,6 +27,10 @@
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
  *                      right after it; from the last glyph damage of a write
+ *   fast, single_shift whether runs of printable ASCII may go straight into
+ *                      the cells (vtscreen) with one CUF for libvterm's cursor,
+ *                      instead of through libvterm's state glyph by glyph: see
+ *                      fast_text in vt.c
  *   pending_wrap       libvterm's hidden "phantom column" flag: the last
  *                      glyph went into the last column with autowrap on, so
  *                      the next one wraps. Worked out from the damage of the
@@ -39,7 +44,7 @@
  *
  * Rows are 0-based and columns logical (on a double-width line column c is
  * the c-th double-width cell), as in libvterm. Every allocation here has
- * one owner: struct vt owns term, filter; vt_snapshot owns its buffers
+ * one owner: struct vt owns term, cells, filter; vt_snapshot owns its buffers
  * until it hands the result to the caller.
  */
 #ifndef VT_INTERNAL_H
@@ -60,6 +65,12 @@
 
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
+
+/* What the ASCII fast path (vt.c, fast_text) last learnt of the modes it
+ * cannot track from units: side margins (DECLRMM) and protection (DECSCA).
+ * Any ESC, or CSI with a leader or intermediates, may change them: back to
+ * unknown, asked again at the next text. */
+enum vt_fast { VT_FAST_UNKNOWN = 0, VT_FAST_OK, VT_FAST_NO };
 
 struct vt_saved {
     int valid;
@@ -98,6 +109,9 @@ struct vt {
         uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
         uint32_t chars[VT_MAX_CHARS];
     } comb;
+
+    int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
+    int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */
 
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;

@@ -459,6 +459,22 @@ void vts_free(struct vts *s)
     free(s);
 }
 
+int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
+{
+    struct vts_row *r = row_at(s, row);
+    if (!r || col < 0 || n > (size_t)s->cols || (size_t)col + n > (size_t)s->cols)
+        return AL_E_INVAL;
+    if (row_fill_to(s, r, col + (int)n) != 0)
+        return AL_E_NOMEM;
+    struct vts_cell *c = r->cells + col;
+    for (size_t i = 0; i < n; i++) {
+        c[i].chars[0] = p[i];
+        c[i].chars[1] = 0;
+        c[i].pen = s->pen;
+    }
+    return 0;
+}
+
 int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell)
 {
     const struct vts_row *r = row_at(s, pos.row);
