@@ -291,6 +291,11 @@ static void print_text(const struct probe *p, FILE *out)
     fprintf(out, "probe: %s\n", p->exit == CLI_EXIT_OK ? "ok" : "FAILED");
 }
 
+static void print_text_of(const void *p, FILE *out)
+{
+    print_text(p, out);
+}
+
 int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE *out)
 {
     struct probe p;
@@ -305,20 +310,26 @@ int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE 
     }
     if (step_health(&p) == 0 && step_key(&p) == 0)
         (void)step_api(&p);
-    (void)json_object_set_new(p.report, "exit", json_integer(p.exit));
-    (void)json_object_set_new(p.report, "error", p.exit ? json_string(p.why) : json_null());
+    cli_probe_finish(p.report, p.exit, p.why, json, out, print_text_of, &p);
+    json_decref(p.report);
+    return p.exit;
+}
+
+void cli_probe_finish(json_t *report, int exit, const char *why, int json, FILE *out,
+                      void (*text)(const void *ctx, FILE *out), const void *ctx)
+{
+    (void)json_object_set_new(report, "exit", json_integer(exit));
+    (void)json_object_set_new(report, "error", exit ? json_string(why) : json_null());
     if (json) {
-        char *s = json_dumps(p.report, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+        char *s = json_dumps(report, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
         if (s)
             fprintf(out, "%s\n", s);
         free(s);
     } else {
-        print_text(&p, out);
+        text(ctx, out);
     }
-    if (p.exit)
-        fprintf(stderr, "airlock: probe: %s\n", p.why);
-    json_decref(p.report);
-    return p.exit;
+    if (exit)
+        fprintf(stderr, "airlock: probe: %s\n", why);
 }
 
 /* ---- the probe command ------------------------------------------------------- */

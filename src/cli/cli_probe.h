@@ -13,6 +13,7 @@
 #ifndef CLI_PROBE_H
 #define CLI_PROBE_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "cli_config.h"
@@ -23,6 +24,12 @@
  * CLI_EXIT_FORBIDDEN, CLI_EXIT_OTHER (it answered, but not healthy),
  * CLI_EXIT_PROTO (an answer this client does not understand). */
 int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE *out);
+
+/* The end of either probe: exit and error (null when 0) into the report,
+ * then the report as one JSON object (json) or as text(ctx, out), and the
+ * reason on stderr when it failed. */
+void cli_probe_finish(json_t *report, int exit, const char *why, int json, FILE *out,
+                      void (*text)(const void *ctx, FILE *out), const void *ctx);
 
 struct cli_app;
 

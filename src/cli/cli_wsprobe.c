@@ -27,6 +27,7 @@
 #include "al_limits.h"
 #include "cli_err.h"
 #include "cli_net.h"
+#include "cli_probe.h"
 #include "frame.h"
 
 #define NS_PER_MS 1000000.0
@@ -874,6 +875,11 @@ static void print_text(const struct wsprobe *p, FILE *out)
     fprintf(out, "probe: %s\n", p->exit == CLI_EXIT_OK ? "ok" : "FAILED");
 }
 
+static void print_text_of(const void *p, FILE *out)
+{
+    print_text(p, out);
+}
+
 /* A damaged copy of the token: its signature's middle character changed. */
 static void damage(const char *tok, char *out, size_t cap)
 {
@@ -977,18 +983,7 @@ int cli_wsprobe(uv_loop_t *loop, struct cli_config *cfg, const struct wsprobe_op
         }
     cli_net_free(p.net);
     (void)uv_run(loop, UV_RUN_NOWAIT);
-    (void)json_object_set_new(p.r, "exit", json_integer(p.exit));
-    (void)json_object_set_new(p.r, "error", p.exit ? json_string(p.why) : json_null());
-    if (o->json) {
-        char *s = json_dumps(p.r, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-        if (s)
-            fprintf(out, "%s\n", s);
-        free(s);
-    } else {
-        print_text(&p, out);
-    }
-    if (p.exit)
-        fprintf(stderr, "airlock: probe: %s\n", p.why);
+    cli_probe_finish(p.r, p.exit, p.why, o->json, out, print_text_of, &p);
     json_decref(p.r);
     free(p.rtts);
     return p.exit;
