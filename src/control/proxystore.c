@@ -59,9 +59,16 @@ static void record_live(void *ud, const struct proxyconn_record *rec)
     record(ps->db, rec);
 }
 
+static int sandbox_of_live(void *ud, const char *terminal, char *sandbox, size_t cap)
+{
+    struct proxystore *ps = ud;
+    return sandbox_of(ps->db, terminal, sandbox, cap);
+}
+
 void proxystore_of(struct proxystore *ps, struct proxy_store *out)
 {
     out->lookup = lookup_live;
+    out->sandbox_of = sandbox_of_live; /* a runner's channel: its own sandbox's only */
     out->record = record_live;
     out->ud = ps;
 }

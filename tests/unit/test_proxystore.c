@@ -147,11 +147,51 @@ static void test_record(void **state)
     assert_null(strstr(r.last.detail, "alp_"));
 }
 
+/* The store airlockd serves with (proxystore_of): a live terminal's
+ * credential found, its sandbox told (a runner's channel spends only its own
+ * sandbox's), and a terminal not confirmed live answered AGAIN. Both
+ * stores have every call a gate makes. */
+static int live_answer;
+static int live(void *ud, const char *terminal)
+{
+    (void)ud;
+    (void)terminal;
+    return live_answer;
+}
+
+static void test_live_store(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1], sb[DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, 1, a);
+    char c[PROXY_CRED_LEN + 1], h[PROXY_HASH_HEX + 1];
+    assert_int_equal(proxy_mint(c, h), AL_OK);
+    static const char *const ups[] = {"anthropic"};
+    assert_int_equal(db_proxy_add(f->db, h, a, ups, 1), AL_OK);
+    struct proxystore ps = {.db = f->db, .live = live};
+    struct proxy_store st;
+    proxystore_of(&ps, &st);
+    assert_non_null(st.lookup);
+    assert_non_null(st.sandbox_of);
+    assert_non_null(st.record);
+    assert_non_null(f->st.sandbox_of);
+    live_answer = 1;
+    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_int_equal(st.sandbox_of(st.ud, a, sb, sizeof sb), AL_OK);
+    assert_string_equal(sb, "sb");
+    assert_int_equal(st.sandbox_of(st.ud, "t-nosuch", sb, sizeof sb), AL_E_NOENT);
+    live_answer = 0;
+    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_E_AGAIN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_store, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
