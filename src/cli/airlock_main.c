@@ -77,8 +77,11 @@ static const struct cmd cmds[] = {
     {"probe",
      "  probe [--json]                 check the server, the key and the sandboxes' links\n"
      "        (run it first: health, who the key is, link state and RTT, timings)\n"
-     "  probe ws://...|wss://... [--token T] [--json] ...   measure the path to a runner\n"
-     "        (idle cut, maximum age, RTT, throughput, headers: airlock probe --help)\n",
+     "  probe ws://...|wss://... [--token T|--token-file F] [--wrong-token T] [--json]\n"
+     "        [--token-header NAME] [--header 'Name: value']... [--cacert FILE]\n"
+     "        [--idle-max S] [--age-max S] [--ping-interval-ms MS] [--pings N] [--bytes N]\n"
+     "        measure the path to a runner (idle cut, maximum age, RTT, throughput,\n"
+     "        headers seen: airlock probe --help)\n",
      cli_probe_cmd, probe_help},
     {"attach",
      "  attach [SANDBOX/]TERMINAL [--read-only] [--escape C|none] [--retry-for S]\n"
