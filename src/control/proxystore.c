@@ -53,6 +53,12 @@ static int lookup_live(void *ud, const char *hash, const char *upstream, char *t
     return rc;
 }
 
+static int sandbox_of_live(void *ud, const char *terminal, char *sandbox, size_t cap)
+{
+    struct proxystore *ps = ud;
+    return sandbox_of(ps->db, terminal, sandbox, cap);
+}
+
 static void record_live(void *ud, const struct proxyconn_record *rec)
 {
     struct proxystore *ps = ud;
@@ -62,6 +68,7 @@ static void record_live(void *ud, const struct proxyconn_record *rec)
 void proxystore_of(struct proxystore *ps, struct proxy_store *out)
 {
     out->lookup = lookup_live;
+    out->sandbox_of = sandbox_of_live;
     out->record = record_live;
     out->ud = ps;
 }
