@@ -34,6 +34,14 @@ static void set_link(struct rl_sbx *sb, int up)
     relay_log(r, 1, "sandbox %s: link %s", sb->id, up ? "up" : "down");
 }
 
+/* No terminal of sb is confirmed to run until the runner says so on the
+ * link that comes up next. */
+static void unconfirm(struct rl_sbx *sb)
+{
+    for (struct rl_term *t = sb->terms; t; t = t->next)
+        t->confirmed = 0;
+}
+
 void relay_runner_event(void *ud, const struct ep_event *ev)
 {
     struct rl_sbx *sb = ud;
@@ -65,6 +73,9 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
     case EP_EV_ATTACHED:
         if (!t)
             return;
+        /* confirmed to run on this link: its proxy credential works again
+         * (an exited one's EXIT follows; until then it stays unconfirmed) */
+        t->confirmed = ev->type == EP_EV_OPENED || ev->state == FR_CH_RUNNING;
         if (ev->type == EP_EV_OPENED || t->state == DB_TERM_OPENING)
             relay_terminal_state(t, DB_TERM_RUNNING);
         for (struct rl_client *c = t->clients; c; c = c->next)
@@ -148,6 +159,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
         relay_wake(sb->r, sb->old_conn);
     }
     sb->conn = conn;
+    unconfirm(sb);
     backoff_reset(&sb->redial);
     sb->dialing = 0;
     ep_link_up(sb->ep, relay_now_us());
@@ -174,6 +186,7 @@ void relay_runner_down(struct rl_sbx *sb, void *conn)
     ep_link_down(sb->ep);
     for (struct rl_term *t = sb->terms; t; t = t->next)
         t->snap_asked = 0;
+    unconfirm(sb);
     if (sb->up)
         set_link(sb, 0);
     sb->dialing = 0;
