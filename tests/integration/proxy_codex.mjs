@@ -1,5 +1,8 @@
-// The real Codex CLI through the credential proxy's direct path
-// (docs/proxy.md, "Example: Codex"): npm @openai/codex, pinned in
+// The real Codex CLI through the credential proxy (docs/proxy.md,
+// "Example: Codex"), on the path a local sandbox's terminal gets by default:
+// its runner's listener and the runner's channel to airlockd; the
+// hand-made upgrade below goes to airlockd's direct path with the same
+// credential. npm @openai/codex, pinned in
 // package.json, ships its native binary as a platform package
 // (@openai/codex-linux-ARCH); the test hard-links it into the sandbox's
 // workspace, as proxy_claude.mjs does for Claude Code. A terminal opened
@@ -131,8 +134,8 @@ await run('proxy_codex', async () => {
   const out = a.ch.output().toString();
   const cred = (/^CRED=(alp_[A-Za-z0-9_-]{43})$/m.exec(out) || [])[1];
   check(cred && /^SAME=yes$/m.test(out), `the agent has a credential in OPENAI_API_KEY and CODEX_API_KEY (${flat(out.slice(0, 300))})`);
-  check(new RegExp(`^BASE=http://127\\.0\\.0\\.1:${pport}/v1/proxy/openai$`, 'm').test(out),
-    'OPENAI_BASE_URL is the proxy\'s direct path for the upstream');
+  const rport = Number((/^BASE=http:\/\/127\.0\.0\.1:(\d+)\/v1\/proxy\/openai$/m.exec(out) || [])[1] || 0);
+  check(rport && rport !== pport, `OPENAI_BASE_URL is the runner's listener for the upstream, not the direct path (${flat(out.slice(0, 300))})`);
   check(/^KEYS=0$/m.test(out), 'no real key in the agent\'s environment');
   check(out.includes(ANSWER) && /CODEX-EXIT=0/.test(out), `codex exec printed the fake's answer and exited 0 (${flat(out)})`);
   check(!/Reconnecting\.\.\. [2-5]\/5/.test(out), `Codex did not retry: it fell back at once (${flat((out.match(/^.*Reconnecting.*$/mg) || []).join('; '))})`);
