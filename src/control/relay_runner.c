@@ -6,7 +6,11 @@
  * adopted again on the next. Its events are dispatched here to the
  * terminals they concern; the link's state (up since, RTT) goes to the
  * database; a static sandbox is redialed with backoff after a failure;
- * the runner gets a fresh token in band every RL_TOKEN_REFRESH_US.
+ * the runner gets a fresh token in band every RL_TOKEN_REFRESH_US. A
+ * terminal is confirmed to run (rl_term.confirmed, what relay_proxy_live
+ * needs for its proxy credential) once the runner's OPENED, or ATTACHED
+ * with state running, for it arrives on the current link, and no longer
+ * once that link goes down or is replaced.
  *
  * Not here: what the terminals do with the events (relay_terminal.c,
  * relay_output.c), the tokens themselves (relay_cred.c), the sockets
