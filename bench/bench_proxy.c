@@ -12,21 +12,26 @@
  *     one upstream `bench` (kind http, header bearer, the key in a 0600
  *     file, limits raised so that the bench is never refused) and
  *     `--proxy-listen` on a free port; a local sandbox, and a terminal
- *     opened with "proxy": ["bench"] that writes its credential
- *     ($AIRLOCK_PROXY_TOKEN) to a file of its workspace, where we read it.
+ *     opened with "proxy": ["bench"] that writes its base URL and its
+ *     credential ($AIRLOCK_PROXY_URL, $AIRLOCK_PROXY_TOKEN) to a file of
+ *     its workspace, where we read them. With airlockd's default
+ *     `--proxy-path runner` that base URL is the local runner's own
+ *     listener (http://127.0.0.1:PORT/v1/proxy), the path through the
+ *     runner's channel; the same credential also opens the direct path.
  *
  * Per round, in alternating order, on one keep-alive connection each:
  *   latency     LAT_WARM then LAT_N GET /small, each sent once the last
  *               answer is in: p50/p99 in µs, straight to the stand-in
- *               ("direct") and through airlockd's direct path ("proxy");
- *               the added latency is proxy − direct
+ *               ("direct"), through a plain TCP relay of our own
+ *               ("relay"), through airlockd's direct path ("proxy") and
+ *               through the runner's listener and its channel to
+ *               airlockd ("channel"); the added latency is X − direct
  *   throughput  GET /big of MB (10^6 bytes), read with 64 KiB reads, every
  *               byte compared with the pattern; timed from the request to
  *               the last byte
  *   CPU         utime+stime (/proc/PID/stat) of airlockd over the proxied
- *               transfer, per GB
- * The path through the runner's channel (issue 13) is a column of its own,
- * "n/a" until a runner can listen for the proxy.
+ *               transfer, per GB (on the channel path the runner's CPU is
+ *               not counted)
  *
  * Usage: bench_proxy [MB] [RUNS] [BUILD_DIR]. Every wait has a deadline and
  * the run a watchdog alarm; on any failure it says what and exits 1. It
@@ -68,7 +73,7 @@ enum {
     HTTP_MAX = 65536,   /* bytes of an API answer we read */
     KEY_MAX = 256,      /* bytes of an API key or a credential */
     LINK_WAIT_S = 20,   /* for the local runner to dial back */
-    CRED_WAIT_S = 20,   /* for the terminal to write its credential */
+    CRED_WAIT_S = 20,   /* for the terminal to write its base URL and credential */
     RUNNER_ID_MAX = 16, /* digits in a pid file */
     REQ_MAX = 1024,     /* bytes of a request we send */
 };
@@ -78,9 +83,8 @@ static const char *const path_name[P_N] = {"direct to the stand-in", "a plain TC
                                            "airlockd, direct path", "runner's channel"};
 
 /* Where each path's calls go. A path whose port is 0 is not measured and
- * shows "n/a (not built yet)". P_CHANNEL is to be filled once the runner
- * listens for the proxy: its local listener's port, the prefix its base
- * URL gives (PROXY_PREFIX-like), the terminal's credential. */
+ * shows "n/a". P_CHANNEL is the local runner's listener, as the terminal's
+ * AIRLOCK_PROXY_URL gives it. */
 struct target {
     int port;
     const char *prefix; /* "" straight to the stand-in */
@@ -90,13 +94,15 @@ struct target {
 #define SANDBOX "bench"
 #define REAL_KEY "sk-bench-real-key-0123456789abcdef"
 #define PROXY_PREFIX "/v1/proxy/bench"
+#define RUNNER_BASE_HEAD "http://127.0.0.1:"
+#define RUNNER_BASE_TAIL "/v1/proxy"
 
 /* What the signal handler and bu_fail() must clean up: only what we started. */
 static struct {
     volatile pid_t airlockd, lrunner, upstream, relay, child;
     char dir[200], data[260], alog[260], conf[260], keyfile[260];
     char airlockd_bin[PATH_MAX], runner_bin[PATH_MAX];
-    int port, pport, uport, rport;
+    int port, pport, uport, rport, cport; /* cport: the runner's proxy listener */
     char admin[KEY_MAX], op[KEY_MAX], cred[KEY_MAX];
 } g;
 
@@ -453,13 +459,17 @@ static void add_sandbox(void)
     g.lrunner = local_runner_pid();
 }
 
-/* A terminal with "proxy": ["bench"] writes its credential into its
- * workspace (the sandbox's DATA/sandboxes/ID/work); read it from there. */
+/* A terminal with "proxy": ["bench"] writes "BASE CRED" (its
+ * AIRLOCK_PROXY_URL and AIRLOCK_PROXY_TOKEN) into its workspace (the
+ * sandbox's DATA/sandboxes/ID/work); read them from there. BASE must be
+ * the runner's listener on 127.0.0.1 (the default --proxy-path runner):
+ * its port into g.cport. */
 static void get_credential(void)
 {
     static char body[HTTP_MAX];
     const char *req = "{\"sandbox\":\"" SANDBOX "\",\"mode\":\"pipes\",\"proxy\":[\"bench\"],"
-                      "\"argv\":[\"/bin/sh\",\"-c\",\"printf %s \\\"$AIRLOCK_PROXY_TOKEN\\\" "
+                      "\"argv\":[\"/bin/sh\",\"-c\",\"printf '%s %s' \\\"$AIRLOCK_PROXY_URL\\\" "
+                      "\\\"$AIRLOCK_PROXY_TOKEN\\\" "
                       "> cred.tmp && mv cred.tmp cred && exec sleep 3600\"]}";
     int st = api("POST", "/v1/terminals", g.op, req, body, sizeof body);
     if (st != 201)
@@ -469,11 +479,24 @@ static void get_credential(void)
     for (uint64_t end = bu_now_ns() + CRED_WAIT_S * BU_SEC;; bu_sleep_ms(50)) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-            ssize_t n = read(fd, g.cred, sizeof g.cred - 1);
+            char line[2 * KEY_MAX];
+            ssize_t n = read(fd, line, sizeof line - 1);
             close(fd);
-            g.cred[n > 0 ? n : 0] = 0;
-            if (strncmp(g.cred, "alp_", 4) != 0)
+            line[n > 0 ? n : 0] = 0;
+            char *sp = strchr(line, ' ');
+            if (!sp || strlen(sp + 1) >= sizeof g.cred || strncmp(sp + 1, "alp_", 4) != 0)
                 bu_fail("the terminal wrote no credential to %s", path);
+            snprintf(g.cred, sizeof g.cred, "%s", sp + 1);
+            *sp = 0;
+            char *rest = NULL;
+            long port = strncmp(line, RUNNER_BASE_HEAD, strlen(RUNNER_BASE_HEAD)) == 0
+                            ? strtol(line + strlen(RUNNER_BASE_HEAD), &rest, 10)
+                            : 0;
+            if (!rest || strcmp(rest, RUNNER_BASE_TAIL) != 0 || port <= 0 || port > 65535 ||
+                port == g.pport)
+                bu_fail("the terminal's AIRLOCK_PROXY_URL is not a runner's listener: %.200s",
+                        line);
+            g.cport = (int)port;
             return;
         }
         if (bu_now_ns() > end)
@@ -653,7 +676,7 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         char cell[P_N][96], vs[P_N][96];
         for (int path = 0; path < P_N; path++) {
-            snprintf(cell[path], sizeof cell[path], "%s", "n/a (not built yet)");
+            snprintf(cell[path], sizeof cell[path], "%s", "n/a");
             snprintf(vs[path], sizeof vs[path], "%s", path == P_DIRECT ? "" : "n/a");
             int none = rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY);
             if (!t[path].port || none) {
@@ -683,14 +706,19 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
                cell[P_RELAY], cell[P_PROXY], cell[P_CHANNEL], vs[P_RELAY], vs[P_PROXY],
                vs[P_CHANNEL], rows[k].goal);
     }
-    double p50[MAX_RUNS], tp[MAX_RUNS];
-    for (int i = 0; i < n; i++) {
-        p50[i] = rr[i].lat[P_PROXY][0] - rr[i].lat[P_DIRECT][0];
-        tp[i] = rr[i].mbps[P_PROXY] / rr[i].mbps[P_DIRECT];
+    printf("\n");
+    for (int path = P_PROXY; path <= P_CHANNEL; path++) {
+        double p50[MAX_RUNS], tp[MAX_RUNS];
+        for (int i = 0; i < n; i++) {
+            p50[i] = rr[i].lat[path][0] - rr[i].lat[P_DIRECT][0];
+            tp[i] = rr[i].mbps[path] / rr[i].mbps[P_DIRECT];
+        }
+        double mp = bu_median(p50, n), mt = bu_median(tp, n);
+        printf("goals, %s: added p50 %.0f µs (≤ 1000: %s); throughput ×%.2f of direct (≥ 0.8: "
+               "%s)\n",
+               path_name[path], mp, mp <= 1000 ? "met" : "MISSED", mt,
+               mt >= 0.8 ? "met" : "MISSED");
     }
-    double mp = bu_median(p50, n), mt = bu_median(tp, n);
-    printf("\ngoals: added p50 %.0f µs (≤ 1000: %s); throughput ×%.2f of direct (≥ 0.8: %s)\n", mp,
-           mp <= 1000 ? "met" : "MISSED", mt, mt >= 0.8 ? "met" : "MISSED");
 }
 
 /* ---- main ------------------------------------------------------------------------ */
@@ -766,7 +794,7 @@ int main(int argc, char **argv)
         [P_DIRECT] = {g.uport, "", REAL_KEY},
         [P_RELAY] = {g.rport, "", REAL_KEY},
         [P_PROXY] = {g.pport, PROXY_PREFIX, g.cred},
-        [P_CHANNEL] = {0, "", ""}, /* not built yet */
+        [P_CHANNEL] = {g.cport, PROXY_PREFIX, g.cred},
     };
     static struct round_res rr[MAX_RUNS];
     size_t len = (size_t)mb * 1000000u;
@@ -778,13 +806,16 @@ int main(int argc, char **argv)
                 one_path(&t[pi], pi, len, x);
         }
         fprintf(stderr,
-                "round %d/%ld: p50 µs direct %.0f relay %.0f proxy %.0f (+%.0f); p99 direct %.0f "
-                "proxy %.0f; MB/s direct %.1f relay %.1f proxy %.1f (×%.2f); airlockd %.2f "
-                "core-s/GB\n",
+                "round %d/%ld: p50 µs direct %.0f relay %.0f proxy %.0f (+%.0f) channel %.0f "
+                "(+%.0f); p99 direct %.0f proxy %.0f channel %.0f; MB/s direct %.1f relay %.1f "
+                "proxy %.1f (×%.2f) channel %.1f (×%.2f); airlockd core-s/GB proxy %.2f "
+                "channel %.2f\n",
                 r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_RELAY][0], x->lat[P_PROXY][0],
-                x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
-                x->mbps[P_DIRECT], x->mbps[P_RELAY], x->mbps[P_PROXY],
-                x->mbps[P_PROXY] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY]);
+                x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_CHANNEL][0],
+                x->lat[P_CHANNEL][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
+                x->lat[P_CHANNEL][2], x->mbps[P_DIRECT], x->mbps[P_RELAY], x->mbps[P_PROXY],
+                x->mbps[P_PROXY] / x->mbps[P_DIRECT], x->mbps[P_CHANNEL],
+                x->mbps[P_CHANNEL] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY], x->cpu_gb[P_CHANNEL]);
     }
     alarm(0);
     report(t, rr, (int)runs, len);

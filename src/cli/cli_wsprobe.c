@@ -311,7 +311,8 @@ static void on_closed(void *ud, struct cli_ws *ws, int opened, unsigned status, 
     c->status = status;
     (void)snprintf(c->why, sizeof c->why, "%s", why ? why : "");
     const char *cc = why ? strstr(why, "(close ") : NULL;
-    c->peer_code = cc ? atoi(cc + 7) : 0;
+    long code = cc ? strtol(cc + 7, NULL, 10) : 0;
+    c->peer_code = code > 0 && code < 5000 ? (int)code : 0; /* a close code, else none */
     free_queue(c);
     if (c->role == R_IDLE || c->role == R_AGED) {
         char how[32];

@@ -302,7 +302,7 @@ int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy
     if (rc == AL_E_AGAIN) {
         al_errf(why, wcap,
                 "the credential's terminal cannot be confirmed to run now (its runner is not "
-                "linked to airlockd): try again");
+                "linked to airlockd, or has not yet said that it runs): try again");
         *retry = 1;
         return 503;
     }

@@ -53,16 +53,16 @@ static int lookup_live(void *ud, const char *hash, const char *upstream, char *t
     return rc;
 }
 
-static void record_live(void *ud, const struct proxyconn_record *rec)
-{
-    struct proxystore *ps = ud;
-    record(ps->db, rec);
-}
-
 static int sandbox_of_live(void *ud, const char *terminal, char *sandbox, size_t cap)
 {
     struct proxystore *ps = ud;
     return sandbox_of(ps->db, terminal, sandbox, cap);
+}
+
+static void record_live(void *ud, const struct proxyconn_record *rec)
+{
+    struct proxystore *ps = ud;
+    record(ps->db, rec);
 }
 
 void proxystore_of(struct proxystore *ps, struct proxy_store *out)

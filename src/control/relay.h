@@ -192,11 +192,12 @@ int relay_terminal_close(struct relay *r, const char *id);
  * (none is fine), and the proxy's limits for it forgotten. */
 int relay_proxy_revoke(struct relay *r, const char *term_id);
 /* 1 when the terminal is confirmed to run now (relay_proxy.c): known to
- * the relay, not exited, its sandbox's runner linked. Its credential opens
- * its upstreams only then: after airlockd's start, a terminal that ended
- * while airlockd was down is known to have ended only once its runner is
- * linked again. Not yet: the round trip between the link coming up and the
- * runner's ATTACHED for the terminal (docs/proxy.md). */
+ * the relay, not exited, its sandbox's runner linked and its OPENED or
+ * ATTACHED "running" received on that link. Its credential opens its
+ * upstreams only then: after airlockd's start (or a link's loss), a
+ * terminal that ended meanwhile is known to have ended only once its
+ * runner answers the re-attach; until then it is not taken as running
+ * (docs/proxy.md). */
 int relay_proxy_live(const struct relay *r, const char *term_id);
 
 struct rl_term_info {

@@ -92,6 +92,10 @@ struct rl_term {
     uint16_t prev_cols, prev_rows; /* the size before the last RESIZE sent */
     enum db_term_state state;
     int exited, exit_code, exit_signal;
+    /* the runner said on the current link that it runs (OPENED, or ATTACHED
+     * "running"); cleared when a link goes down or is replaced: the
+     * credential proxy's liveness check (relay_proxy_live) */
+    int confirmed;
     int closing;
     struct ring log[FR_NSTREAMS];
     /* durability */

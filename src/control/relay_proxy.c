@@ -14,9 +14,11 @@
  * start for every terminal that ended while airlockd was down; removing a
  * terminal's row removes its credentials (ON DELETE CASCADE). A valid
  * credential opens its upstreams only while relay_proxy_live says its
- * terminal is confirmed to run (its runner linked): the database alone
- * cannot tell, after a restart, a terminal that ended while airlockd was
- * down.
+ * terminal is confirmed to run: its runner linked, and its OPENED or
+ * ATTACHED "running" received on that link (relay_runner.c). The database
+ * alone cannot tell, after a restart, a terminal that ended while airlockd
+ * was down, nor can a link that is up but has not yet answered the
+ * terminal's re-attach.
  *
  * Data model: struct rl_proxy_env (relay_int.h) lives from the checks of
  * a create to its end: the variables (holding the credential) and the
@@ -180,5 +182,5 @@ int relay_proxy_start(struct relay *r)
 int relay_proxy_live(const struct relay *r, const char *term_id)
 {
     const struct rl_term *t = term_id ? relay_terminal_by_id(r, term_id) : NULL;
-    return t && !t->exited && t->sb && t->sb->up;
+    return t && !t->exited && t->confirmed && t->sb && t->sb->up;
 }

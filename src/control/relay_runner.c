@@ -6,7 +6,11 @@
  * adopted again on the next. Its events are dispatched here to the
  * terminals they concern; the link's state (up since, RTT) goes to the
  * database; a static sandbox is redialed with backoff after a failure;
- * the runner gets a fresh token in band every RL_TOKEN_REFRESH_US.
+ * the runner gets a fresh token in band every RL_TOKEN_REFRESH_US. A
+ * terminal is confirmed to run (rl_term.confirmed, what relay_proxy_live
+ * needs for its proxy credential) once the runner's OPENED, or ATTACHED
+ * with state running, for it arrives on the current link, and no longer
+ * once that link goes down or is replaced.
  *
  * Not here: what the terminals do with the events (relay_terminal.c,
  * relay_output.c), the tokens themselves (relay_cred.c), the sockets
@@ -32,6 +36,14 @@ static void set_link(struct rl_sbx *sb, int up)
         relay_log(r, 0, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
     relay_audit(r, "system", up ? "link_up" : "link_down", sb->id, NULL);
     relay_log(r, 1, "sandbox %s: link %s", sb->id, up ? "up" : "down");
+}
+
+/* No terminal of sb is confirmed to run until the runner says so on the
+ * link that comes up next. */
+static void unconfirm(struct rl_sbx *sb)
+{
+    for (struct rl_term *t = sb->terms; t; t = t->next)
+        t->confirmed = 0;
 }
 
 void relay_runner_event(void *ud, const struct ep_event *ev)
@@ -65,6 +77,9 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
     case EP_EV_ATTACHED:
         if (!t)
             return;
+        /* confirmed to run on this link: its proxy credential works again
+         * (an exited one's EXIT follows; until then it stays unconfirmed) */
+        t->confirmed = ev->type == EP_EV_OPENED || ev->state == FR_CH_RUNNING;
         if (ev->type == EP_EV_OPENED || t->state == DB_TERM_OPENING)
             relay_terminal_state(t, DB_TERM_RUNNING);
         for (struct rl_client *c = t->clients; c; c = c->next)
@@ -148,6 +163,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
         relay_wake(sb->r, sb->old_conn);
     }
     sb->conn = conn;
+    unconfirm(sb);
     backoff_reset(&sb->redial);
     sb->dialing = 0;
     ep_link_up(sb->ep, relay_now_us());
@@ -174,6 +190,7 @@ void relay_runner_down(struct rl_sbx *sb, void *conn)
     ep_link_down(sb->ep);
     for (struct rl_term *t = sb->terms; t; t = t->next)
         t->snap_asked = 0;
+    unconfirm(sb);
     if (sb->up)
         set_link(sb, 0);
     sb->dialing = 0;

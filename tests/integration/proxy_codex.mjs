@@ -1,5 +1,8 @@
-// The real Codex CLI through the credential proxy's direct path
-// (docs/proxy.md, "Example: Codex"): npm @openai/codex, pinned in
+// The real Codex CLI through the credential proxy (docs/proxy.md,
+// "Example: Codex"), on the path a local sandbox's terminal gets by default:
+// its runner's listener and the runner's channel to airlockd; the
+// hand-made upgrade below goes to airlockd's direct path with the same
+// credential. npm @openai/codex, pinned in
 // package.json, ships its native binary as a platform package
 // (@openai/codex-linux-ARCH); the test hard-links it into the sandbox's
 // workspace, as proxy_claude.mjs does for Claude Code. A terminal opened

@@ -3,7 +3,8 @@
  * database: a live credential opens its upstreams for its terminal only,
  * a revoked one and one of an ended terminal open nothing, and each call
  * becomes one audit row holding no credential, its path cut to
- * PROXYSTORE_PATH_SHOWN bytes.
+ * PROXYSTORE_PATH_SHOWN bytes; airlockd's store (proxystore_of) gates on
+ * the terminal's liveness and tells a terminal's sandbox.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -96,6 +97,41 @@ static void test_lookup(void **state)
     assert_int_equal(f->st.lookup(f->st.ud, h, "github", got, sizeof got), AL_E_NOENT);
 }
 
+static int live_flag(void *ud, const char *terminal)
+{
+    (void)terminal;
+    return *(const int *)ud;
+}
+
+/* The store airlockd uses (proxystore_of): a valid credential opens its
+ * upstream only while its terminal is confirmed to run (else AL_E_AGAIN),
+ * and it tells a terminal's sandbox, as the gate of a runner's channel
+ * needs (without it every call through a runner was 503). */
+static void test_live_store(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1], sb[PROXY_SANDBOX_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, 1, a);
+    char ca[PROXY_CRED_LEN + 1], ha[PROXY_HASH_HEX + 1], h[PROXY_HASH_HEX + 1];
+    assert_int_equal(proxy_mint(ca, ha), AL_OK);
+    static const char *const ups[] = {"anthropic"};
+    assert_int_equal(db_proxy_add(f->db, ha, a, ups, 1), AL_OK);
+    int live = 0;
+    struct proxystore ps = {f->db, live_flag, &live};
+    struct proxy_store st;
+    proxystore_of(&ps, &st);
+    proxy_hash(ca, h);
+    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_E_AGAIN);
+    live = 1;
+    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_OK);
+    assert_string_equal(got, a);
+    assert_non_null(st.sandbox_of);
+    assert_int_equal(st.sandbox_of(st.ud, a, sb, sizeof sb), AL_OK);
+    assert_string_equal(sb, "sb");
+    assert_int_equal(st.sandbox_of(st.ud, "t-none", sb, sizeof sb), AL_E_NOENT);
+}
+
 struct rows {
     unsigned n;
     struct db_audit last;
@@ -145,45 +181,6 @@ static void test_record(void **state)
     assert_non_null(p);
     assert_int_equal(strcspn(p + 8, "\""), PROXYSTORE_PATH_SHOWN);
     assert_null(strstr(r.last.detail, "alp_"));
-}
-
-/* The store airlockd serves with (proxystore_of): a live terminal's
- * credential found, its sandbox told (a runner's channel spends only its own
- * sandbox's), and a terminal not confirmed live answered AGAIN. Both
- * stores have every call a gate makes. */
-static int live_answer;
-static int live(void *ud, const char *terminal)
-{
-    (void)ud;
-    (void)terminal;
-    return live_answer;
-}
-
-static void test_live_store(void **state)
-{
-    struct fx *f = *state;
-    char a[DB_NAME_MAX + 1], got[DB_NAME_MAX + 1], sb[DB_NAME_MAX + 1];
-    assert_int_equal(db_sandbox_add(f->db, "sb", DB_SANDBOX_LOCAL, NULL), AL_OK);
-    add_term(f, 1, a);
-    char c[PROXY_CRED_LEN + 1], h[PROXY_HASH_HEX + 1];
-    assert_int_equal(proxy_mint(c, h), AL_OK);
-    static const char *const ups[] = {"anthropic"};
-    assert_int_equal(db_proxy_add(f->db, h, a, ups, 1), AL_OK);
-    struct proxystore ps = {.db = f->db, .live = live};
-    struct proxy_store st;
-    proxystore_of(&ps, &st);
-    assert_non_null(st.lookup);
-    assert_non_null(st.sandbox_of);
-    assert_non_null(st.record);
-    assert_non_null(f->st.sandbox_of);
-    live_answer = 1;
-    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_OK);
-    assert_string_equal(got, a);
-    assert_int_equal(st.sandbox_of(st.ud, a, sb, sizeof sb), AL_OK);
-    assert_string_equal(sb, "sb");
-    assert_int_equal(st.sandbox_of(st.ud, "t-nosuch", sb, sizeof sb), AL_E_NOENT);
-    live_answer = 0;
-    assert_int_equal(st.lookup(st.ud, h, "anthropic", got, sizeof got), AL_E_AGAIN);
 }
 
 int main(void)
