@@ -19,10 +19,17 @@ await run('airlockd_slow', async () => {
   const d = await startAirlockd({ dir });
   await addLocalSandbox(d.port, admin);
   let r;
-  // the flood runs until the writer types Ctrl-C (the shell traps it)
+  // the flood runs until the writer types Ctrl-C (the shell traps it). It
+  // is paced to a few MB/s (bursts of 5000 lines, 50 ms apart): what is
+  // measured is whether a stalled viewer slows the writer, and a writer
+  // that reads more slowly than the runner writes is resynced by design
+  // (unpaced, `yes` runs at 25+ MB/s since the runner's screen model got
+  // fast, and a test client's pauses alone fall out of the window)
   r = await api(d.port, 'POST', '/v1/terminals', op, {
     sandbox: 'box', cols: 80, rows: 24,
-    argv: ['sh', '-c', "trap 'true' INT; sleep 1; yes 'flood abcdefghijklmnopqrstuvwxyz 0123456789'; echo; echo FLOOD-DONE; exec sleep 600"],
+    argv: ['sh', '-c', "trap 'stop=1' INT; sleep 1; while [ -z \"$stop\" ]; do " +
+      "yes 'flood abcdefghijklmnopqrstuvwxyz 0123456789' | head -n 5000; sleep 0.05; done; " +
+      'echo; echo FLOOD-DONE; exec sleep 600'],
   });
   check(r.status === 201, 'a terminal that floods its PTY');
   const id = r.json.id;
