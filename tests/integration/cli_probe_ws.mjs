@@ -87,6 +87,21 @@ await run('cli_probe_ws', async () => {
   await ch.waitOutput(/still-mine/, 10000);
   check(true, 'the controller still runs terminals');
 
+  // ---- a stranger holding a probe token cannot exhaust the runner: at most
+  // 4 probe sessions at once, the 5th refused 503 at the upgrade, and the
+  // controller's link untouched
+  const probes = [];
+  for (let i = 0; i < 4; i++) probes.push(await new Controller().connect(url, { Authorization: `Bearer ${tok}` }));
+  let fifth = null;
+  try { await new Controller().connect(url, { Authorization: `Bearer ${tok}` }); } catch (e) { fifth = e.status; }
+  check(fifth === 503, `a 5th probe session at once is refused 503 (${fifth})`);
+  check(ctl.ready && ctl.closeInfo === null, 'and the controller\'s link is still up');
+  for (const p of probes) p.ws.close();
+  await Promise.all(probes.map((p) => p.wait(() => p.closeInfo, 'probe close', 5000)));
+  const again = await new Controller().connect(url, { Authorization: `Bearer ${tok}` });
+  check(again.ready, 'once they close, a probe session is accepted again');
+  again.ws.close();
+
   // ---- through the platform stand-in
   const front = await startFront({
     startSession: runnerSession(path.join(BIN, 'airlock-runner'), path.join(dir, 'jwks.json'), ['--token-header', 'X-Airlock-Token']),
