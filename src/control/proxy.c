@@ -4,8 +4,8 @@
  *
  * Secrets are read when a call needs one and kept for the upstream's
  * secret-ttl; a secret-command runs under /bin/sh -c with its output read
- * for at most PROXY_COMMAND_TIMEOUT_MS (it blocks the loop that long at
- * worst, once per ttl: a command such as `gh auth token` answers in
+ * for at most SECRET_COMMAND_TIMEOUT_MS (secret.h: it blocks the loop that
+ * long at worst, once per ttl: a command such as `gh auth token` answers in
  * milliseconds). A secret never goes into a log, an error or a metric.
  */
 #include "proxy.h"
@@ -13,22 +13,15 @@
 #include "al_err.h"
 #include "b64url.h"
 #include "ratelim.h"
+#include "secret.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-extern char **environ;
 
 const uint64_t proxy_latency_bounds_ms[PROXY_LATENCY_BUCKETS] = {
     5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000, 60000, UINT64_MAX,
@@ -92,110 +85,12 @@ int proxy_mint(char cred[PROXY_CRED_LEN + 1], char hash[PROXY_HASH_HEX + 1])
 
 /* ---- secrets ---- */
 
-/* Run `cmd` under /bin/sh -c and keep the first line it prints. */
-static int run_command(const char *cmd, char *out, size_t cap, char *why, size_t wcap,
-                       const char *name)
+static int run_secret_command(const struct proxy_upstream *up, char *out, size_t cap, char *why,
+                              size_t wcap)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        al_errf(why, wcap, "upstream %s: cannot run its secret-command: %s", name, strerror(errno));
-        return AL_E_IO;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    /* its own process group, so that a timeout ends all it started */
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&at, 0);
-    char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-    pid_t pid;
-    int e = posix_spawn(&pid, "/bin/sh", &fa, &at, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(fds[1]);
-    if (e != 0) {
-        close(fds[0]);
-        al_errf(why, wcap, "upstream %s: cannot run its secret-command: %s", name, strerror(e));
-        return AL_E_IO;
-    }
-    size_t len = 0;
-    int rc = AL_OK;
-    uint64_t end = uv_hrtime() / 1000000u + PROXY_COMMAND_TIMEOUT_MS;
-    for (;;) {
-        uint64_t now = uv_hrtime() / 1000000u;
-        if (now >= end) {
-            rc = AL_E_TIMEOUT;
-            break;
-        }
-        struct pollfd pf = {fds[0], POLLIN, 0};
-        int k = poll(&pf, 1, (int)(end - now));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            rc = k == 0 ? AL_E_TIMEOUT : AL_E_IO;
-            break;
-        }
-        if (len + 1 >= cap) {
-            rc = AL_E_TOOBIG;
-            break;
-        }
-        ssize_t r = read(fds[0], out + len, cap - 1 - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? AL_E_IO : AL_OK;
-            break;
-        }
-        len += (size_t)r;
-    }
-    close(fds[0]);
-    /* its exit, within what is left of the time (it may have closed its
-     * output and gone on running) */
-    int st = 0;
-    for (;;) {
-        pid_t w = rc == AL_OK ? waitpid(pid, &st, WNOHANG) : 0;
-        if (w == pid || (w < 0 && errno != EINTR)) {
-            kill(-pid, SIGKILL); /* what it left running in its group */
-            break;
-        }
-        if (rc != AL_OK || uv_hrtime() / 1000000u >= end) {
-            kill(-pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-            if (rc == AL_OK)
-                rc = AL_E_TIMEOUT;
-            break;
-        }
-        usleep(1000);
-    }
-    if (rc == AL_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-        rc = AL_E_IO;
-    out[len] = '\0';
-    size_t line = strcspn(out, "\r\n");
-    if (rc == AL_OK && line == 0)
-        rc = AL_E_FORMAT;
-    out[line] = '\0';
-    if (rc != AL_OK) {
-        OPENSSL_cleanse(out, cap);
-        static const struct {
-            int rc;
-            const char *what;
-        } whats[] = {
-            {AL_E_TIMEOUT, "did not finish in time"},
-            {AL_E_TOOBIG, "printed too much"},
-            {AL_E_FORMAT, "printed no secret"},
-            {AL_E_IO, "failed"},
-        };
-        const char *what = "failed";
-        for (size_t i = 0; i < sizeof whats / sizeof whats[0]; i++)
-            if (whats[i].rc == rc)
-                what = whats[i].what;
-        al_errf(why, wcap, "upstream %s: its secret-command %s", name, what);
-    }
-    return rc;
+    char who[PROXY_NAME_MAX + 16];
+    (void)snprintf(who, sizeof who, "upstream %s", up->name);
+    return secret_run_command(up->secret_command, out, cap, who, "secret-command", why, wcap);
 }
 
 /* The secret of an upstream, from the cache or read anew. */
@@ -207,10 +102,9 @@ static int secret_of(struct proxy *p, const struct proxy_upstream *up, char *out
     if (!s->until_ms || now >= s->until_ms) {
         char detail[PROXYCONN_REASON_MAX];
         int rc = up->secret_file[0]
-                     ? proxycfg_read_secret_file(up->secret_file, s->value, sizeof s->value, detail,
+                     ? secret_read_file(up->secret_file, s->value, sizeof s->value, detail,
                                                  sizeof detail)
-                     : run_command(up->secret_command, s->value, sizeof s->value, detail,
-                                   sizeof detail, up->name);
+                     : run_secret_command(up, s->value, sizeof s->value, detail, sizeof detail);
         if (rc != AL_OK) {
             s->until_ms = 0;
             if (up->secret_file[0]) /* a command's reason names the upstream already */

@@ -34,7 +34,6 @@ enum {
     PROXY_CRED_LEN = 4 + 43,         /* "alp_" and their base64url */
     PROXY_HASH_HEX = 64,             /* SHA-256 in hex */
     PROXY_MAX_QUOTAS = 4096,         /* (terminal, upstream) pairs tracked */
-    PROXY_COMMAND_TIMEOUT_MS = 5000, /* a secret-command's run */
     PROXY_LATENCY_BUCKETS = 12,
 };
 #define PROXY_CRED_PREFIX "alp_"

@@ -1,8 +1,8 @@
 /*
  * proxycfg: the upstreams of the credential proxy, as airlockd's --config
  * file names them ("upstream.NAME.FIELD = value" lines, docs/proxy.md).
- * Control plane only (al_control). Pure but for proxycfg_read_secret_file,
- * which reads one file; no global state.
+ * Control plane only (al_control). Pure; no global state (secret.h reads
+ * the secrets).
  *
  * Data model: a proxycfg is a fixed array of at most PROXY_MAX_UPSTREAMS
  * upstreams, filled one key at a time by proxycfg_set() in the order the
@@ -113,13 +113,6 @@ const struct proxy_upstream *proxycfg_find(const struct proxycfg *c, const char 
 /* The method's bit, 0 for a method the proxy never forwards (CONNECT,
  * TRACE, anything unknown). */
 unsigned proxycfg_method_bit(const char *method);
-
-/* Read a secret file: a regular file, not a symlink, mode 0600 or
- * stricter (AL_E_PERM naming its mode otherwise), at most
- * PROXY_SECRET_MAX bytes, one line (a trailing newline is dropped; an
- * empty secret, a NUL or an inner newline is AL_E_FORMAT). The reason
- * never contains the file's content. */
-int proxycfg_read_secret_file(const char *path, char *out, size_t cap, char *why, size_t whycap);
 
 /* The names of the kinds and header forms, for docs, logs and the API. */
 const char *proxycfg_kind_name(enum proxy_kind k);

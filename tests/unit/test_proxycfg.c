@@ -1,9 +1,7 @@
 /*
  * Unit tests for proxycfg: every field parsed and its bad values refused
  * with the key in the reason, a field given twice, incomplete upstreams,
- * the defaults filled by finish, and the secret file's rules (mode 0600 or
- * stricter, no symlink, one non-empty line, a size limit) with reasons that
- * never hold the secret.
+ * the defaults filled by finish (the secret file's rules: test_secret.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -147,74 +145,12 @@ static void test_twice_incomplete_and_too_many(void **state)
     free(c);
 }
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-    unlink(path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    assert_int_equal(fchmod(fd, mode), 0);
-    close(fd);
-}
-
-static void test_secret_file(void **state)
-{
-    (void)state;
-    char dir[] = "/tmp/airlock-proxycfg-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256], link[256], out[PROXY_SECRET_MAX + 1], why[512];
-    snprintf(path, sizeof path, "%s/key", dir);
-    snprintf(link, sizeof link, "%s/link", dir);
-
-    write_file(path, "sk-ant-secret-1\n", 0600);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why), AL_OK);
-    assert_string_equal(out, "sk-ant-secret-1");
-
-    write_file(path, "sk-ant-secret-2", 0400);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why), AL_OK);
-    assert_string_equal(out, "sk-ant-secret-2");
-
-    write_file(path, "sk-ant-secret-3\n", 0640);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why), AL_E_PERM);
-    assert_non_null(strstr(why, "mode 0640"));
-    assert_null(strstr(why, "sk-ant"));
-    assert_string_equal(out, "");
-
-    write_file(path, "line1\nline2\n", 0600);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_FORMAT);
-    assert_null(strstr(why, "line1"));
-    write_file(path, "\n", 0600);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_FORMAT);
-
-    write_file(path, "k", 0600);
-    assert_int_equal(symlink(path, link), 0);
-    assert_int_equal(proxycfg_read_secret_file(link, out, sizeof out, why, sizeof why), AL_E_PERM);
-
-    char *big = malloc(PROXY_SECRET_MAX + 10);
-    assert_non_null(big);
-    memset(big, 'a', PROXY_SECRET_MAX + 9);
-    big[PROXY_SECRET_MAX + 9] = '\0';
-    write_file(path, big, 0600);
-    free(big);
-    assert_int_equal(proxycfg_read_secret_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_TOOBIG);
-
-    assert_int_equal(proxycfg_read_secret_file("/nonexistent/k", out, sizeof out, why, sizeof why),
-                     AL_E_NOENT);
-    unlink(link);
-    unlink(path);
-    rmdir(dir);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields_and_defaults),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_twice_incomplete_and_too_many),
-        cmocka_unit_test(test_secret_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
