@@ -103,7 +103,7 @@ static int secret_of(struct proxy *p, const struct proxy_upstream *up, char *out
         char detail[PROXYCONN_REASON_MAX];
         int rc = up->secret_file[0]
                      ? secret_read_file(up->secret_file, s->value, sizeof s->value, detail,
-                                                 sizeof detail)
+                                        sizeof detail)
                      : run_secret_command(up, s->value, sizeof s->value, detail, sizeof detail);
         if (rc != AL_OK) {
             s->until_ms = 0;

@@ -30,10 +30,10 @@
 #include <uv.h>
 
 enum {
-    PROXY_CRED_RAW = 32,             /* random bytes of a credential */
-    PROXY_CRED_LEN = 4 + 43,         /* "alp_" and their base64url */
-    PROXY_HASH_HEX = 64,             /* SHA-256 in hex */
-    PROXY_MAX_QUOTAS = 4096,         /* (terminal, upstream) pairs tracked */
+    PROXY_CRED_RAW = 32,     /* random bytes of a credential */
+    PROXY_CRED_LEN = 4 + 43, /* "alp_" and their base64url */
+    PROXY_HASH_HEX = 64,     /* SHA-256 in hex */
+    PROXY_MAX_QUOTAS = 4096, /* (terminal, upstream) pairs tracked */
     PROXY_LATENCY_BUCKETS = 12,
 };
 #define PROXY_CRED_PREFIX "alp_"

@@ -57,12 +57,10 @@ static void test_secret_file(void **state)
     assert_string_equal(out, "");
 
     write_file(path, "line1\nline2\n", 0600);
-    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_FORMAT);
+    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why), AL_E_FORMAT);
     assert_null(strstr(why, "line1"));
     write_file(path, "\n", 0600);
-    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_FORMAT);
+    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why), AL_E_FORMAT);
 
     write_file(path, "k", 0600);
     assert_int_equal(symlink(path, link), 0);
@@ -74,8 +72,7 @@ static void test_secret_file(void **state)
     big[SECRET_TEST_MAX + 9] = '\0';
     write_file(path, big, 0600);
     free(big);
-    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why),
-                     AL_E_TOOBIG);
+    assert_int_equal(secret_read_file(path, out, sizeof out, why, sizeof why), AL_E_TOOBIG);
 
     assert_int_equal(secret_read_file("/nonexistent/k", out, sizeof out, why, sizeof why),
                      AL_E_NOENT);
