@@ -153,7 +153,7 @@ bool db_name_valid(const char *s)
 }
 
 static const char *const db_role_names[] = {"viewer", "operator", "admin"};
-static const char *const db_kind_names[] = {"local", "static", "reverse"};
+static const char *const db_kind_names[] = {"local", "static", "reverse", "aca"};
 static const char *const db_network_names[] = {"default", "host", "none"};
 static const char *const db_mode_names[] = {"pty", "pipes"};
 static const char *const db_state_names[] = {"opening", "running", "exited", "closed", "lost"};

@@ -14,7 +14,7 @@
  *              An API key is "alk_" + base64url of 32 random bytes; it has
  *              256 bits of entropy, so a plain SHA-256 is enough (no salt,
  *              no slow hash: nothing to brute-force).
- *   sandboxes  id (same alphabet as names), kind, url (static only),
+ *   sandboxes  id (same alphabet as names), kind, url (static and aca),
  *              created_at, record_input (whether recordings keep the
  *              writer's keystrokes; false by default, schema 2), network
  *              (local only, schema 4: "host", "none" for agents with
@@ -22,7 +22,10 @@
  *              --sandbox-network says each time it starts the runner;
  *              sandboxes made before schema 4 have "default"), and the
  *              link state airlockd keeps current: up or down, since when,
- *              last RTT in microseconds (-1 unknown).
+ *              last RTT in microseconds (-1 unknown). Schema 6: kind
+ *              "aca", whose url is its platform pool's endpoint, with its
+ *              platform's name and its session identifier (generated:
+ *              "al-" and 32 random hex digits; unique).
  *   terminals  id ("t-" + 24 hex), sandbox id (must exist; a sandbox with
  *              terminals cannot be removed), channel on the sandbox's link
  *              (unique among the sandbox's live terminals: opening, running,
@@ -80,7 +83,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 5,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 6,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -105,6 +108,9 @@ enum {
     /* "a,b,...": the stored list of upstreams, without its NUL */
     DB_PROXY_UPSTREAMS_TEXT_MAX = DB_PROXY_UPSTREAMS_MAX * (DB_PROXY_NAME_MAX + 1) - 1,
     DB_PROXY_HASH_HEX = 64, /* hex SHA-256 of a proxy credential */
+    DB_PLATFORM_MAX = 32,   /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
+    DB_IDENT_MIN = 4,       /* a platform session identifier: 4..128 */
+    DB_IDENT_MAX = 128,     /* of [A-Za-z0-9_-] (what ACA accepts) */
 };
 
 #define DB_SESSION_PREFIX "als_"
@@ -113,7 +119,9 @@ enum {
 
 /* Ordered by privilege: a role includes what the ones below it may do. */
 enum db_role { DB_ROLE_VIEWER, DB_ROLE_OPERATOR, DB_ROLE_ADMIN };
-enum db_sandbox_kind { DB_SANDBOX_LOCAL, DB_SANDBOX_STATIC, DB_SANDBOX_REVERSE };
+/* aca: a session of a managed platform's pool, dialed through its front
+ * with the platform's token (docs/aca.md). */
+enum db_sandbox_kind { DB_SANDBOX_LOCAL, DB_SANDBOX_STATIC, DB_SANDBOX_REVERSE, DB_SANDBOX_ACA };
 /* A local sandbox's agents: the server-wide setting, the host's network,
  * or a network namespace with loopback only. Anything but DEFAULT is for
  * local sandboxes only (airlockd starts no other runner). */
@@ -138,22 +146,26 @@ struct db_user {
 struct db_sandbox {
     char id[DB_NAME_MAX + 1];
     enum db_sandbox_kind kind;
-    char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless static */
+    char url[DB_SANDBOX_URL_MAX + 1]; /* static: the runner; aca: the pool; else "" */
     int64_t created_at;
     bool link_up;
     int64_t link_since; /* when link_up last changed (created_at at first) */
     int64_t rtt_us;     /* -1: unknown */
     bool record_input;  /* recordings keep input ("i" events) */
     enum db_sandbox_network network;
+    char platform[DB_PLATFORM_MAX + 1]; /* aca: its platform's name; else "" */
+    char identifier[DB_IDENT_MAX + 1];  /* aca: its session's identifier; else "" */
 };
 
 /* What db_sandbox_create needs; the strings stay the caller's. */
 struct db_sandbox_spec {
     const char *id;
     enum db_sandbox_kind kind;
-    const char *url; /* static only; NULL or "" otherwise */
+    const char *url; /* static and aca only; NULL or "" otherwise */
     bool record_input;
     enum db_sandbox_network network; /* DB_NETWORK_DEFAULT unless local */
+    const char *platform;            /* aca only: a platform's name */
+    const char *identifier;          /* aca only; NULL: db_sandbox_create generates one */
 };
 
 /* What db_terminal_add needs; the strings stay the caller's. */

@@ -211,6 +211,23 @@ int db_check_action(struct db *db, const char *s)
 }
 
 /* A static sandbox's URL: ws:// or wss://, then printable ASCII. */
+int db_check_endpoint(struct db *db, const char *url)
+{
+    size_t n = 0;
+    int rc = db_check_len(db, "pool endpoint", url, DB_SANDBOX_URL_MAX, &n);
+    if (rc != AL_OK)
+        return rc;
+    size_t skip = strncmp(url, "https://", 8) == 0 ? 8 : strncmp(url, "http://", 7) == 0 ? 7 : 0;
+    if (skip == 0 || n == skip)
+        return db_fail(db, AL_E_INVAL,
+                       "an aca sandbox's url is its pool's endpoint: https://HOST[/PATH]");
+    for (size_t i = skip; i < n; i++)
+        if (url[i] <= 0x20 || url[i] >= 0x7f || url[i] == '?' || url[i] == '#')
+            return db_fail(db, AL_E_INVAL,
+                           "a pool endpoint is printable ASCII without spaces, query or fragment");
+    return AL_OK;
+}
+
 int db_check_url(struct db *db, const char *url)
 {
     size_t n = 0;

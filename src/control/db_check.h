@@ -23,5 +23,7 @@ int db_check_detail(struct db *db, const char *s);
 int db_check_action(struct db *db, const char *s);
 /* A static sandbox's ws:// or wss:// URL. */
 int db_check_url(struct db *db, const char *url);
+/* An aca sandbox's pool endpoint: http(s)://HOST[/PATH], no query. */
+int db_check_endpoint(struct db *db, const char *url);
 
 #endif

@@ -124,6 +124,22 @@ static const char *const dbp_schema_v5[] = {
     "CREATE INDEX proxy_credentials_terminal ON proxy_credentials (terminal_id, created_at)",
     NULL,
 };
+/* Schema 6, as db_sqlite_schema.c's dbs_schema_v6 (PostgreSQL alters the
+ * checks in place; their names are the ones it gave them in schema 1). */
+static const char *const dbp_schema_v6[] = {
+    "ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_kind_check,"
+    "  DROP CONSTRAINT sandboxes_check",
+    "ALTER TABLE sandboxes ADD CONSTRAINT sandboxes_kind_check"
+    "  CHECK (kind IN ('local', 'static', 'reverse', 'aca')),"
+    "  ADD CONSTRAINT sandboxes_url_check CHECK ((kind IN ('static', 'aca')) = (url IS NOT NULL))",
+    "ALTER TABLE sandboxes ADD COLUMN platform text"
+    "  CONSTRAINT sandboxes_platform_check CHECK ((kind = 'aca') = (platform IS NOT NULL)"
+    "    AND (platform IS NULL OR platform ~ '^[a-z0-9_-]{1,32}$')),"
+    "  ADD COLUMN identifier text CONSTRAINT sandboxes_identifier_key UNIQUE"
+    "  CONSTRAINT sandboxes_identifier_check CHECK ((kind = 'aca') = (identifier IS NOT NULL)"
+    "    AND (identifier IS NULL OR identifier ~ '^[A-Za-z0-9_-]{4,128}$'))",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -134,6 +150,7 @@ const struct dbp_migration dbp_migrations[] = {
     {"web sessions", dbp_schema_v3},
     {"sandbox network", dbp_schema_v4},
     {"proxy credentials", dbp_schema_v5},
+    {"sandboxes on a platform", dbp_schema_v6},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,

@@ -76,18 +76,25 @@ static int dbp_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int6
 {
     char at[DBP_INT_TEXT];
     dbp_i64_text(at, sizeof at, now);
-    const char *const v[] = {
-        sp->id, db_sandbox_kind_name(sp->kind),      sp->url,
-        at,     sp->record_input ? "true" : "false", db_sandbox_network_name(sp->network)};
+    const char *const v[] = {sp->id,
+                             db_sandbox_kind_name(sp->kind),
+                             sp->url,
+                             at,
+                             sp->record_input ? "true" : "false",
+                             db_sandbox_network_name(sp->network),
+                             sp->platform,
+                             sp->identifier};
     struct dbp_res r;
     int rc = dbp_exec(db, "add sandbox",
                       "INSERT INTO sandboxes (id, kind, url, created_at, link_up, link_since,"
-                      " link_rtt_us, record_input, network)"
-                      " VALUES ($1, $2, $3, $4, false, $4, -1, $5, $6)",
-                      6, v, &r);
+                      " link_rtt_us, record_input, network, platform, identifier)"
+                      " VALUES ($1, $2, $3, $4, false, $4, -1, $5, $6, $7, $8)",
+                      8, v, &r);
     PQclear(r.res);
     if (dbp_state_is(r.state, "23505"))
-        rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
+        rc = strstr(r.constraint, "identifier")
+                 ? db_fail(db, AL_E_EXISTS, "session identifier %s is taken", sp->identifier)
+                 : db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
     return rc;
 }
 

@@ -56,6 +56,10 @@ int db_row_sandbox(const struct db_row *r, struct db_sandbox *sb)
     int net = DB_NETWORK_DEFAULT;
     if (rc == AL_OK)
         rc = r->ops->enumv(r, 8, db_parse_network_int, &net);
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 9, sb->platform, sizeof sb->platform, true);
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 10, sb->identifier, sizeof sb->identifier, true);
     sb->kind = (enum db_sandbox_kind)kind;
     sb->network = (enum db_sandbox_network)net;
     return rc;

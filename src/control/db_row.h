@@ -22,7 +22,8 @@
 
 #define DB_USER_COLS "name, role, created_at"
 #define DB_SANDBOX_COLS                                                                            \
-    "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input, network"
+    "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input, network,"          \
+    " platform, identifier"
 #define DB_TERM_COLS                                                                               \
     "id, sandbox_id, channel, argv, cwd, env, cols, rows, mode, state, exit_code, exit_signal,"    \
     " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input"

@@ -6,9 +6,64 @@
  */
 #include "db.h"
 
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "al_err.h"
 #include "db_backend.h"
 #include "db_check.h"
+
+#define IDENT_PREFIX "al-"
+#define IDENT_RAW 16 /* random bytes: 128 bits, as hex */
+
+/* A platform session identifier nobody can guess: "al-" + 32 hex. */
+static int new_identifier(char out[DB_IDENT_MAX + 1])
+{
+    unsigned char raw[IDENT_RAW];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return AL_E_CRYPTO;
+    size_t n = (size_t)snprintf(out, DB_IDENT_MAX + 1, "%s", IDENT_PREFIX);
+    for (size_t i = 0; i < sizeof raw; i++)
+        n += (size_t)snprintf(out + n, DB_IDENT_MAX + 1 - n, "%02x", raw[i]);
+    return AL_OK;
+}
+
+/* [A-Za-z0-9_-]{4,128}: what the platform accepts. */
+static int identifier_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < DB_IDENT_MIN || n > DB_IDENT_MAX)
+        return 0;
+    return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+/* An aca sandbox's platform and identifier; nothing of either elsewhere. */
+static int check_platform(struct db *db, struct db_sandbox_spec *sp, char *ident)
+{
+    const int aca = sp->kind == DB_SANDBOX_ACA;
+    if (sp->platform && !sp->platform[0])
+        sp->platform = NULL;
+    if (!aca && (sp->platform || sp->identifier))
+        return db_fail(db, AL_E_INVAL, "only an aca sandbox has a platform");
+    if (!aca)
+        return AL_OK;
+    size_t pn = sp->platform ? strlen(sp->platform) : 0;
+    if (!pn || pn > DB_PLATFORM_MAX ||
+        strspn(sp->platform, "abcdefghijklmnopqrstuvwxyz0123456789_-") != pn)
+        return db_fail(db, AL_E_INVAL,
+                       "an aca sandbox needs a platform: a name of 1..%d of [a-z0-9_-]",
+                       DB_PLATFORM_MAX);
+    if (!sp->identifier) {
+        int rc = new_identifier(ident);
+        if (rc != AL_OK)
+            return db_fail(db, rc, "cannot draw a session identifier");
+        sp->identifier = ident;
+    }
+    if (!identifier_ok(sp->identifier))
+        return db_fail(db, AL_E_INVAL, "a session identifier is 4..128 of [A-Za-z0-9_-]");
+    return AL_OK;
+}
 
 int db_sandbox_create(struct db *db, const struct db_sandbox_spec *spec)
 {
@@ -21,14 +76,19 @@ int db_sandbox_create(struct db *db, const struct db_sandbox_spec *spec)
     if ((rc = db_check_name(db, "sandbox id", sp.id)) != AL_OK)
         return rc;
     if (!db_sandbox_kind_name(sp.kind))
-        return db_fail(db, AL_E_INVAL, "sandbox kind must be local, static or reverse");
+        return db_fail(db, AL_E_INVAL, "sandbox kind must be local, static, reverse or aca");
     if (sp.url && sp.url[0] == '\0')
         sp.url = NULL;
-    if (sp.kind == DB_SANDBOX_STATIC && !sp.url)
-        return db_fail(db, AL_E_INVAL, "a static sandbox needs a url");
-    if (sp.kind != DB_SANDBOX_STATIC && sp.url)
-        return db_fail(db, AL_E_INVAL, "only a static sandbox has a url");
-    if (sp.url && (rc = db_check_url(db, sp.url)) != AL_OK)
+    const int dialed = sp.kind == DB_SANDBOX_STATIC || sp.kind == DB_SANDBOX_ACA;
+    if (dialed && !sp.url)
+        return db_fail(db, AL_E_INVAL, "a %s sandbox needs a url", db_sandbox_kind_name(sp.kind));
+    if (!dialed && sp.url)
+        return db_fail(db, AL_E_INVAL, "only a static or aca sandbox has a url");
+    if (sp.url && (rc = sp.kind == DB_SANDBOX_ACA ? db_check_endpoint(db, sp.url)
+                                                  : db_check_url(db, sp.url)) != AL_OK)
+        return rc;
+    char ident[DB_IDENT_MAX + 1];
+    if ((rc = check_platform(db, &sp, ident)) != AL_OK)
         return rc;
     if (!db_sandbox_network_name(sp.network))
         return db_fail(db, AL_E_INVAL, "sandbox network must be default, host or none");

@@ -22,8 +22,10 @@
  * dbs_migrations[i] takes it from i to i + 1, each in one IMMEDIATE
  * transaction that also records itself in schema_migrations, re-reading
  * user_version under the lock so that two processes opening together apply
- * each step once. application_id marks the file as Airlock's; a file with
- * another application's id or tables without ours is refused, and so is a
+ * each step once. Foreign keys are off during a step (a table rebuild
+ * drops a table others name: SQLite's documented procedure) and the whole
+ * database is checked against them before the step commits. application_id marks the file as
+ * Airlock's; a file with another application's id or tables without ours is refused, and so is a
  * schema newer than DB_SCHEMA_VERSION. Tables are STRICT and repeat the
  * rules of db.c and db_check.c as CHECK constraints (db_sqlite_schema.c).
  *
@@ -140,7 +142,7 @@ static int dbs_check_identity(struct db *db, int64_t *version)
 }
 
 /* Apply the one migration that follows the schema found under the lock. */
-static int dbs_migrate_step(struct db *db, bool *done)
+static int dbs_migrate_locked(struct db *db, bool *done)
 {
     int64_t v = 0;
     int rc = dbs_exec(db, "BEGIN IMMEDIATE");
@@ -174,6 +176,12 @@ static int dbs_migrate_step(struct db *db, bool *done)
         (void)snprintf(sql, sizeof sql, "PRAGMA user_version = %lld", (long long)v + 1);
         rc = dbs_exec(db, sql);
     }
+    int64_t broken = 0;
+    if (rc == AL_OK)
+        rc = dbs_query_int(db, "SELECT count(*) FROM pragma_foreign_key_check", &broken);
+    if (rc == AL_OK && broken)
+        rc = db_fail(db, AL_E_IO, "migration to schema %lld leaves %lld rows naming missing rows",
+                     (long long)v + 1, (long long)broken);
     if (rc == AL_OK)
         rc = dbs_exec(db, "COMMIT");
     if (rc != AL_OK) {
@@ -182,6 +190,17 @@ static int dbs_migrate_step(struct db *db, bool *done)
     }
     *done = v + 1 == DB_SCHEMA_VERSION;
     return AL_OK;
+}
+
+/* One step with foreign keys off (they cannot change inside a
+ * transaction), on again whatever happened. */
+static int dbs_migrate_step(struct db *db, bool *done)
+{
+    int rc = dbs_exec(db, "PRAGMA foreign_keys = OFF");
+    if (rc == AL_OK)
+        rc = dbs_migrate_locked(db, done);
+    int frc = dbs_exec(db, "PRAGMA foreign_keys = ON");
+    return rc != AL_OK ? rc : frc;
 }
 
 int dbs_close(struct db *db)

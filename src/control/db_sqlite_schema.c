@@ -132,6 +132,40 @@ static const char dbs_schema_v5[] =
     "  created_at INTEGER NOT NULL CHECK (created_at >= 0)"
     ") STRICT;"
     "CREATE INDEX proxy_credentials_terminal ON proxy_credentials (terminal_id, created_at);";
+/* Schema 6: sandboxes on a managed platform (kind 'aca'): the pool's
+ * endpoint in url, the platform (airlockd's --config names its token) and
+ * the session identifier airlockd generated. A CHECK on kind cannot be
+ * altered in SQLite: the table is rebuilt as SQLite's documentation says
+ * (a new table, filled, the old one dropped, the new one renamed), with
+ * foreign keys off during the step and checked before it commits
+ * (dbs_migrate_step): the terminals' REFERENCES names "sandboxes". */
+static const char dbs_schema_v6[] =
+    "CREATE TABLE sandboxes_v6 ("
+    "  id TEXT PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 64"
+    "    AND id GLOB '[a-z0-9]*' AND id NOT GLOB '*[^a-z0-9._-]*'),"
+    "  kind TEXT NOT NULL CHECK (kind IN ('local', 'static', 'reverse', 'aca')),"
+    "  url TEXT CHECK ((kind IN ('static', 'aca')) = (url IS NOT NULL)),"
+    "  created_at INTEGER NOT NULL,"
+    "  link_up INTEGER NOT NULL DEFAULT 0 CHECK (link_up IN (0, 1)),"
+    "  link_since INTEGER NOT NULL CHECK (link_since >= 0),"
+    "  link_rtt_us INTEGER NOT NULL DEFAULT -1 CHECK (link_rtt_us >= -1),"
+    "  record_input INTEGER NOT NULL DEFAULT 0 CHECK (record_input IN (0, 1)),"
+    "  network TEXT NOT NULL DEFAULT 'default'"
+    "  CHECK (network IN ('default', 'host', 'none')"
+    "    AND (network = 'default' OR kind = 'local')),"
+    "  platform TEXT CHECK ((kind = 'aca') = (platform IS NOT NULL)"
+    "    AND (platform IS NULL OR (length(platform) BETWEEN 1 AND 32"
+    "      AND platform NOT GLOB '*[^a-z0-9_-]*'))),"
+    "  identifier TEXT UNIQUE CHECK ((kind = 'aca') = (identifier IS NOT NULL)"
+    "    AND (identifier IS NULL OR (length(identifier) BETWEEN 4 AND 128"
+    "      AND identifier NOT GLOB '*[^A-Za-z0-9_-]*')))"
+    ") STRICT;"
+    "INSERT INTO sandboxes_v6 (id, kind, url, created_at, link_up, link_since, link_rtt_us,"
+    "  record_input, network)"
+    "  SELECT id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input,"
+    "  network FROM sandboxes;"
+    "DROP TABLE sandboxes;"
+    "ALTER TABLE sandboxes_v6 RENAME TO sandboxes;";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -142,6 +176,7 @@ const struct dbs_migration dbs_migrations[] = {
     {"web sessions", dbs_schema_v3},
     {"sandbox network", dbs_schema_v4},
     {"proxy credentials", dbs_schema_v5},
+    {"sandboxes on a platform", dbs_schema_v6},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,

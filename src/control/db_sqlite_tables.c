@@ -73,15 +73,19 @@ static int dbs_sandbox_add(struct db *db, const struct db_sandbox_spec *sp, int6
                                 dbs_text(sp->url),
                                 dbs_int(now),
                                 dbs_int(sp->record_input ? 1 : 0),
-                                dbs_text(db_sandbox_network_name(sp->network))};
+                                dbs_text(db_sandbox_network_name(sp->network)),
+                                dbs_text(sp->platform),
+                                dbs_text(sp->identifier)};
     int raw = SQLITE_OK;
     int rc = dbs_run(db,
                      "INSERT INTO sandboxes (id, kind, url, created_at, link_up, link_since,"
-                     " link_rtt_us, record_input, network)"
-                     " VALUES (?1, ?2, ?3, ?4, 0, ?4, -1, ?5, ?6)",
+                     " link_rtt_us, record_input, network, platform, identifier)"
+                     " VALUES (?1, ?2, ?3, ?4, 0, ?4, -1, ?5, ?6, ?7, ?8)",
                      a, DBS_NARGS(a), &raw, NULL);
     if (raw == SQLITE_CONSTRAINT_PRIMARYKEY)
         rc = db_fail(db, AL_E_EXISTS, "sandbox %s already exists", sp->id);
+    else if (raw == SQLITE_CONSTRAINT_UNIQUE)
+        rc = db_fail(db, AL_E_EXISTS, "session identifier %s is taken", sp->identifier);
     return rc;
 }
 

@@ -974,7 +974,7 @@ static void test_sandboxes(void **state)
     assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, NULL), AL_E_INVAL);
     assert_non_null(strstr(db_errmsg(f->db), "needs a url"));
     assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_LOCAL, "wss://h/"), AL_E_INVAL);
-    assert_non_null(strstr(db_errmsg(f->db), "only a static sandbox"));
+    assert_non_null(strstr(db_errmsg(f->db), "only a static or aca sandbox"));
     const char *urls[] = {"http://h/", "wss://", "wss://h /x", "wss://h/\x7f", "ws:/h", "WSS://h"};
     for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
         assert_int_equal(db_sandbox_add(f->db, "x", DB_SANDBOX_STATIC, urls[i]), AL_E_INVAL);
@@ -989,7 +989,7 @@ static void test_sandboxes(void **state)
     assert_int_equal(db_sandbox_get(f->db, "x", &sb), AL_OK);
     assert_string_equal(sb.url, big);
     free(big);
-    assert_int_equal(db_sandbox_add(f->db, "y", (enum db_sandbox_kind)3, NULL), AL_E_INVAL);
+    assert_int_equal(db_sandbox_add(f->db, "y", (enum db_sandbox_kind)4, NULL), AL_E_INVAL);
     assert_int_equal(db_sandbox_add(f->db, "Y", DB_SANDBOX_LOCAL, NULL), AL_E_INVAL);
     assert_int_equal(db_sandbox_add(f->db, NULL, DB_SANDBOX_LOCAL, NULL), AL_E_INVAL);
     assert_int_equal(db_sandbox_get(f->db, "nope", &sb), AL_E_NOENT);
@@ -2074,8 +2074,39 @@ static void test_session_bad_inputs(void **state)
 
 /* Take a closed database back to schema 4, behind the interface: no
  * proxy credentials. */
+/* Take a closed database back to schema 5: sandboxes without platform
+ * (SQLite rebuilds the table as schema 5 had it; PostgreSQL drops). */
+static void undo_v6(const struct fx *f)
+{
+    if (pg.on) {
+        pg_exec(f->path,
+                "ALTER TABLE sandboxes DROP COLUMN platform, DROP COLUMN identifier,"
+                " DROP CONSTRAINT sandboxes_kind_check, DROP CONSTRAINT sandboxes_url_check,"
+                " ADD CONSTRAINT sandboxes_kind_check"
+                " CHECK (kind IN ('local', 'static', 'reverse')),"
+                " ADD CONSTRAINT sandboxes_check CHECK ((kind = 'static') = (url IS NOT "
+                "NULL))");
+    } else {
+        sq_exec(f->path,
+                "BEGIN; PRAGMA defer_foreign_keys = ON;"
+                "CREATE TABLE sb5 (id TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN"
+                " ('local', 'static', 'reverse')), url TEXT CHECK ((kind = 'static') = (url IS"
+                " NOT NULL)), created_at INTEGER NOT NULL, link_up INTEGER NOT NULL DEFAULT 0,"
+                " link_since INTEGER NOT NULL, link_rtt_us INTEGER NOT NULL DEFAULT -1,"
+                " record_input INTEGER NOT NULL DEFAULT 0, network TEXT NOT NULL DEFAULT"
+                " 'default' CHECK (network IN ('default', 'host', 'none') AND (network ="
+                " 'default' OR kind = 'local'))) STRICT;"
+                "INSERT INTO sb5 SELECT id, kind, url, created_at, link_up, link_since,"
+                " link_rtt_us, record_input, network FROM sandboxes;"
+                "DROP TABLE sandboxes; ALTER TABLE sb5 RENAME TO sandboxes; COMMIT;");
+    }
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 6");
+    raw_set_version(f, 5);
+}
+
 static void undo_v5(const struct fx *f)
 {
+    undo_v6(f);
     raw_exec(f, "DROP TABLE proxy_credentials");
     raw_exec(f, "DELETE FROM schema_migrations WHERE version = 5");
     raw_set_version(f, 4);
@@ -2562,6 +2593,131 @@ static void test_migration_4_to_5(void **state)
 /* Tests on both backends, with a fresh database each. */
 #define BOTH(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
 
+/* Schema 6: an aca sandbox has its pool's endpoint, its platform and a
+ * generated session identifier nobody can guess (128 bits, unique); no
+ * other kind has either. */
+static void test_aca_sandbox(void **state)
+{
+    struct fx *f = *state;
+    const struct db_sandbox_spec a = {.id = "pool-a",
+                                      .kind = DB_SANDBOX_ACA,
+                                      .url = "https://pool.example.io",
+                                      .platform = "aca"};
+    assert_int_equal(db_sandbox_create(f->db, &a), AL_OK);
+    struct db_sandbox sb, sb2;
+    assert_int_equal(db_sandbox_get(f->db, "pool-a", &sb), AL_OK);
+    assert_int_equal(sb.kind, DB_SANDBOX_ACA);
+    assert_string_equal(sb.url, "https://pool.example.io");
+    assert_string_equal(sb.platform, "aca");
+    assert_int_equal(strlen(sb.identifier), 3 + 32);
+    assert_memory_equal(sb.identifier, "al-", 3);
+    assert_int_equal(strspn(sb.identifier + 3, "0123456789abcdef"), 32);
+    struct db_sandbox_spec b = a;
+    b.id = "pool-b";
+    assert_int_equal(db_sandbox_create(f->db, &b), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "pool-b", &sb2), AL_OK);
+    assert_string_not_equal(sb.identifier, sb2.identifier);
+    /* an identifier given is kept; the same one twice is refused */
+    b.id = "pool-c";
+    b.identifier = "Sess_1-x";
+    assert_int_equal(db_sandbox_create(f->db, &b), AL_OK);
+    b.id = "pool-d";
+    assert_int_equal(db_sandbox_create(f->db, &b), AL_E_EXISTS);
+    assert_non_null(strstr(db_errmsg(f->db), "identifier Sess_1-x is taken"));
+    static const struct {
+        struct db_sandbox_spec sp;
+        const char *why;
+    } bad[] = {
+        {{.id = "x", .kind = DB_SANDBOX_ACA, .platform = "aca"}, "needs a url"},
+        {{.id = "x", .kind = DB_SANDBOX_ACA, .url = "https://h"}, "needs a platform"},
+        {{.id = "x", .kind = DB_SANDBOX_ACA, .url = "https://h", .platform = "A b"},
+         "needs a platform"},
+        {{.id = "x", .kind = DB_SANDBOX_ACA, .url = "wss://h", .platform = "aca"}, "https://HOST"},
+        {{.id = "x", .kind = DB_SANDBOX_ACA, .url = "https://h/?identifier=1", .platform = "aca"},
+         "without spaces, query"},
+        {{.id = "x",
+          .kind = DB_SANDBOX_ACA,
+          .url = "https://h",
+          .platform = "aca",
+          .identifier = "abc"},
+         "4..128"},
+        {{.id = "x",
+          .kind = DB_SANDBOX_ACA,
+          .url = "https://h",
+          .platform = "aca",
+          .identifier = "a/b/c/d"},
+         "4..128"},
+        {{.id = "x", .kind = DB_SANDBOX_STATIC, .url = "wss://h", .platform = "aca"},
+         "only an aca sandbox has a platform"},
+        {{.id = "x", .kind = DB_SANDBOX_REVERSE, .identifier = "abcd"},
+         "only an aca sandbox has a platform"},
+        {{.id = "x",
+          .kind = DB_SANDBOX_ACA,
+          .url = "https://h",
+          .platform = "aca",
+          .network = DB_NETWORK_NONE},
+         "only a local sandbox"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(db_sandbox_create(f->db, &bad[i].sp), AL_E_INVAL);
+        if (!strstr(db_errmsg(f->db), bad[i].why))
+            fail_msg("case %zu: %s", i, db_errmsg(f->db));
+    }
+    assert_int_equal(db_sandbox_get(f->db, "x", &sb), AL_E_NOENT);
+    /* other kinds have neither */
+    assert_int_equal(db_sandbox_add(f->db, "loc", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "loc", &sb), AL_OK);
+    assert_string_equal(sb.platform, "");
+    assert_string_equal(sb.identifier, "");
+    reopen(f);
+    assert_int_equal(db_sandbox_get(f->db, "pool-c", &sb), AL_OK);
+    assert_string_equal(sb.identifier, "Sess_1-x");
+}
+
+/* A schema 5 database is migrated to 6 (SQLite rebuilds the sandboxes
+ * table): its sandboxes and their settings are kept, terminals still
+ * name them (the foreign key still holds), and aca sandboxes can be made. */
+static void test_migration_5_to_6(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1];
+    const struct db_sandbox_spec none = {
+        .id = "sb1", .kind = DB_SANDBOX_LOCAL, .record_input = true, .network = DB_NETWORK_NONE};
+    assert_int_equal(db_sandbox_create(f->db, &none), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "st", DB_SANDBOX_STATIC, "wss://h:1/x"), AL_OK);
+    assert_int_equal(db_sandbox_set_link(f->db, "st", true, 77, 5), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v6(f);
+    assert_int_equal(raw_version(f), 5);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 6"), 1);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "sb1", &sb), AL_OK);
+    assert_true(sb.record_input);
+    assert_int_equal(sb.network, DB_NETWORK_NONE);
+    assert_int_equal(db_sandbox_get(f->db, "st", &sb), AL_OK);
+    assert_string_equal(sb.url, "wss://h:1/x");
+    assert_true(sb.link_up);
+    assert_int_equal(sb.link_since, 77);
+    assert_int_equal(sb.rtt_us, 5);
+    /* the terminal still names its sandbox, which cannot go */
+    assert_int_equal(db_sandbox_remove(f->db, "sb1"), AL_E_STATE);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_string_equal(t->sandbox_id, "sb1");
+    free(t);
+    const struct db_sandbox_spec a = {
+        .id = "pool", .kind = DB_SANDBOX_ACA, .url = "https://p", .platform = "aca"};
+    assert_int_equal(db_sandbox_create(f->db, &a), AL_OK);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sandboxes"), 3);
+}
+
 int main(int argc, char **argv)
 {
     bool want_pg = argc == 2 && strcmp(argv[1], "pg") == 0;
@@ -2594,6 +2750,8 @@ int main(int argc, char **argv)
         BOTH(test_proxy_credentials),
         BOTH(test_proxy_bad_inputs),
         BOTH(test_migration_4_to_5),
+        BOTH(test_migration_5_to_6),
+        BOTH(test_aca_sandbox),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
