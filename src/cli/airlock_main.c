@@ -97,7 +97,8 @@ static const struct cmd cmds[] = {
     {"kill", "  kill TERMINAL [--signal NAME]  signal its processes (TERM, INT, HUP, KILL, ...)\n",
      cli_kill_cmd, NULL},
     {"sandbox",
-     "  sandbox add ID --kind local|static|reverse [--url URL] [--network host|none]\n"
+     "  sandbox add ID --kind local|static|reverse|aca [--url URL] [--network host|none]\n"
+     "                [--platform NAME]   (aca: URL is the pool's endpoint)\n"
      "                                 (admin; --network: a local sandbox's agents)\n"
      "  sandbox rm ID | sandbox ls\n"
      "  sandbox enroll ID [--ttl S] [--out DIR] [--json]   (admin, reverse sandboxes)\n"

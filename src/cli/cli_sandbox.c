@@ -171,7 +171,7 @@ int cli_sandbox_cmd(struct cli_app *a, int argc, char **argv)
         return cmd_enroll(a, argc - 1, argv + 1);
     if (strcmp(argv[0], "add") != 0)
         return cli_err_usage("sandbox: unknown subcommand %s", argv[0]);
-    const char *id = NULL, *kind = NULL, *url = NULL, *net = NULL;
+    const char *id = NULL, *kind = NULL, *url = NULL, *net = NULL, *platform = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kind") && i + 1 < argc)
             kind = argv[++i];
@@ -179,13 +179,15 @@ int cli_sandbox_cmd(struct cli_app *a, int argc, char **argv)
             url = argv[++i];
         else if (!strcmp(argv[i], "--network") && i + 1 < argc)
             net = argv[++i];
+        else if (!strcmp(argv[i], "--platform") && i + 1 < argc)
+            platform = argv[++i];
         else if (argv[i][0] != '-' && !id)
             id = argv[i];
         else
             return cli_err_usage("sandbox add: unexpected argument %s", argv[i]);
     }
     if (!id || !kind)
-        return cli_err_usage("sandbox add: give an id and --kind local|static|reverse%s", "");
+        return cli_err_usage("sandbox add: give an id and --kind local|static|reverse|aca%s", "");
     /* checked here too: a value jansson refused would silently be left out */
     if (net && strcmp(net, "host") != 0 && strcmp(net, "none") != 0)
         return cli_err_usage("sandbox add: --network host or none, not %s", net);
@@ -194,6 +196,12 @@ int cli_sandbox_cmd(struct cli_app *a, int argc, char **argv)
         (void)json_object_set_new(body, "url", json_string(url));
     if (body && net) /* the server checks that the sandbox is local */
         (void)json_object_set_new(body, "network", json_string(net));
+    if (body && platform) /* ... and that an aca sandbox's platform is in its config */
+        (void)json_object_set_new(body, "platform", json_string(platform));
+    if (body && json_object_size(body) != 2u + !!url + !!net + !!platform) {
+        json_decref(body);
+        return cli_err_usage("sandbox add: an argument is not valid UTF-8%s", "");
+    }
     json_t *out = NULL;
     int rc = cli_app_json(a, "adding the sandbox", "POST", "/v1/sandboxes", body, &out);
     json_decref(body);
@@ -201,6 +209,9 @@ int cli_sandbox_cmd(struct cli_app *a, int argc, char **argv)
         printf("added %s sandbox %s (network %s%s)\n", kind, id, cli_app_str(out, "network"),
                json_is_true(json_object_get(out, "network_default")) ? ", the server's default"
                                                                      : "");
+    else if (rc == CLI_EXIT_OK && json_is_string(json_object_get(out, "identifier")))
+        printf("added %s sandbox %s (platform %s, session identifier %s)\n", kind, id,
+               cli_app_str(out, "platform"), cli_app_str(out, "identifier"));
     else if (rc == CLI_EXIT_OK)
         printf("added %s sandbox %s\n", kind, id);
     json_decref(out);

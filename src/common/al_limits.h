@@ -40,4 +40,11 @@
 #define AL_RUNNER_KEY_RAW 32 /* random bytes of a runner key */
 #define AL_RUNNER_KEY_LEN 43 /* its base64url text */
 
+/* Behind a platform's front, which takes Authorization for its own token,
+ * the runner:connect token travels in this header (the runner's
+ * --token-header; docs/aca.md), and every answer of a runner to an upgrade
+ * carries AL_RUNNER_REPLY_HEADER: a 403 without it is the front's. */
+#define AL_PLATFORM_TOKEN_HEADER "X-Airlock-Token"
+#define AL_RUNNER_REPLY_HEADER "x-airlock-runner"
+
 #endif

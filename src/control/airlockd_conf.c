@@ -114,6 +114,14 @@ int airlockd_conf_read(const char *path, struct airlockd_conf *c, char *store, s
             }
             continue;
         }
+        if (platform_is_key(line)) {
+            char why[512] = "";
+            if (!c->platforms || platform_set(c->platforms, line, v, why, sizeof why) != 0) {
+                airlockd_cmd_err("serve", "%s:%u: %s", path, lineno, why[0] ? why : line);
+                return AIRLOCKD_RC_USAGE;
+            }
+            continue;
+        }
         size_t i = 0;
         while (i < NKEYS && strcmp(keys[i].flag + 2, line) != 0)
             i++;

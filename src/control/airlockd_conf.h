@@ -7,7 +7,9 @@
  * A config file: "key = value" lines, '#' comments, at most
  * AIRLOCKD_CONF_MAX bytes. Its "upstream.NAME.FIELD" lines are the
  * credential proxy's (docs/proxy.md): they go to a proxycfg, which checks
- * each one as it comes; they have no flag.
+ * each one as it comes; its "platform.NAME.FIELD" lines name the platforms
+ * of aca sandboxes (docs/aca.md) and go to a struct platforms. Neither has
+ * a flag.
  */
 #ifndef AL_AIRLOCKD_CONF_H
 #define AL_AIRLOCKD_CONF_H
@@ -15,6 +17,7 @@
 #include <stddef.h>
 
 #include "airlockd_cmd.h"
+#include "platform.h"
 #include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
@@ -28,9 +31,10 @@ struct airlockd_conf {
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
     const char *session_ttl, *session_idle;
-    const char *proxy_listen; /* the credential proxy's direct path, ADDR:PORT */
-    const char *proxy_path;   /* "runner" (default) or "direct": which path terminals get */
-    struct proxycfg *proxy;   /* where upstream.* lines go (the caller's) */
+    const char *proxy_listen;    /* the credential proxy's direct path, ADDR:PORT */
+    const char *proxy_path;      /* "runner" (default) or "direct": which path terminals get */
+    struct proxycfg *proxy;      /* where upstream.* lines go (the caller's) */
+    struct platforms *platforms; /* where platform.* lines go (the caller's) */
 };
 
 /* The flags taking a value, bound to c's fields, into opts (room for

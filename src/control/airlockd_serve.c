@@ -176,6 +176,10 @@ static int serve_settings(const struct airlockd_cmd *self, int argc, char **argv
         airlockd_cmd_err("serve", "--config %s: %s", config, why);
         return AIRLOCKD_RC_USAGE;
     }
+    if (c->platforms && platform_finish(c->platforms, why, sizeof why) != 0) {
+        airlockd_cmd_err("serve", "--config %s: %s", config, why);
+        return AIRLOCKD_RC_USAGE;
+    }
     if (!c->listen) {
         airlockd_cmd_err("serve", "--listen HOST:PORT is required (or listen = in --config)");
         return AIRLOCKD_RC_USAGE;
@@ -190,6 +194,9 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     static struct proxycfg upstreams; /* large: not on the stack */
     proxycfg_init(&upstreams);
     c.proxy = &upstreams;
+    static struct platforms platforms; /* large: its tokens' cache */
+    platforms_init(&platforms);
+    c.platforms = &platforms;
     int prc = serve_settings(self, argc, argv, &c);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
@@ -215,10 +222,12 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.tls_key = c.tls_key;
     cfg.web_dir = c.web;
     cfg.proxy = &upstreams;
+    cfg.platforms = &platforms;
     cfg.proxy_listen = c.proxy_listen;
     cfg.proxy_direct = c.proxy_path && !strcmp(c.proxy_path, "direct");
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
+    platforms_clear(&platforms);
     if (rc != AL_OK) {
         airlockd_cmd_err("serve", "%s", err[0] ? err : al_strerror(rc));
         return rc == AL_E_INVAL ? AIRLOCKD_RC_USAGE : AIRLOCKD_RC_FAIL;

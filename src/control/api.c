@@ -373,6 +373,7 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .insecure_tls = a->tls, /* local runners dial our own certificate */
         .log_level = a->cfg.log_level,
         .proxy = a->proxy,
+        .platforms = a->cfg.platforms,
         .proxy_base = a->proxysrv ? a->proxy_base : NULL,
         .proxy_direct = a->cfg.proxy_direct,
         .loop = a->loop,

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "cgroup.h"
+#include "platform.h"
 #include "proxycfg.h"
 
 struct api_config {
@@ -55,6 +56,9 @@ struct api_config {
     /* terminals get the direct path only: local runners serve no proxy
      * listener (--proxy-path direct; docs/proxy.md) */
     int proxy_direct;
+    /* the platforms aca sandboxes run on, their tokens' cache (checked by
+     * platform_finish; NULL or none: no aca sandbox can be added) */
+    struct platforms *platforms;
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

@@ -44,6 +44,7 @@ enum method { M_GET, M_POST, M_DELETE, M_OTHER, M_ANY, M_UPGRADE };
 enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct rl_sbx;
+struct rl_dial;
 struct rl_client;
 struct sesswatch;
 struct proxy;
@@ -84,9 +85,11 @@ struct conn {
     enum conn_kind kind;
     struct rl_sbx *sb;
     struct rl_client *cl;
-    char token[AL_MAX_TOKEN + 1]; /* dial: the bearer we present */
-    struct wsg ws;                /* the message being reassembled, the close */
-    int watched;                  /* opened by a web session: in api->watch */
+    char token[AL_MAX_TOKEN + 1];       /* dial: the bearer we present */
+    char *platform_token;               /* dial of an aca sandbox: the front's (owned) */
+    char platform[DB_PLATFORM_MAX + 1]; /* ... and its platform's name */
+    struct wsg ws;                      /* the message being reassembled, the close */
+    int watched;                        /* opened by a web session: in api->watch */
 };
 
 struct http_req {
@@ -204,7 +207,10 @@ void api_proxy_stop(struct api *a);
 void api_proxy_view(struct api *a, json_t *o, const char *term_id);
 /* api_runner.c */
 void api_runner_up(struct api *a, struct conn *c, struct lws *wsi);
-int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *token);
+int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *why, size_t cap);
+/* Wipe and free what a conn holds of tokens (before it is freed, and once
+ * a dial's headers are written). */
+void api_conn_wipe(struct conn *c);
 int api_runner_handshake(struct lws *wsi, void *in, size_t len);
 void api_runner_dial_failed(struct lws *wsi, const void *in);
 

@@ -4,7 +4,10 @@
  * own key, which must be the sandbox's pinned one (rkey.h: a copied token
  * alone takes nothing over; an impostor is audited). For a static sandbox
  * airlockd dials the runner (api_runner_dial, called by the relay with its
- * backoff), presenting a token as Bearer. Either way a link that comes up
+ * backoff), presenting a token as Bearer; for an aca sandbox it dials the
+ * platform's front with the platform's token (platform.h) in
+ * Authorization and ours in AL_PLATFORM_TOKEN_HEADER, and tells the
+ * front's refusals from the runner's. Either way a link that comes up
  * replaces the sandbox's current one, which is closed (4005).
  *
  * Not here: the tokens and keys' checks and the redials (relay_cred.c,
@@ -15,12 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "al_err.h"
 #include "al_limits.h"
 #include "api_local.h"
 #include "db.h"
 #include "endpoint.h"
+#include "platform.h"
 #include "relay.h"
 #include "wsctx.h"
 #include "wsg.h"
@@ -76,57 +81,131 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     return 0;
 }
 
-/* The relay's dial function: connect to a static sandbox's runner at url,
- * presenting token; the link comes up at CLIENT_ESTABLISHED. */
-int api_runner_dial(void *ud, struct rl_sbx *sb, const char *url, const char *token)
+/* The relay's dial function: connect to a static or aca sandbox's runner
+ * at d->url, presenting our token (and an aca sandbox's platform token);
+ * the link comes up at CLIENT_ESTABLISHED. */
+int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *why, size_t cap)
 {
     struct api *a = ud;
-    char parsed[DB_SANDBOX_URL_MAX + 1], path[DB_SANDBOX_URL_MAX + 2];
-    (void)snprintf(parsed, sizeof parsed, "%s", url);
+    char parsed[DB_SANDBOX_URL_MAX + DB_IDENT_MAX + 64], path[sizeof parsed + 1];
+    (void)snprintf(parsed, sizeof parsed, "%s", d->url);
     const char *prot, *addr, *p;
     int port;
-    if (lws_parse_uri(parsed, &prot, &addr, &port, &p))
+    if (lws_parse_uri(parsed, &prot, &addr, &port, &p)) {
+        al_errf(why, cap, "its url cannot be parsed");
         return AL_E_INVAL;
+    }
     (void)snprintf(path, sizeof path, "/%s", p);
     struct conn *c = calloc(1, sizeof *c);
     if (!c)
         return AL_E_NOMEM;
+    if (d->platform) {
+        /* the front's own token: airlockd's alone, never the runner's */
+        c->platform_token = malloc(PLATFORM_TOKEN_MAX + 1);
+        int rc = c->platform_token
+                     ? platform_token(a->cfg.platforms, d->platform, (int64_t)uv_now(a->loop),
+                                      (int64_t)time(NULL), c->platform_token,
+                                      PLATFORM_TOKEN_MAX + 1, why, cap)
+                     : AL_E_NOMEM;
+        if (rc != AL_OK) {
+            api_conn_wipe(c);
+            free(c);
+            return rc;
+        }
+        (void)snprintf(c->platform, sizeof c->platform, "%s", d->platform);
+    }
     c->kind = CONN_DIAL;
     c->sb = sb;
-    (void)snprintf(c->token, sizeof c->token, "%s", token);
+    (void)snprintf(c->token, sizeof c->token, "%s", d->token);
     struct lws_client_connect_info ci;
     wsctx_dial_info(&ci, a->ctx, addr, port, path, !strcmp(prot, "wss") ? LCCSCF_USE_SSL : 0);
     ci.origin = addr;
     ci.protocol = AL_SUBPROTOCOL;
     ci.opaque_user_data = c;
     if (!lws_client_connect_via_info(&ci)) {
+        api_conn_wipe(c);
         free(c);
+        al_errf(why, cap, "cannot start the connection");
         return AL_E_IO;
     }
     return AL_OK;
 }
 
-/* A dial's upgrade request: our token for the runner. */
+static int add_header(struct lws *wsi, const char *name, const char *fmt, const char *v,
+                      unsigned char **p, unsigned char *end)
+{
+    char hv[PLATFORM_TOKEN_MAX + 16];
+    int n = snprintf(hv, sizeof hv, fmt, v);
+    int rc = n < 0 || (size_t)n >= sizeof hv ||
+                     lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+                                                 (unsigned char *)hv, n, p, end)
+                 ? -1
+                 : 0;
+    OPENSSL_cleanse(hv, sizeof hv);
+    return rc;
+}
+
+/* A dial's upgrade request: our token for the runner, as Bearer in
+ * Authorization; behind a platform's front, the front's token there and
+ * ours in AL_PLATFORM_TOKEN_HEADER. Both are wiped once written. */
 int api_runner_handshake(struct lws *wsi, void *in, size_t len)
 {
     struct conn *c = api_ws_conn(wsi);
-    unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-    char hv[AL_MAX_TOKEN + 16];
-    int n = snprintf(hv, sizeof hv, "Bearer %s", c ? c->token : "");
-    if (n < 0 || (size_t)n >= sizeof hv)
+    if (!c)
         return -1;
-    return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv, n,
-                                        p, end)
-               ? -1
-               : 0;
+    unsigned char **p = (unsigned char **)in, *end = (*p) + len;
+    int rc = c->platform_token
+                 ? add_header(wsi, "authorization:", "Bearer %s", c->platform_token, p, end) ||
+                       add_header(wsi, AL_PLATFORM_TOKEN_HEADER ":", "Bearer %s", c->token, p, end)
+                 : add_header(wsi, "authorization:", "Bearer %s", c->token, p, end);
+    api_conn_wipe(c);
+    return rc ? -1 : 0;
 }
 
-/* A dial failed before the link was up: the relay redials. */
+/* What a front's refusal means, by its status (docs/aca.md). */
+static const struct {
+    unsigned status;
+    const char *meaning;
+} front_says[] = {
+    {401, "its token was refused: check platform.%s's token"},
+    {403, "its token was refused: check platform.%s's token"},
+    {404, "no session for the identifier: the pool is at its max-sessions or the endpoint "
+          "is wrong (platform %s)"},
+    {429, "too many requests (platform %s)"},
+};
+
+/* A dial failed before the link was up: the relay redials. A refusal is
+ * the runner's when its answer carries AL_RUNNER_REPLY_HEADER, else the
+ * front's (an aca sandbox) or the server's at the url. */
 void api_runner_dial_failed(struct lws *wsi, const void *in)
 {
     struct conn *c = api_ws_conn(wsi);
-    if (c) {
-        relay_runner_dial_failed(c->sb, in ? (const char *)in : "connection failed");
-        api_ws_free(wsi, c);
+    if (!c)
+        return;
+    unsigned status = lws_http_client_http_response(wsi);
+    const char *hn = AL_RUNNER_REPLY_HEADER ":";
+    int runner = status && lws_hdr_custom_length(wsi, hn, (int)strlen(hn)) > 0;
+    char why[RL_LINK_ERROR_MAX];
+    const char *lws_why = in ? (const char *)in : "connection failed";
+    if (!status) {
+        (void)snprintf(why, sizeof why, "%s", lws_why);
+    } else if (runner) {
+        (void)snprintf(why, sizeof why, "the runner refused the upgrade: HTTP %u%s", status,
+                       status == 403 ? " (airlockd's runner:connect token was not accepted)" : "");
+    } else if (c->platform[0]) {
+        const char *m = NULL;
+        for (size_t i = 0; i < sizeof front_says / sizeof front_says[0]; i++)
+            if (front_says[i].status == status)
+                m = front_says[i].meaning;
+        char meaning[160] = "";
+        if (m)
+            (void)snprintf(meaning, sizeof meaning, m, c->platform);
+        (void)snprintf(why, sizeof why, "the platform's front refused the upgrade: HTTP %u%s%s",
+                       status, m ? ": " : "", meaning);
+    } else {
+        (void)snprintf(why, sizeof why, "no runner answered the upgrade: HTTP %u from the server",
+                       status);
     }
+    relay_runner_dial_failed(c->sb, why);
+    api_ws_free(wsi, c);
 }

@@ -21,6 +21,7 @@
 #include "db.h"
 #include "keys.h"
 #include "lsbx.h"
+#include "platform.h"
 #include "relay.h"
 #include "signer.h"
 
@@ -46,6 +47,14 @@ int api_sandbox_add(struct api *a, struct lws *wsi, struct call *c)
         (void)snprintf(msg, sizeof msg, "local sandboxes cannot run on this host: %s", unusable);
         return api_reply_error(wsi, 503, msg);
     }
+    if (s.kind == DB_SANDBOX_ACA && !platform_find(a->cfg.platforms, s.platform)) {
+        char msg[200];
+        (void)snprintf(msg, sizeof msg,
+                       "no platform %s in airlockd's --config (platform.%s.token-file or "
+                       "token-command)",
+                       s.platform, s.platform);
+        return api_reply_error(wsi, 400, msg);
+    }
     if (s.network == DB_NETWORK_NONE && a->cfg.no_bwrap)
         return api_reply_error(wsi, 409,
                                "\"network\": none needs bubblewrap; this airlockd runs with "
@@ -53,7 +62,8 @@ int api_sandbox_add(struct api *a, struct lws *wsi, struct call *c)
     const struct db_sandbox_spec sp = {
         .id = s.id,
         .kind = s.kind,
-        .url = s.kind == DB_SANDBOX_STATIC ? s.url : NULL,
+        .url = s.kind == DB_SANDBOX_STATIC || s.kind == DB_SANDBOX_ACA ? s.url : NULL,
+        .platform = s.kind == DB_SANDBOX_ACA ? s.platform : NULL,
         .record_input = s.record_input,
         .network = s.network,
     };
@@ -64,6 +74,8 @@ int api_sandbox_add(struct api *a, struct lws *wsi, struct call *c)
     json_t *d = json_object();
     if (d && s.record_input)
         (void)json_object_set_new(d, "record_input", json_true());
+    if (d && s.kind == DB_SANDBOX_ACA)
+        (void)json_object_set_new(d, "platform", json_string(s.platform));
     if (d && s.network != DB_NETWORK_DEFAULT)
         (void)json_object_set_new(d, "network", json_string(db_sandbox_network_name(s.network)));
     char *detail = d && json_object_size(d) ? json_dumps(d, JSON_COMPACT) : NULL;

@@ -29,12 +29,20 @@ json_t *api_view_sandbox(const struct api *a, const struct db_sandbox *s)
     uint64_t refused;
     int64_t refused_at;
     relay_sandbox_refused(a->relay, s->id, &refused, &refused_at);
-    return json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b, s:o, s:b, s:I, s:I}", "id", s->id, "kind",
-                     db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
-                     "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us,
-                     "record_input", (int)s->record_input, "network", net, "network_default",
-                     local && s->network == DB_NETWORK_DEFAULT, "refused_links",
-                     (json_int_t)refused, "refused_link_at", (json_int_t)refused_at);
+    const char *lerr = relay_sandbox_link_error(a->relay, s->id);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:b, s:o, s:b, s:I, s:I, s:o}", "id", s->id,
+                  "kind", db_sandbox_kind_name(s->kind), "url", s->url, "link_up", (int)s->link_up,
+                  "link_since", (json_int_t)s->link_since, "rtt_us", (json_int_t)s->rtt_us,
+                  "record_input", (int)s->record_input, "network", net, "network_default",
+                  local && s->network == DB_NETWORK_DEFAULT, "refused_links", (json_int_t)refused,
+                  "refused_link_at", (json_int_t)refused_at, "link_error",
+                  lerr ? json_string(lerr) : json_null());
+    if (o && s->kind == DB_SANDBOX_ACA) {
+        (void)json_object_set_new(o, "platform", json_string(s->platform));
+        (void)json_object_set_new(o, "identifier", json_string(s->identifier));
+    }
+    return o;
 }
 
 int api_view_add_sandbox(void *ctx, const struct db_sandbox *s)

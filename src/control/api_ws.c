@@ -14,11 +14,13 @@
  * the close of a web session's connection when the session ends
  * (api_wsess.c), the protocol (the relay's endpoints, relay.h).
  */
+#include <openssl/crypto.h>
 #include <libwebsockets.h>
 #include <stdlib.h>
 
 #include "al_err.h"
 #include "api_local.h"
+#include "platform.h"
 #include "endpoint.h"
 #include "relay.h"
 #include "wsg.h"
@@ -35,11 +37,22 @@ struct conn *api_ws_conn(struct lws *wsi)
     return lws_get_opaque_user_data(wsi);
 }
 
+void api_conn_wipe(struct conn *c)
+{
+    OPENSSL_cleanse(c->token, sizeof c->token);
+    if (c->platform_token) {
+        OPENSSL_cleanse(c->platform_token, PLATFORM_TOKEN_MAX + 1);
+        free(c->platform_token);
+        c->platform_token = NULL;
+    }
+}
+
 void api_ws_free(struct lws *wsi, struct conn *c)
 {
     if (!c)
         return;
     wsg_release(&c->ws);
+    api_conn_wipe(c);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);
 }

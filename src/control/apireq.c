@@ -518,42 +518,77 @@ void apireq_terminal_free(struct apireq_terminal *t)
 
 /* ---- POST /v1/sandboxes ------------------------------------------------------ */
 
-static const char *const ar_sandbox_members[] = {"id",           "kind",    "url",
-                                                 "record_input", "network", NULL};
+static const char *const ar_sandbox_members[] = {"id",      "kind",     "url", "record_input",
+                                                 "network", "platform", NULL};
 
 static int ar_kind(const json_t *o, enum db_sandbox_kind *kind, char *err, size_t cap)
 {
     const json_t *v = json_object_get(o, "kind");
     if (!v)
         return ar_fail(err, cap, AL_E_INVAL,
-                       "\"kind\": is required (\"local\", \"static\" or \"reverse\")");
+                       "\"kind\": is required (\"local\", \"static\", \"reverse\" or \"aca\")");
     const char *s = json_is_string(v) ? json_string_value(v) : NULL;
     if (!s || strlen(s) != json_string_length(v) || db_sandbox_kind_parse(s, kind) != AL_OK)
         return ar_fail(err, cap, AL_E_INVAL,
-                       "\"kind\": must be \"local\", \"static\" or \"reverse\"");
+                       "\"kind\": must be \"local\", \"static\", \"reverse\" or \"aca\"");
     return AL_OK;
 }
 
 static int ar_url(const json_t *o, struct apireq_sandbox *sb, char *err, size_t cap)
 {
     const json_t *v = json_object_get(o, "url");
-    if (sb->kind != DB_SANDBOX_STATIC)
-        return v ? ar_fail(err, cap, AL_E_INVAL, "\"url\": only a static sandbox has a url")
+    const int aca = sb->kind == DB_SANDBOX_ACA;
+    if (sb->kind != DB_SANDBOX_STATIC && !aca)
+        return v ? ar_fail(err, cap, AL_E_INVAL, "\"url\": only a static or aca sandbox has a url")
                  : AL_OK;
     if (!v)
-        return ar_fail(err, cap, AL_E_INVAL, "\"url\": is required for a static sandbox");
+        return ar_fail(err, cap, AL_E_INVAL,
+                       aca ? "\"url\": is required for an aca sandbox (its pool's endpoint)"
+                           : "\"url\": is required for a static sandbox");
     const char *s = "";
     size_t n = 0;
     int rc = ar_str(v, "\"url\"", 0, DB_SANDBOX_URL_MAX, &s, &n, err, cap);
     if (rc != AL_OK)
         return rc;
-    size_t skip = strncmp(s, "wss://", 6) == 0 ? 6 : strncmp(s, "ws://", 5) == 0 ? 5 : 0;
+    size_t skip = 0;
+    if (aca)
+        skip = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
+    else
+        skip = strncmp(s, "wss://", 6) == 0 ? 6 : strncmp(s, "ws://", 5) == 0 ? 5 : 0;
     if (skip == 0 || n == skip)
-        return ar_fail(err, cap, AL_E_INVAL, "\"url\": must be ws://HOST... or wss://HOST...");
+        return ar_fail(err, cap, AL_E_INVAL,
+                       aca ? "\"url\": must be the pool's endpoint, https://HOST[/PATH]"
+                           : "\"url\": must be ws://HOST... or wss://HOST...");
     for (size_t i = skip; i < n; i++)
-        if (s[i] <= 0x20 || s[i] >= 0x7f)
-            return ar_fail(err, cap, AL_E_INVAL, "\"url\": must be printable ASCII without spaces");
+        if (s[i] <= 0x20 || s[i] >= 0x7f || (aca && (s[i] == '?' || s[i] == '#')))
+            return ar_fail(err, cap, AL_E_INVAL,
+                           aca ? "\"url\": must be printable ASCII without spaces, query or "
+                                 "fragment"
+                               : "\"url\": must be printable ASCII without spaces");
     memcpy(sb->url, s, n + 1);
+    return AL_OK;
+}
+
+/* An aca sandbox's platform: a name of airlockd's --config (the API
+ * checks it is there); no other kind has one. */
+static int ar_platform(const json_t *o, struct apireq_sandbox *sb, char *err, size_t cap)
+{
+    const json_t *v = json_object_get(o, "platform");
+    if (sb->kind != DB_SANDBOX_ACA)
+        return v ? ar_fail(err, cap, AL_E_INVAL, "\"platform\": only an aca sandbox has one")
+                 : AL_OK;
+    if (!v)
+        return ar_fail(err, cap, AL_E_INVAL,
+                       "\"platform\": is required for an aca sandbox (a platform of "
+                       "airlockd's --config)");
+    const char *s = "";
+    size_t n = 0;
+    int rc = ar_str(v, "\"platform\"", 1, DB_PLATFORM_MAX, &s, &n, err, cap);
+    if (rc != AL_OK)
+        return rc;
+    if (strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n)
+        return ar_fail(err, cap, AL_E_INVAL, "\"platform\": must be of [a-z0-9_-]");
+    memcpy(sb->platform, s, n + 1);
     return AL_OK;
 }
 
@@ -596,6 +631,8 @@ int apireq_sandbox(const char *body, size_t len, struct apireq_sandbox *out, cha
         rc = ar_url(o, out, err, cap);
     if (rc == AL_OK)
         rc = ar_network(o, out, err, cap);
+    if (rc == AL_OK)
+        rc = ar_platform(o, out, err, cap);
     const json_t *rec = o ? json_object_get(o, "record_input") : NULL;
     if (rc == AL_OK && rec && !json_is_boolean(rec))
         rc = ar_fail(err, cap, AL_E_INVAL, "\"record_input\": must be true or false");

@@ -149,9 +149,10 @@ struct apireq_terminal {
 struct apireq_sandbox {
     char id[DB_NAME_MAX + 1];
     enum db_sandbox_kind kind;
-    char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless kind is static */
+    char url[DB_SANDBOX_URL_MAX + 1]; /* "" unless kind is static or aca */
     bool record_input;
-    enum db_sandbox_network network; /* DB_NETWORK_DEFAULT when absent */
+    enum db_sandbox_network network;    /* DB_NETWORK_DEFAULT when absent */
+    char platform[DB_PLATFORM_MAX + 1]; /* "" unless kind is aca */
 };
 
 /* Parse body[0..len). *out is overwritten, not freed first; on failure it is

@@ -15,8 +15,8 @@
  *   token-file     an absolute path (exactly one of token-file and
  *   token-command  token-command: under /bin/sh -c, secret.h)
  *   token-ttl      seconds a token is reused at most (default 3000)
- *   ping-interval  seconds between pings on its runner links (default 30;
- *                  well under the front's idle cut: 240 s on ACA)
+ *   ping-interval  seconds between pings on its runner links (default 15,
+ *                  at most 30; well under the front's idle cut: 240 s on ACA)
  *
  * Data model: a fixed array of at most PLATFORM_MAX platforms, by value;
  * the caller owns the struct (large: the cache holds a token per
@@ -36,8 +36,8 @@ enum {
     PLATFORM_TOKEN_MAX = 8192,     /* bytes of a token (Entra's run 1.5-4 KB) */
     PLATFORM_DEFAULT_TTL_S = 3000, /* a token is read anew after this at most */
     PLATFORM_EXP_MARGIN_S = 120,   /* ... and this long before its exp */
-    PLATFORM_DEFAULT_PING_S = 30,  /* pings on its links */
-    PLATFORM_MAX_PING_S = 3600,    /* a ping-interval's bound */
+    PLATFORM_DEFAULT_PING_S = 15,  /* pings on its links (the link default) */
+    PLATFORM_MAX_PING_S = 30,      /* a ping-interval's bound: under the link idle timeout */
     PLATFORM_MAX_TTL_S = 86400,    /* a token-ttl's bound */
 };
 

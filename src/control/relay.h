@@ -82,10 +82,22 @@ struct rl_client;
 
 /* A connection has frames to send: the glue calls *_output when writable. */
 typedef void rl_wake_fn(void *conn);
-/* Dial a static sandbox: the glue connects to url with the bearer token and
- * calls relay_runner_up() when the WebSocket is established (or
- * relay_runner_dial_failed()). 0, or AL_E_* when it could not even start. */
-typedef int rl_dial_fn(void *ud, struct rl_sbx *sb, const char *url, const char *token);
+#define RL_LINK_ERROR_MAX 256 /* bytes of a sandbox's last dial failure */
+
+/* What a dial presents: the runner's URL and our runner:connect token;
+ * for an aca sandbox also its platform, whose token goes in Authorization
+ * while ours goes in AL_PLATFORM_TOKEN_HEADER (docs/aca.md). */
+struct rl_dial {
+    const char *url;
+    const char *token;
+    const char *platform; /* NULL: a static sandbox */
+};
+
+/* Dial a static or aca sandbox: the glue connects as d says and calls
+ * relay_runner_up() when the WebSocket is established (or
+ * relay_runner_dial_failed()). 0, or AL_E_* when it could not even start
+ * (with a reason in why). */
+typedef int rl_dial_fn(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *why, size_t cap);
 
 struct relay_config {
     struct db *db;
@@ -97,11 +109,12 @@ struct relay_config {
                              sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
-    struct proxy *proxy;    /* the credential proxy (borrowed); NULL: no upstreams */
-    const char *proxy_base; /* its direct path as agents reach it
-                               ("http://ADDR:PORT/v1/proxy"); NULL: not served */
-    int proxy_direct;       /* the direct path only: local runners serve no
-                               proxy listener, PROXY_AT is not used */
+    struct proxy *proxy;               /* the credential proxy (borrowed); NULL: no upstreams */
+    const struct platforms *platforms; /* aca sandboxes' platforms (borrowed; pings) */
+    const char *proxy_base;            /* its direct path as agents reach it
+                                          ("http://ADDR:PORT/v1/proxy"); NULL: not served */
+    int proxy_direct;                  /* the direct path only: local runners serve no
+                                          proxy listener, PROXY_AT is not used */
     uv_loop_t *loop;
     rl_wake_fn *wake;
     rl_dial_fn *dial;
@@ -173,6 +186,10 @@ int relay_client_closing(struct rl_client *c, int *code, const char **reason);
 enum db_sandbox_network relay_sandbox_network(const struct relay *r, enum db_sandbox_network n);
 /* How many runner links of sandbox id were refused since airlockd started
  * because their key was not the pinned one, and when the last was (ms). */
+/* Why the last dial of a static or aca sandbox failed (the front's or
+ * the runner's answer, told apart), NULL when none has since its link was
+ * last up. Valid until the next tick. */
+const char *relay_sandbox_link_error(const struct relay *r, const char *id);
 void relay_sandbox_refused(const struct relay *r, const char *id, uint64_t *count,
                            int64_t *last_ms);
 /* Start what a sandbox row needs (local: spawn its runner; static: dial). */

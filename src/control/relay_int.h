@@ -44,7 +44,8 @@ struct tok_keyset;
 
 #define RL_IN_CAP (2 * RL_CLIENT_WINDOW)
 #define RL_PATH_MAX 4096
-#define RL_HIST 32                 /* durable (offset, size) pairs kept */
+#define RL_ACA_API_VERSION "2024-02-02-preview" /* the pool endpoint's api-version */
+#define RL_HIST 32                              /* durable (offset, size) pairs kept */
 #define RL_CLIENT_LAG (512u << 10) /* how far behind a client may hold the runner's ring */
 /* Kept pairs lie at least this far apart (the newest excepted), so that
  * RL_HIST of them always reach back past RL_CLIENT_LAG and the credit can
@@ -136,6 +137,9 @@ struct rl_sbx {
     enum db_sandbox_kind kind;
     enum db_sandbox_network network; /* local: as its row says (maybe the default) */
     char url[DB_SANDBOX_URL_MAX + 1];
+    char platform[DB_PLATFORM_MAX + 1]; /* aca: its platform; "" otherwise */
+    char ident[DB_IDENT_MAX + 1];       /* aca: its session identifier (our tokens' aud) */
+    char link_error[RL_LINK_ERROR_MAX]; /* the last dial's failure; "" since a link came up */
     struct ep *ep;
     void *conn;     /* the current link */
     void *old_conn; /* a replaced link, to be closed */
@@ -144,8 +148,8 @@ struct rl_sbx {
     uint64_t token_due_us;
     uint64_t file_due_us; /* local: when the runner's token file is next rewritten */
     int64_t rtt_us;
-    /* static: redial */
-    struct backoff redial; /* static sandboxes: redials after a failure */
+    /* static and aca: redial */
+    struct backoff redial; /* redials after a failure */
     uint64_t redial_us;    /* 0: none scheduled */
     int dialing;
     /* local: the runner process */

@@ -38,6 +38,13 @@ static void set_link(struct rl_sbx *sb, int up)
     relay_log(r, 1, "sandbox %s: link %s", sb->id, up ? "up" : "down");
 }
 
+/* Our tokens' audience: the identifier the runner knows itself by (an
+ * aca sandbox's is its session identifier, taken from the request). */
+static const char *token_aud(const struct rl_sbx *sb)
+{
+    return sb->kind == DB_SANDBOX_ACA ? sb->ident : sb->id;
+}
+
 /* No terminal of sb is confirmed to run until the runner says so on the
  * link that comes up next. */
 static void unconfirm(struct rl_sbx *sb)
@@ -66,7 +73,7 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
         return;
     case EP_EV_READY: {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, sb->id, "link", tok, sizeof tok) == AL_OK)
+        if (relay_cred_mint(r, token_aud(sb), "link", tok, sizeof tok) == AL_OK)
             (void)ep_send_token(sb->ep, tok, strlen(tok));
         (void)ep_ping(sb->ep); /* the link's RTT, shown at once */
         sb->token_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
@@ -166,6 +173,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
     unconfirm(sb);
     backoff_reset(&sb->redial);
     sb->dialing = 0;
+    sb->link_error[0] = '\0';
     ep_link_up(sb->ep, relay_now_us());
     relay_wake(sb->r, conn);
     return AL_OK;
@@ -173,7 +181,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
 
 static void schedule_redial(struct rl_sbx *sb)
 {
-    if (sb->kind != DB_SANDBOX_STATIC || sb->removed)
+    if ((sb->kind != DB_SANDBOX_STATIC && sb->kind != DB_SANDBOX_ACA) || sb->removed)
         return;
     sb->redial_us = relay_now_us() + backoff_next(&sb->redial) * 1000;
 }
@@ -200,6 +208,7 @@ void relay_runner_down(struct rl_sbx *sb, void *conn)
 void relay_runner_dial_failed(struct rl_sbx *sb, const char *why)
 {
     relay_log(sb->r, 1, "sandbox %s: dial failed: %s", sb->id, why);
+    (void)snprintf(sb->link_error, sizeof sb->link_error, "%s", why);
     sb->dialing = 0;
     schedule_redial(sb);
 }
@@ -244,6 +253,51 @@ int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **
     return ep_closing(sb->ep, code, reason);
 }
 
+/* Where an aca sandbox's runner is: the pool's endpoint as a WebSocket
+ * URL, with the session's identifier (docs/aca.md). */
+static int aca_url(const struct rl_sbx *sb, char *out, size_t cap)
+{
+    const char *rest = sb->url;
+    const char *scheme = "wss://";
+    if (!strncmp(rest, "https://", 8)) {
+        rest += 8;
+    } else if (!strncmp(rest, "http://", 7)) {
+        rest += 7;
+        scheme = "ws://";
+    } else {
+        return AL_E_INVAL;
+    }
+    size_t n = strlen(rest);
+    const char *slash = n && rest[n - 1] == '/' ? "" : "/";
+    int w = snprintf(out, cap, "%s%s%s?identifier=%s&api-version=%s", scheme, rest, slash,
+                     sb->ident, RL_ACA_API_VERSION);
+    return w > 0 && (size_t)w < cap ? AL_OK : AL_E_TOOBIG;
+}
+
+/* Start a dial of a static or aca sandbox's runner. */
+static void dial(struct rl_sbx *sb)
+{
+    struct relay *r = sb->r;
+    char tok[AL_MAX_TOKEN], url[DB_SANDBOX_URL_MAX + DB_IDENT_MAX + 64], why[RL_LINK_ERROR_MAX];
+    struct rl_dial d = {.url = sb->url, .token = tok, .platform = NULL};
+    if (sb->kind == DB_SANDBOX_ACA) {
+        d.url = url;
+        d.platform = sb->platform;
+        if (aca_url(sb, url, sizeof url) != AL_OK) {
+            relay_runner_dial_failed(sb, "its pool endpoint is not a usable URL");
+            return;
+        }
+    }
+    if (!r->cfg.dial || relay_cred_mint(r, token_aud(sb), "dial", tok, sizeof tok) != AL_OK) {
+        schedule_redial(sb);
+        return;
+    }
+    sb->dialing = 1;
+    why[0] = '\0';
+    if (r->cfg.dial(r->cfg.dial_ud, sb, &d, why, sizeof why) != AL_OK)
+        relay_runner_dial_failed(sb, why[0] ? why : "cannot start the connection");
+}
+
 void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
 {
     struct relay *r = sb->r;
@@ -251,23 +305,16 @@ void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
     ep_tick(sb->ep, now);
     if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, sb->id, "refresh", tok, sizeof tok) == AL_OK &&
+        if (relay_cred_mint(r, token_aud(sb), "refresh", tok, sizeof tok) == AL_OK &&
             ep_send_token(sb->ep, tok, strlen(tok)) == AL_OK)
             due = 1;
         sb->token_due_us = now + RL_TOKEN_REFRESH_US;
     }
     if (sb->conn && (due || ep_closing(sb->ep, NULL, NULL)))
         relay_wake(r, sb->conn);
-    if (sb->kind == DB_SANDBOX_STATIC && !sb->removed && !sb->conn && !sb->dialing &&
-        sb->redial_us && now >= sb->redial_us) {
+    if ((sb->kind == DB_SANDBOX_STATIC || sb->kind == DB_SANDBOX_ACA) && !sb->removed &&
+        !sb->conn && !sb->dialing && sb->redial_us && now >= sb->redial_us) {
         sb->redial_us = 0;
-        char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, sb->id, "dial", tok, sizeof tok) == AL_OK && r->cfg.dial) {
-            sb->dialing = 1;
-            if (r->cfg.dial(r->cfg.dial_ud, sb, sb->url, tok) != AL_OK)
-                relay_runner_dial_failed(sb, "cannot start the connection");
-        } else {
-            schedule_redial(sb);
-        }
+        dial(sb);
     }
 }

@@ -16,6 +16,7 @@
 
 #include "al_err.h"
 #include "endpoint.h"
+#include "platform.h"
 
 int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_sbx **out)
 {
@@ -25,6 +26,8 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     sb->r = r;
     (void)snprintf(sb->id, sizeof sb->id, "%s", row->id);
     (void)snprintf(sb->url, sizeof sb->url, "%s", row->url);
+    (void)snprintf(sb->platform, sizeof sb->platform, "%s", row->platform);
+    (void)snprintf(sb->ident, sizeof sb->ident, "%s", row->identifier);
     sb->kind = row->kind;
     backoff_init(&sb->redial, RL_REDIAL_MIN_MS, RL_REDIAL_MAX_MS);
     sb->network = row->network;
@@ -37,6 +40,11 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     ec.on_event = relay_runner_event;
     ec.ud = sb;
     ec.serves_proxy = r->cfg.proxy != NULL; /* its runner's proxy channels */
+    /* behind a platform's front: pings as often as its idle cut wants */
+    const struct platform_def *pd =
+        row->kind == DB_SANDBOX_ACA ? platform_find(r->cfg.platforms, row->platform) : NULL;
+    if (pd)
+        ec.ping_interval_us = (uint64_t)pd->ping_s * 1000000u;
     int rc = ep_new(&ec, &sb->ep);
     if (rc != AL_OK) {
         free(sb);
@@ -53,6 +61,14 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id)
     for (struct rl_sbx *sb = r->sbxs; sb; sb = sb->next)
         if (!strcmp(sb->id, id) && !sb->removed)
             return sb;
+    return NULL;
+}
+
+const char *relay_sandbox_link_error(const struct relay *r, const char *id)
+{
+    for (const struct rl_sbx *sb = r->sbxs; sb; sb = sb->next)
+        if (!strcmp(sb->id, id) && !sb->removed)
+            return sb->link_error[0] ? sb->link_error : NULL;
     return NULL;
 }
 
@@ -80,7 +96,7 @@ void relay_sandbox_start(struct rl_sbx *sb)
 {
     if (sb->kind == DB_SANDBOX_LOCAL) {
         sb->proc_check_us = 1; /* at the next tick */
-    } else if (sb->kind == DB_SANDBOX_STATIC) {
+    } else if (sb->kind == DB_SANDBOX_STATIC || sb->kind == DB_SANDBOX_ACA) {
         sb->redial_us = 1;
     }
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "al_err.h"
+#include "al_limits.h"
 #include "rprobe.h"
 #include "runner_opts.h"
 #include "upgrade.h"
@@ -34,6 +35,9 @@ static int http_reply(struct lws *wsi, unsigned status, const char *body)
     if (lws_add_http_common_headers(wsi, status, "text/plain", len, &p, end) ||
         lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5,
                                      &p, end) ||
+        /* the runner answered, not a front before it (al_limits.h) */
+        lws_add_http_header_by_name(wsi, (const unsigned char *)AL_RUNNER_REPLY_HEADER ":",
+                                    (const unsigned char *)"1", 1, &p, end) ||
         lws_finalize_write_http_header(wsi, start, &p, end))
         return -1;
     uint8_t body_buf[LWS_PRE + REPLY_BODY_MAX + 1];
