@@ -19,6 +19,7 @@ import crypto from 'node:crypto';
 import { run, check, tmpdir, BIN, SRC, sleep, keygen, waitFor } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
 import { startFront, runnerSession } from '../tools/platform_front.mjs';
+import { runCli } from '../interop/cli.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const RUNNER = path.join(BIN, 'airlock-runner');
@@ -117,6 +118,14 @@ await run('aca_sandbox', async () => {
   const sWrong = await add('wrong', idle, 'wrong');
   await add('stranger', stranger, 'strange');
   check(sAged.identifier !== sIdle.identifier, 'identifiers differ');
+  // the CLI adds one too, and says its identifier
+  const cli = (args) => runCli(['--url', `http://127.0.0.1:${port}`, '--key', admin, ...args]);
+  let c = await cli(['sandbox', 'add', 'bycli', '--kind', 'aca', '--platform', 'idle', '--url', `http://127.0.0.1:${idle.port}`]);
+  check(c.code === 0 && /^added aca sandbox bycli \(platform idle, session identifier al-[0-9a-f]{32}\)$/m.test(c.out),
+    `airlock sandbox add --kind aca: ${c.code} ${c.out}${c.err}`);
+  c = await cli(['sandbox', 'add', 'bycli2', '--kind', 'aca', '--platform', 'nope', '--url', `http://127.0.0.1:${idle.port}`]);
+  check(c.code !== 0 && /no platform nope/.test(c.err), `an unknown platform from the CLI: one line (${c.code} ${c.err})`);
+  await waitFor(async () => (await sandboxRow(port, admin, 'bycli'))?.link_up, 20000, 'bycli\'s link up', 100);
   for (const id of ['aged', 'idle'])
     await waitFor(async () => (await sandboxRow(port, admin, id))?.link_up, 20000, `${id}'s link up`, 100);
   check(aged.sessions.has(sAged.identifier) && idle.sessions.has(sIdle.identifier),
