@@ -39,7 +39,8 @@ const HDR = 10;                     // frame header bytes
 const MAX_PAYLOAD = 65536;          // AL_MAX_PAYLOAD
 const MAX_FRAME = HDR + MAX_PAYLOAD;
 const MAX_SNAPSHOT = 4 * 1024 * 1024; // AL_MAX_SNAPSHOT
-export const WINDOW = 512 * 1024;   // stdout credit beyond what xterm.js parsed
+export const WINDOW = 512 * 1024;
+const SETTLE_MS = 250; // a quiet stream's last ACK (the protocol's EP_ACK_SETTLE_US)   // stdout credit beyond what xterm.js parsed
 export const MAX_PENDING = 1024 * 1024; // never grant while xterm.js holds more
 const IN_CHUNK = 32768;             // stdin bytes per DATA frame
 const PING_MS = 15000;              // PING interval (spec default)
@@ -194,7 +195,8 @@ export function decode(buf) {
 export class TerminalLink {
   constructor({ url, term, name = 'browser', on = {}, fitSize = () => null, csrf = null }) {
     Object.assign(this, { url, term, name, on, fitSize, csrf });
-    this.rx = [null, { next: 0, delivered: 0, limitSent: 0 }, { next: 0, delivered: 0, limitSent: 0 }];
+    this.rx = [null, { next: 0, delivered: 0, limitSent: 0, acked: 0, settle: null },
+      { next: 0, delivered: 0, limitSent: 0, acked: 0, settle: null }];
     this.out = this.rx[STDOUT];
     this.in = { base: 0, buf: new Uint8Array(0), sent: 0, limit: 0 };
     this.role = VIEWER; this.viewers = []; this.state = 'idle';
@@ -298,7 +300,10 @@ export class TerminalLink {
       this.ready = true; this.attempt = 0; this.lastPing = 0;
       this.peerMaxFrame = f.maxFrame;
       // ATTACH with what we hold; credit as far as xterm.js has parsed
-      for (const r of [this.rx[1], this.rx[2]]) r.limitSent = Math.max(r.next, r.delivered + WINDOW);
+      for (const r of [this.rx[1], this.rx[2]]) {
+        r.limitSent = Math.max(r.next, r.delivered + WINDOW);
+        r.acked = r.delivered;
+      }
       this.send(enc.attach(this.rx[1].next, this.rx[1].limitSent, this.rx[2].next, this.rx[2].limitSent));
       this.ping();
       return;
@@ -394,6 +399,8 @@ export class TerminalLink {
 
   // Raise the host's credit to delivered + WINDOW when that moves it by a
   // quarter window; never while xterm.js still holds more than MAX_PENDING.
+  // Once the stream is quiet for SETTLE_MS, acknowledge what was delivered
+  // however little, so that the host may free its output ring.
   grant(s) {
     if (!this.ready || !this.linked) return;
     if (this.pending() > MAX_PENDING) return;
@@ -401,8 +408,19 @@ export class TerminalLink {
     const limit = r.delivered + WINDOW;
     if (limit - r.limitSent >= WINDOW / 4) {
       r.limitSent = limit;
+      r.acked = r.delivered;
       this.stats.acks++;
       this.send(enc.ack(s, r.delivered, limit));
+    }
+    clearTimeout(r.settle);
+    if (r.delivered > r.acked) {
+      r.settle = setTimeout(() => {
+        if (!this.ready || !this.linked || r.delivered <= r.acked) return;
+        r.acked = r.delivered;
+        r.limitSent = Math.max(r.limitSent, r.delivered + WINDOW);
+        this.stats.acks++;
+        this.send(enc.ack(s, r.delivered, r.limitSent));
+      }, SETTLE_MS);
     }
   }
 

@@ -243,10 +243,72 @@ int ep_closing(const struct ep *ep, int *code, const char **reason)
     return 1;
 }
 
+/* Streams gone quiet. An outgoing one whose bytes are all acknowledged
+ * gives its ring's memory back after EP_RING_IDLE_US (ring.h: taken again
+ * at the next byte; nothing it held is ever sent again, a resume from below
+ * the acknowledged offset is a GAP as when the ring has moved on). An
+ * incoming one with bytes consumed but not acknowledged (less than the
+ * quarter window that triggers an ACK) is acknowledged after
+ * EP_ACK_SETTLE_US, so that its sender can do the same. */
+static void settle_streams(struct ep *ep, uint64_t now_us)
+{
+    for (unsigned i = 0; i < ep->nch; i++) {
+        struct chan *c = ep->ch[i];
+        for (unsigned s = 0; c && s < FR_NSTREAMS; s++) {
+            struct txs *t = &c->tx[s];
+            if (t->appended) {
+                t->appended = 0;
+                t->quiet_us = now_us;
+            } else if (t->ring.buf && t->acked == t->ring.end && t->sent == t->ring.end &&
+                       now_us - t->quiet_us >= EP_RING_IDLE_US) {
+                ring_free(&t->ring);
+            }
+            struct rxs *r = &c->rx[s];
+            if (r->got) {
+                r->got = 0;
+                r->quiet_us = now_us;
+            } else if (r->consumed > r->ack_sent && now_us - r->quiet_us >= EP_ACK_SETTLE_US) {
+                r->settle = 1;
+            }
+        }
+    }
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* When settle_streams next has something to do; UINT64_MAX: nothing. A
+ * stream that moved since the last tick is looked at one period after it
+ * (not at once: a busy stream must not make every turn a tick). */
+static uint64_t settle_deadline(const struct ep *ep)
+{
+    uint64_t d = UINT64_MAX;
+    for (unsigned i = 0; i < ep->nch; i++) {
+        const struct chan *c = ep->ch[i];
+        for (unsigned s = 0; c && s < FR_NSTREAMS; s++) {
+            const struct txs *t = &c->tx[s];
+            if (t->appended)
+                d = min_u64(d, ep->last_tick_us + EP_RING_IDLE_US);
+            else if (t->ring.buf && t->acked == t->ring.end)
+                d = min_u64(d, t->quiet_us + EP_RING_IDLE_US);
+            const struct rxs *r = &c->rx[s];
+            if (r->got)
+                d = min_u64(d, ep->last_tick_us + EP_ACK_SETTLE_US);
+            else if (!r->settle && r->consumed > r->ack_sent)
+                d = min_u64(d, r->quiet_us + EP_ACK_SETTLE_US);
+        }
+    }
+    return d;
+}
+
 void ep_tick(struct ep *ep, uint64_t now_us)
 {
     if (!ep->up || ep->closing)
         return;
+    settle_streams(ep, now_us);
+    ep->last_tick_us = now_us;
     if (ep->token_deadline_us && now_us >= ep->token_deadline_us) {
         ep_failf(ep, AL_E_EXPIRED, FR_ERR_TOKEN_EXPIRED, "token expired and no fresh one arrived");
         return;
@@ -282,7 +344,7 @@ uint64_t ep_next_deadline(const struct ep *ep)
         t = ep->last_rx_us + ep->cfg.idle_timeout_us;
     if (ep->cfg.ping_interval_us && ep->last_ping_us + ep->cfg.ping_interval_us < t)
         t = ep->last_ping_us + ep->cfg.ping_interval_us;
-    return t;
+    return min_u64(t, settle_deadline(ep));
 }
 
 int ep_send_error(struct ep *ep, uint32_t ch, uint16_t code, const char *msg)

@@ -105,7 +105,14 @@ struct ep_config {
     int serves_proxy;
 };
 
-#define EP_DEFAULT_TX_RING (4u << 20)  /* 4 MiB */
+#define EP_DEFAULT_TX_RING (4u << 20) /* 4 MiB */
+/* An outgoing stream's ring whose bytes are all acknowledged and that got
+ * none for this long is freed at the next ep_tick (so at most a ping
+ * interval later): an idle terminal holds no output ring. */
+#define EP_RING_IDLE_US 2000000ull
+/* A receiver acknowledges what it consumed of a stream once no DATA came
+ * for this long, however little (else only a quarter window at a time). */
+#define EP_ACK_SETTLE_US 250000ull
 #define EP_DEFAULT_WINDOW (512u << 10) /* 512 KiB */
 #define EP_MIN_WINDOW 1024u
 /* A proxy channel's ring per stream and the credit it grants per stream,

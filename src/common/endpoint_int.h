@@ -95,6 +95,8 @@ struct txs {
     uint64_t role_sent;        /* controller stdin: sent before a ROLE moved `sent`
                                 * back; the host may still acknowledge up to here */
     int eof, eof_sent;
+    int appended;      /* bytes came in since the last tick looked */
+    uint64_t quiet_us; /* since when none has (ep_tick's clock) */
 };
 
 /* A whole snapshot: the host's outgoing one, or the controller's partial
@@ -118,6 +120,9 @@ struct vlist {
 struct rxs {
     uint64_t next, consumed, ack_sent, limit_sent;
     int eof;
+    int got;           /* DATA came in since the last tick looked */
+    int settle;        /* quiet: acknowledge all consumed, however little */
+    uint64_t quiet_us; /* since when no DATA has (ep_tick's clock) */
 };
 
 struct chan {
@@ -160,6 +165,7 @@ struct ep {
     uint16_t version;
     uint32_t peer_max_frame;
     uint64_t last_rx_us, last_ping_us;
+    uint64_t last_tick_us; /* the last ep_tick (settle_streams) */
     int ping_due, pong_due;
     uint64_t pong_ts;
     int list_due, list_reply_due;

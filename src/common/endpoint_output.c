@@ -169,7 +169,9 @@ static long out_control(struct chan *c, struct fr_frame *f, uint8_t *buf, size_t
     return 0;
 }
 
-/* An acknowledgement, when a quarter window of credit can be returned. */
+/* An acknowledgement, when a quarter window of credit can be returned, or
+ * once a stream has gone quiet with bytes consumed and not acknowledged
+ * (so that the sender may free its ring: EP_ACK_SETTLE_US). */
 static long out_ack(const struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t *buf,
                     size_t cap)
 {
@@ -183,8 +185,12 @@ static long out_ack(const struct ep *ep, struct chan *c, struct fr_frame *f, uin
         if (c->mode == FR_MODE_PROXY && window > EP_PROXY_WINDOW)
             window = EP_PROXY_WINDOW; /* within the peer's proxy ring: §5a */
         uint64_t limit = r->consumed + window;
-        if (limit - r->limit_sent >= window / 4 && limit > r->limit_sent) {
+        int settle = r->settle && r->consumed > r->ack_sent;
+        if (settle || (limit - r->limit_sent >= window / 4 && limit > r->limit_sent)) {
+            r->settle = 0;
             r->ack_sent = r->consumed;
+            if (limit < r->limit_sent)
+                limit = r->limit_sent; /* a limit never goes back */
             r->limit_sent = limit;
             f->type = FR_ACK;
             f->flags = (uint8_t)s;

@@ -93,6 +93,7 @@ int ep_stream_on_data(struct ep *ep, struct chan *c, const struct fr_frame *f)
         return AL_OK; /* already have it all */
     uint64_t skip = r->next - off;
     r->next = off + n;
+    r->got = 1;
     struct ep_event ev = {.type = EP_EV_DATA,
                           .channel = c->id,
                           .stream = s,
@@ -186,6 +187,7 @@ long ep_write(struct ep *ep, uint32_t ch, unsigned stream, const uint8_t *p, siz
     size_t room = ep_writable(ep, ch, stream);
     if (n > room)
         n = room;
+    t->appended = 1;
     int rc = ring_append(&t->ring, p, n);
     return rc < 0 ? rc : (long)n;
 }

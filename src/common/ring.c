@@ -5,8 +5,33 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "al_err.h"
+
+/* From this size a buffer is mapped rather than taken from the heap, so
+ * that ring_free gives it back to the system at once (a freed heap block
+ * of megabytes may stay in the process: glibc raises its mmap threshold
+ * after the first such free). */
+#define RING_MAP_MIN (64u << 10)
+
+static uint8_t *buf_new(size_t cap)
+{
+    if (cap < RING_MAP_MIN)
+        return malloc(cap);
+    void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_free(uint8_t *p, size_t cap)
+{
+    if (!p)
+        return;
+    if (cap < RING_MAP_MIN)
+        free(p);
+    else
+        (void)munmap(p, cap);
+}
 
 void ring_init(struct ring *r, size_t cap, uint64_t start)
 {
@@ -18,7 +43,7 @@ void ring_init(struct ring *r, size_t cap, uint64_t start)
 
 void ring_free(struct ring *r)
 {
-    free(r->buf);
+    buf_free(r->buf, r->cap);
     r->buf = NULL;
     r->base = r->end;
 }
@@ -30,7 +55,7 @@ int ring_append(struct ring *r, const uint8_t *p, size_t n)
     if (n > r->cap)
         return AL_E_TOOBIG;
     if (!r->buf) {
-        r->buf = malloc(r->cap);
+        r->buf = buf_new(r->cap);
         if (!r->buf)
             return AL_E_NOMEM;
     }

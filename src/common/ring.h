@@ -5,7 +5,8 @@
  * end - base <= cap. Appending past capacity drops the oldest bytes (base
  * moves up); callers that must not lose unacknowledged bytes check
  * ring_space-style limits themselves. The buffer is allocated on first
- * append, so an idle stream costs nothing.
+ * append, so an idle stream costs nothing, and ring_free gives it back to
+ * the system (large ones are mapped, not heap).
  */
 #ifndef AL_RING_H
 #define AL_RING_H

@@ -183,13 +183,14 @@ export function decode(buf) {
 }
 
 const WINDOW = 512 * 1024;
+const SETTLE_MS = 250; // EP_ACK_SETTLE_US
 
 // One channel as the controller sees it.
 class Channel {
   constructor(ctl, id, argv, opts) {
     Object.assign(this, { ctl, id, argv, opts });
     this.out = []; this.err = [];
-    this.next = [0, 0, 0]; this.limitSent = [0, 0, 0];
+    this.next = [0, 0, 0]; this.limitSent = [0, 0, 0]; this.ackSent = [0, 0, 0]; this.settleT = [null, null, null];
     this.inSent = 0; this.inAcked = 0; this.inLimit = 0; this.inBuf = Buffer.alloc(0); this.inBase = 0;
     this.inEof = false; this.inEofSent = false;
     this.opened = false; this.exit = null; this.closed = false; this.linked = false;
@@ -223,15 +224,29 @@ class Channel {
       this.ctl.send(enc.eof(this.id, STDIN, end)); this.inEofSent = true;
     }
   }
+  // An ACK when the credit moves by a quarter window, and once the stream
+  // has been quiet for SETTLE_MS with bytes not acknowledged (as
+  // src/common/endpoint.c does: the host may then free its ring).
   grant(stream) {
     if (this.paused) return;
     const limit = this.next[stream] + WINDOW;
     if (limit - this.limitSent[stream] >= WINDOW / 4) {
       this.limitSent[stream] = limit;
+      this.ackSent[stream] = this.next[stream];
       this.ctl.send(enc.ack(this.id, stream, this.next[stream], limit));
     }
+    clearTimeout(this.settleT[stream]);
+    if (this.next[stream] > this.ackSent[stream]) {
+      this.settleT[stream] = setTimeout(() => {
+        if (this.paused || this.next[stream] <= this.ackSent[stream] || this.ctl.ws?.readyState !== 1) return;
+        this.ackSent[stream] = this.next[stream];
+        this.limitSent[stream] = Math.max(this.limitSent[stream], this.next[stream] + WINDOW);
+        this.ctl.send(enc.ack(this.id, stream, this.next[stream], this.limitSent[stream]));
+      }, SETTLE_MS);
+      this.settleT[stream].unref?.();
+    }
   }
-  resume() { this.paused = false; this.limitSent = [0, 0, 0]; this.grant(STDOUT); if (this.opts.mode === 1) this.grant(STDERR); }
+  resume() { this.paused = false; this.limitSent = [0, 0, 0]; this.ackSent = [...this.next]; this.grant(STDOUT); if (this.opts.mode === 1) this.grant(STDERR); }
   wait(pred, what, ms = 20000) {
     if (pred()) return Promise.resolve();
     return new Promise((res, rej) => {
@@ -323,7 +338,7 @@ export class Controller {
         if (this.onError) this.onError(f);
         break;
       case T.OPENED:
-        c.opened = true; c.pid = f.pid; c.linked = true; c.limitSent = [0, 0, 0];
+        c.opened = true; c.pid = f.pid; c.linked = true; c.limitSent = [0, 0, 0]; c.ackSent = [...c.next];
         c.grant(STDOUT); if (c.opts.mode === 1) c.grant(STDERR); c.pump();
         break;
       case T.ATTACHED:
