@@ -35,6 +35,7 @@
 #define BACKOFF_MAX_MS 5000
 #define MS_PER_S 1000
 #define MAX_RETRY_FOR_S (7ull * 86400)
+#define MAX_PING_S 3600ull /* --ping-interval (its message says so) */
 
 /* ---- set-up and the loop ---------------------------------------------------- */
 
@@ -135,6 +136,24 @@ static void teardown(struct cli_session *a)
     }
 }
 
+/* The session's controller endpoint; pings as often as asked, and its idle
+ * timeout stays well above the interval. */
+static int session_ep(struct cli_session *a)
+{
+    struct ep_config ec;
+    ep_config_default(&ec, FR_ROLE_CONTROLLER);
+    ec.name = "airlock-cli";
+    ec.tx_ring = INPUT_COPY_MAX;
+    ec.on_event = cli_session_on_event;
+    ec.ud = a;
+    if (a->o.ping_ms) {
+        ec.ping_interval_us = a->o.ping_ms * 1000u;
+        if (ec.idle_timeout_us < 3 * ec.ping_interval_us)
+            ec.idle_timeout_us = 3 * ec.ping_interval_us;
+    }
+    return ep_new(&ec, &a->ep);
+}
+
 int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opts *o,
                int *exit_status, int *detached)
 {
@@ -148,8 +167,7 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
     a->o = *o;
     a->txbuf = malloc(cli_ws_pre() + AL_MAX_FRAME);
     if (!a->txbuf || cli_input_init(&a->in, CLI_HELD_INPUT_MAX, INPUT_COPY_MAX) != AL_OK ||
-        ep_new_with(FR_ROLE_CONTROLLER, "airlock-cli", INPUT_COPY_MAX, 0, cli_session_on_event, a,
-                    &a->ep) != AL_OK) {
+        session_ep(a) != AL_OK) {
         cli_input_free(&a->in);
         free(a->txbuf);
         free(a);
@@ -231,6 +249,16 @@ int cli_attach_opt(struct cli_attach_args *o, int argc, char **argv, int *i, int
         o->retry_for_ms = n * MS_PER_S;
         return 1;
     }
+    if (!strcmp(s, "--ping-interval") && *i + 1 < argc) {
+        char *end;
+        errno = 0;
+        const char *v = argv[++*i];
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n < 1 || n > MAX_PING_S)
+            *err = cli_err_usage("--ping-interval wants seconds from 1 to 3600, not '%s'", v);
+        o->ping_ms = n * MS_PER_S;
+        return 1;
+    }
     return 0;
 }
 
@@ -244,6 +272,7 @@ int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct c
     o.read_only = aa->read_only;
     o.escape = aa->escape;
     o.retry_for_ms = aa->retry_for_ms;
+    o.ping_ms = aa->ping_ms;
     o.quiet = quiet;
     o.forward_signals = pipe;
     int st = CLI_EXIT_OTHER;
@@ -257,7 +286,7 @@ int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct c
 int cli_attach_cmd(struct cli_app *a, int argc, char **argv)
 {
     struct cli_attach_args aa = {0, CLI_ESCAPE_DEFAULT, 0,
-                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S};
+                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S, 0};
     const char *target = NULL;
     for (int i = 0; i < argc; i++) {
         int err = 0;

@@ -62,6 +62,14 @@ void relay_wake(struct relay *r, void *conn)
         r->cfg.wake(conn);
 }
 
+void relay_link_timers(const struct relay *r, struct ep_config *ec)
+{
+    if (r->cfg.ping_us)
+        ec->ping_interval_us = r->cfg.ping_us;
+    if (r->cfg.idle_us)
+        ec->idle_timeout_us = r->cfg.idle_us;
+}
+
 int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ...)
 {
     int n = snprintf(out, cap, "%s/", r->cfg.data_dir);

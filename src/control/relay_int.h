@@ -29,6 +29,7 @@
 #define AL_RELAY_INT_H
 
 #include "backoff.h"
+#include "endpoint.h"
 #include "frame.h"
 #include "proxy.h"
 #include "proxyenv.h"
@@ -184,6 +185,9 @@ void relay_wake(struct relay *r, void *conn);
 /* DATA_DIR/fmt... into out: AL_OK or AL_E_TOOBIG. */
 int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The configured ping interval and idle timeout into a link's endpoint
+ * config (what is not configured keeps the endpoint's default). */
+void relay_link_timers(const struct relay *r, struct ep_config *ec);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 
