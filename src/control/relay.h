@@ -53,6 +53,9 @@
 #define RL_SYNC_US 200000ull             /* ... or this long after the first byte */
 #define RL_TOKEN_TTL_S 600               /* runner:connect tokens we mint */
 #define RL_TOKEN_REFRESH_US 240000000ull /* a fresh one in band this often */
+/* the ERROR (NO_CHANNEL) a client gets before the CLOSE of a terminal
+ * its runner no longer has (the runner restarted, or ended it) */
+#define RL_LOST_MSG "terminal lost: its runner no longer has it"
 #define RL_REDIAL_MIN_MS 250
 #define RL_REDIAL_MAX_MS 30000
 #define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */
