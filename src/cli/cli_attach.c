@@ -136,24 +136,6 @@ static void teardown(struct cli_session *a)
     }
 }
 
-/* The session's controller endpoint; pings as often as asked, and its idle
- * timeout stays well above the interval. */
-static int session_ep(struct cli_session *a)
-{
-    struct ep_config ec;
-    ep_config_default(&ec, FR_ROLE_CONTROLLER);
-    ec.name = "airlock-cli";
-    ec.tx_ring = INPUT_COPY_MAX;
-    ec.on_event = cli_session_on_event;
-    ec.ud = a;
-    if (a->o.ping_ms) {
-        ec.ping_interval_us = a->o.ping_ms * 1000u;
-        if (ec.idle_timeout_us < 3 * ec.ping_interval_us)
-            ec.idle_timeout_us = 3 * ec.ping_interval_us;
-    }
-    return ep_new(&ec, &a->ep);
-}
-
 int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opts *o,
                int *exit_status, int *detached)
 {
@@ -167,12 +149,18 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
     a->o = *o;
     a->txbuf = malloc(cli_ws_pre() + AL_MAX_FRAME);
     if (!a->txbuf || cli_input_init(&a->in, CLI_HELD_INPUT_MAX, INPUT_COPY_MAX) != AL_OK ||
-        session_ep(a) != AL_OK) {
+        ep_new_with(FR_ROLE_CONTROLLER, "airlock-cli", INPUT_COPY_MAX, 0, cli_session_on_event, a,
+                    &a->ep) != AL_OK) {
         cli_input_free(&a->in);
         free(a->txbuf);
         free(a);
         return AL_E_NOMEM;
     }
+    /* pings as often as asked; the idle timeout stays well above them */
+    if (o->ping_ms)
+        ep_set_timers(a->ep, o->ping_ms * 1000u,
+                      o->ping_ms * 3000u > EP_DEFAULT_IDLE_US ? o->ping_ms * 3000u
+                                                              : EP_DEFAULT_IDLE_US);
     for (int fd = 0; fd < 3; fd++) {
         a->saved_fl[fd] = fcntl(fd, F_GETFL);
         a->saved_ok[fd] = a->saved_fl[fd] >= 0;

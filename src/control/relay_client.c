@@ -317,19 +317,13 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
     struct rl_client *c = calloc(1, sizeof *c);
     if (!c)
         return AL_E_NOMEM;
-    struct ep_config ec;
-    ep_config_default(&ec, FR_ROLE_HOST);
-    ec.name = "airlockd";
-    ec.tx_ring = RL_CLIENT_RING;
-    ec.window = RL_CLIENT_WINDOW;
-    ec.on_event = client_event;
-    ec.ud = c;
-    relay_link_timers(t->sb->r, &ec);
-    int rc = ep_new(&ec, &c->ep);
+    int rc = ep_new_with(FR_ROLE_HOST, "airlockd", RL_CLIENT_RING, RL_CLIENT_WINDOW, client_event,
+                         c, &c->ep);
     if (rc != AL_OK) {
         free(c);
         return rc;
     }
+    relay_link_timers(t->sb->r, c->ep);
     c->t = t;
     c->conn = a->conn;
     ratelim_init(&c->snap_lim, RL_CLIENT_SNAP_INTERVAL_US, RL_CLIENT_SNAP_BURST);

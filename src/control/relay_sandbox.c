@@ -37,12 +37,12 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     ec.on_event = relay_runner_event;
     ec.ud = sb;
     ec.serves_proxy = r->cfg.proxy != NULL; /* its runner's proxy channels */
-    relay_link_timers(r, &ec);
     int rc = ep_new(&ec, &sb->ep);
     if (rc != AL_OK) {
         free(sb);
         return rc;
     }
+    relay_link_timers(r, sb->ep);
     sb->next = r->sbxs;
     r->sbxs = sb;
     *out = sb;

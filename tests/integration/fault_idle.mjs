@@ -96,7 +96,8 @@ async function defaultPings() {
   check(sha(js.ch.output()) === sha(t.data) && !js.ch.gaps, 'the JS client has the output exactly once, no gap');
   const got = fs.readFileSync(cli.out);
   check(st.code === 0 && got.length === t.data.length && sha(got) === sha(t.data),
-    `the CLI has it exactly once (${got.length} bytes, exit ${st.code})`);
+    `the CLI has it exactly once (${got.length} bytes, exit ${st.code}; it said: ${cli.err().replace(/\s+/g, ' ')}${
+      sha(got) === sha(t.data) ? '' : `; it starts ${JSON.stringify(got.subarray(0, 60).toString('latin1'))}, the data's last 64 bytes at ${got.indexOf(t.data.subarray(-64))}`})`);
   const pst = await pinged.exited;
   check(pinged.proxy.fired('idle-cut') === 0 && pst.code === 0 && sha(fs.readFileSync(pinged.out)) === sha(t.data),
     'a CLI with --ping-interval 2 on the same airlockd was never cut, and has the output');
