@@ -23,7 +23,8 @@
 // own seed; this test derives them all from one, printed first).
 import { run, check, waitFor } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
-import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween } from '../interop/faults.mjs';
+import path from 'node:path';
+import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween, waitGo, go } from '../interop/faults.mjs';
 
 const OUT_SIZE = 50e6, IN_SIZE = 20e6, ECHO_SIZE = 10e6;
 const MIN_CUTS = 5;
@@ -56,20 +57,22 @@ await run('fault_cuts', async () => {
     // output: a paced, checksummed PTY stream
     const out = pacedStream(s.base, `out-${hop}`, OUT_SIZE, seed + k);
     const tOut = await terminal(s, sb.id, out.argv);
+    streams.push({ hop, kind: 'output', sb, cutClient, cutRunner, a: await client(tOut, 0), want: out.data, go: out.go });
     // input: hashed by the command, ended by EOF
     const tIn = await terminal(s, sb.id, ['sh', '-c', 'exec sha256sum'], { mode: 'pipes' });
-    // input echoed by a raw PTY (its output starts after the attach below:
-    // a client attached later would get it as a snapshot)
-    const tEcho = await terminal(s, sb.id, ['sh', '-c', `stty raw -echo; sleep 1; echo READY; exec head -c ${ECHO_SIZE}`]);
-    streams.push({ hop, kind: 'output', sb, cutClient, cutRunner, a: await client(tOut, 0), want: out.data });
     const inData = printable(IN_SIZE, seed + 100 + k);
     streams.push({ hop, kind: 'input', sb, cutClient, cutRunner, a: await client(tIn, 1), want: Buffer.from(`${sha(inData)}  -\n`), feed: inData });
+    // input echoed by a raw PTY (its output starts once the client is
+    // attached: a client attached later would get it as a snapshot)
+    const goEcho = path.join(s.base, `echo-${hop}.go`);
+    const tEcho = await terminal(s, sb.id, ['sh', '-c', `stty raw -echo; ${waitGo(goEcho)}; echo READY; exec head -c ${ECHO_SIZE}`]);
     const echoData = printable(ECHO_SIZE, seed + 200 + k);
-    streams.push({ hop, kind: 'echo', sb, cutClient, cutRunner, a: await client(tEcho, 0), want: Buffer.concat([Buffer.from('READY\n'), echoData]), feed: echoData, ready: /READY\n/ });
+    streams.push({ hop, kind: 'echo', sb, cutClient, cutRunner, a: await client(tEcho, 0), want: Buffer.concat([Buffer.from('READY\n'), echoData]), feed: echoData, ready: /READY\n/, go: goEcho });
   }
   const t0 = Date.now();
   for (const st of streams) {
     st.start = Date.now();
+    if (st.go) go(st.go);
     if (!st.feed) continue;
     const { ch } = st.a;
     // a raw PTY first: a cooked one holds at most a line of 4095 bytes

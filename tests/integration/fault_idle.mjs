@@ -18,7 +18,7 @@ import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { run, check, onCleanup, BIN } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
-import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween } from '../interop/faults.mjs';
+import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween, go } from '../interop/faults.mjs';
 import { startFaultProxy } from '../tools/faultproxy.mjs';
 
 const IDLE_CUT = [{ fault: 'idle-cut', ms: 5000 }];
@@ -108,6 +108,7 @@ async function age() {
   const out = pacedStream(s.base, 'age', AGE_SIZE, 3, 40);
   const id = await terminal(s, sb.id, out.argv);
   const js = await faultyClient(s, id, { faults: AGE_CUT });
+  go(out.go);
   const t0 = Date.now();
   await js.ch.waitExit(120000);
   const took = Date.now() - t0;

@@ -21,7 +21,7 @@ import { spawn } from 'node:child_process';
 import { run, check, sleep, waitFor, rssKb, onCleanup, BIN } from '../interop/harness.mjs';
 import { api, attach, addLocalSandbox } from '../interop/airlockd.mjs';
 import { descendants } from '../interop/procs.mjs';
-import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, sha } from '../interop/faults.mjs';
+import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, sha, go } from '../interop/faults.mjs';
 
 const STALL_MS = 3000;             // how long the other client is watched while one is stalled
 const RSS_GROWTH_KB = 64 * 1024;   // what a stall may add to a process's memory
@@ -66,6 +66,7 @@ async function stalledLink(s) {
   const out = pacedStream(s.base, 'link', 20e6, 5, 40);
   const id = await terminal(s, sb.id, out.argv);
   const a = await faultyClient(s, id);
+  go(out.go);
   const rss0 = rssKb(sb.runner.proc.pid);
   let rssMax = rss0;
   const watch = setInterval(() => { rssMax = Math.max(rssMax, rssKb(sb.runner.proc.pid)); }, 200);

@@ -76,11 +76,20 @@ export function printable(size, seed) {
   return b;
 }
 
+// The shell words that wait (at most GO_WAIT_S) for file `go` to exist: a
+// program starts its output only once the test has attached its client
+// (touch go), so that the client sees it as DATA, not as a late joiner's
+// snapshot.
+const GO_WAIT_S = 60;
+export const waitGo = (go) => `n=0; while [ ! -e '${go}' ] && [ $n -lt ${GO_WAIT_S * 20} ]; do sleep 0.05; n=$((n+1)); done`;
+export const go = (file) => fs.writeFileSync(file, '');
+
 // A paced output stream: `size` printable bytes in file WORK/NAME, and the
 // argv of a PTY program (raw, no echo) that prints them in 64 KiB chunks,
-// `gapMs` apart. The pace keeps a client that reconnects after a cut
-// within airlockd's log (RL_LOG_BYTES, 4 MiB) so that it resumes without
-// a resync. Resolves { data, argv, file }.
+// `gapMs` apart, once WORK/NAME.go exists (go(s.go) starts it). The pace
+// keeps a client that reconnects after a cut within airlockd's log
+// (RL_LOG_BYTES, 4 MiB) so that it resumes without a resync. Resolves
+// { data, argv, file, go }.
 export function pacedStream(work, name, size, seed, gapMs = 20) {
   fs.mkdirSync(work, { recursive: true });
   const data = printable(size, seed);
@@ -88,9 +97,9 @@ export function pacedStream(work, name, size, seed, gapMs = 20) {
   fs.writeFileSync(file, data);
   const chunks = Math.ceil(size / 65536);
   const sec = (gapMs / 1000).toFixed(3);
-  const prog = `stty raw -echo; sleep 1; i=0; while [ $i -lt ${chunks} ]; do ` +
+  const prog = `stty raw -echo; ${waitGo(`${file}.go`)}; i=0; while [ $i -lt ${chunks} ]; do ` +
     `dd if='${file}' bs=65536 skip=$i count=1 status=none; i=$((i+1)); sleep ${sec}; done; sleep 0.5`;
-  return { data, file, argv: ['sh', '-c', prog] };
+  return { data, file, go: `${file}.go`, argv: ['sh', '-c', prog] };
 }
 
 // The faults that fired on proxies, in [from, to] (ms), as one count.
