@@ -85,6 +85,7 @@ static const struct cmd cmds[] = {
      cli_probe_cmd, probe_help},
     {"attach",
      "  attach [SANDBOX/]TERMINAL [--read-only] [--escape C|none] [--retry-for S]\n"
+     "        [--ping-interval S]\n"
      "        attach this terminal to it (Enter ~ . detaches, ~ t takes over, ~ ? help)\n",
      cli_attach_cmd, NULL},
     {"run",

@@ -35,6 +35,7 @@
 #define BACKOFF_MAX_MS 5000
 #define MS_PER_S 1000
 #define MAX_RETRY_FOR_S (7ull * 86400)
+#define MAX_PING_S 3600ull /* --ping-interval (its message says so) */
 
 /* ---- set-up and the loop ---------------------------------------------------- */
 
@@ -155,6 +156,11 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
         free(a);
         return AL_E_NOMEM;
     }
+    /* pings as often as asked; the idle timeout stays well above them */
+    if (o->ping_ms)
+        ep_set_timers(a->ep, o->ping_ms * 1000u,
+                      o->ping_ms * 3000u > EP_DEFAULT_IDLE_US ? o->ping_ms * 3000u
+                                                              : EP_DEFAULT_IDLE_US);
     for (int fd = 0; fd < 3; fd++) {
         a->saved_fl[fd] = fcntl(fd, F_GETFL);
         a->saved_ok[fd] = a->saved_fl[fd] >= 0;
@@ -231,6 +237,16 @@ int cli_attach_opt(struct cli_attach_args *o, int argc, char **argv, int *i, int
         o->retry_for_ms = n * MS_PER_S;
         return 1;
     }
+    if (!strcmp(s, "--ping-interval") && *i + 1 < argc) {
+        char *end;
+        errno = 0;
+        const char *v = argv[++*i];
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n < 1 || n > MAX_PING_S)
+            *err = cli_err_usage("--ping-interval wants seconds from 1 to 3600, not '%s'", v);
+        o->ping_ms = n * MS_PER_S;
+        return 1;
+    }
     return 0;
 }
 
@@ -244,6 +260,7 @@ int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct c
     o.read_only = aa->read_only;
     o.escape = aa->escape;
     o.retry_for_ms = aa->retry_for_ms;
+    o.ping_ms = aa->ping_ms;
     o.quiet = quiet;
     o.forward_signals = pipe;
     int st = CLI_EXIT_OTHER;
@@ -257,7 +274,7 @@ int cli_attach_start(struct cli_app *a, const char *id, int pipe, const struct c
 int cli_attach_cmd(struct cli_app *a, int argc, char **argv)
 {
     struct cli_attach_args aa = {0, CLI_ESCAPE_DEFAULT, 0,
-                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S};
+                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S, 0};
     const char *target = NULL;
     for (int i = 0; i < argc; i++) {
         int err = 0;

@@ -31,6 +31,7 @@ struct cli_attach_opts {
     int read_only; /* ?mode=read: observe only */
     int escape;    /* the escape character, -1 for none */
     uint64_t retry_for_ms;
+    uint64_t ping_ms;    /* a PING after this long (0: EP_DEFAULT_PING_US) */
     int quiet;           /* no status lines but errors (pipe mode runs) */
     int forward_signals; /* SIGINT/SIGTERM/SIGHUP go to the terminal once */
 };
@@ -53,6 +54,7 @@ struct cli_app;
 struct cli_attach_args {
     int read_only, escape, pipe;
     uint64_t retry_for_ms;
+    uint64_t ping_ms; /* --ping-interval; 0: the default */
 };
 
 /* `airlock attach [SANDBOX/]TERMINAL ...` (argv after "attach"): the

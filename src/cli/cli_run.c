@@ -115,7 +115,7 @@ static int set_command(json_t *body, const char *sandbox, int argc, char **argv,
 int cli_run_cmd(struct cli_app *a, int argc, char **argv)
 {
     struct cli_attach_args aa = {0, CLI_ESCAPE_DEFAULT, 0,
-                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S};
+                                 (uint64_t)CLI_RETRY_FOR_DEFAULT_S * MS_PER_S, 0};
     const char *sandbox = NULL;
     json_t *body = json_pack("{s:o, s:o}", "env", json_object(), "proxy", json_array());
     if (!body) {

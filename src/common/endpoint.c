@@ -325,6 +325,12 @@ void ep_tick(struct ep *ep, uint64_t now_us)
     }
 }
 
+void ep_set_timers(struct ep *ep, uint64_t ping_interval_us, uint64_t idle_timeout_us)
+{
+    ep->cfg.ping_interval_us = ping_interval_us;
+    ep->cfg.idle_timeout_us = idle_timeout_us;
+}
+
 int ep_ping(struct ep *ep)
 {
     if (!ep_ready(ep))

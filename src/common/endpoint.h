@@ -157,6 +157,9 @@ long ep_output(struct ep *ep, uint8_t *buf, size_t cap, uint64_t now_us);
 
 /* Timers: pings, the idle timeout, the token deadline. */
 void ep_tick(struct ep *ep, uint64_t now_us);
+/* Change the ping interval and the idle timeout (0: never) of ep_config,
+ * for the next tick on. */
+void ep_set_timers(struct ep *ep, uint64_t ping_interval_us, uint64_t idle_timeout_us);
 /* Send a PING with the next output (the link's round trip, EP_EV_PONG, is
  * known at once instead of after the first interval). AL_E_STATE when the
  * link is not ready. */

@@ -38,6 +38,8 @@ static const struct {
     KEY("--sandbox-cpu", sbx_cpu),
     KEY("--session-ttl", session_ttl),
     KEY("--session-idle", session_idle),
+    KEY("--ping-interval", ping_interval),
+    KEY("--idle-timeout", idle_timeout),
     KEY("--proxy-listen", proxy_listen),
     KEY("--proxy-path", proxy_path),
 #undef KEY

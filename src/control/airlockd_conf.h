@@ -21,7 +21,7 @@
 #include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
-#define AIRLOCKD_CONF_KEYS 23   /* settings in the table */
+#define AIRLOCKD_CONF_KEYS 25   /* settings in the table */
 
 /* Each a string, NULL while unset; they point into argv or the store
  * airlockd_conf_read was given. */
@@ -31,9 +31,10 @@ struct airlockd_conf {
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;
     const char *session_ttl, *session_idle;
-    const char *proxy_listen;    /* the credential proxy's direct path, ADDR:PORT */
-    const char *proxy_path;      /* "runner" (default) or "direct": which path terminals get */
-    struct proxycfg *proxy;      /* where upstream.* lines go (the caller's) */
+    const char *ping_interval, *idle_timeout; /* every airlock.v1 link's, seconds */
+    const char *proxy_listen;                 /* the credential proxy's direct path, ADDR:PORT */
+    const char *proxy_path; /* "runner" (default) or "direct": which path terminals get */
+    struct proxycfg *proxy; /* where upstream.* lines go (the caller's) */
     struct platforms *platforms; /* where platform.* lines go (the caller's) */
 };
 

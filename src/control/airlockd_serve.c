@@ -16,6 +16,7 @@
 #include "airlockd_conf.h"
 #include "al_err.h"
 #include "api.h"
+#include "endpoint.h"
 #include "lsbx.h"
 
 enum { SESSION_S_MAX = 30 * 24 * 3600 }; /* --session-ttl, --session-idle (DB_SESSION_TTL_MAX_MS) */
@@ -132,13 +133,24 @@ static int serve_limits(const struct airlockd_conf *c, struct api_config *cfg)
                   {"max-conns-per-ip", c->max_conns_per_ip, &cfg->max_conns_per_ip},
                   {"request-timeout", c->request_timeout, &cfg->request_timeout_s},
                   {"audit-keep-days", c->audit_keep_days, &cfg->audit_keep_days},
-                  {"audit-keep-rows", c->audit_keep_rows, &cfg->audit_keep_rows}};
+                  {"audit-keep-rows", c->audit_keep_rows, &cfg->audit_keep_rows},
+                  {"ping-interval", c->ping_interval, &cfg->ping_interval_s},
+                  {"idle-timeout", c->idle_timeout, &cfg->idle_timeout_s}};
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
         if (limits[i].val && parse_count(limits[i].val, SERVE_LIMIT_MAX, limits[i].dst) != 0) {
             airlockd_cmd_err("serve", "%s wants a whole number from 1 to %u", limits[i].key,
                              SERVE_LIMIT_MAX);
             return AIRLOCKD_RC_USAGE;
         }
+    }
+    /* a peer that pings as we do must never look idle */
+    uint64_t ping = cfg->ping_interval_s ? cfg->ping_interval_s * 1000000ull : EP_DEFAULT_PING_US;
+    uint64_t idle = cfg->idle_timeout_s ? cfg->idle_timeout_s * 1000000ull : EP_DEFAULT_IDLE_US;
+    if (idle <= 2 * ping) {
+        airlockd_cmd_err(
+            "serve", "idle-timeout (%llu s) must be more than twice ping-interval (%llu s)",
+            (unsigned long long)(idle / 1000000u), (unsigned long long)(ping / 1000000u));
+        return AIRLOCKD_RC_USAGE;
     }
     if ((c->session_ttl && parse_count(c->session_ttl, SESSION_S_MAX, &cfg->session_ttl_s) != 0) ||
         (c->session_idle &&

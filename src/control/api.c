@@ -376,6 +376,8 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .platforms = a->cfg.platforms,
         .proxy_base = a->proxysrv ? a->proxy_base : NULL,
         .proxy_direct = a->cfg.proxy_direct,
+        .ping_us = (uint64_t)a->cfg.ping_interval_s * 1000000u,
+        .idle_us = (uint64_t)a->cfg.idle_timeout_s * 1000000u,
         .loop = a->loop,
         .wake = api_ws_wake,
         .dial = api_runner_dial,

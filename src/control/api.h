@@ -48,6 +48,10 @@ struct api_config {
     unsigned audit_keep_rows;   /* at most this many audit rows (API_AUDIT_KEEP_ROWS) */
     unsigned session_ttl_s;     /* a web session's absolute lifetime; 0: 12 hours */
     unsigned session_idle_s;    /* ... and unused; 0: 1 hour (at most the lifetime) */
+    /* every airlock.v1 link's (runners' and clients'): a PING after this
+     * long, and the close (4003) after this long without a byte from the
+     * peer; 0: the protocol's defaults (EP_DEFAULT_PING_US, EP_DEFAULT_IDLE_US) */
+    unsigned ping_interval_s, idle_timeout_s;
     /* the credential proxy (docs/proxy.md): its upstreams (checked by
      * proxycfg_finish; NULL or none: no proxy), and where its direct path
      * listens (ADDR:PORT; NULL: not served) */

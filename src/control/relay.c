@@ -62,6 +62,12 @@ void relay_wake(struct relay *r, void *conn)
         r->cfg.wake(conn);
 }
 
+void relay_link_timers(const struct relay *r, struct ep *ep)
+{
+    ep_set_timers(ep, r->cfg.ping_us ? r->cfg.ping_us : EP_DEFAULT_PING_US,
+                  r->cfg.idle_us ? r->cfg.idle_us : EP_DEFAULT_IDLE_US);
+}
+
 int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ...)
 {
     int n = snprintf(out, cap, "%s/", r->cfg.data_dir);

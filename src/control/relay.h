@@ -53,6 +53,9 @@
 #define RL_SYNC_US 200000ull             /* ... or this long after the first byte */
 #define RL_TOKEN_TTL_S 600               /* runner:connect tokens we mint */
 #define RL_TOKEN_REFRESH_US 240000000ull /* a fresh one in band this often */
+/* the ERROR (NO_CHANNEL) a client gets before the CLOSE of a terminal
+ * its runner no longer has (the runner restarted, or ended it) */
+#define RL_LOST_MSG "terminal lost: its runner no longer has it"
 #define RL_REDIAL_MIN_MS 250
 #define RL_REDIAL_MAX_MS 30000
 #define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */
@@ -109,12 +112,14 @@ struct relay_config {
                              sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
-    struct proxy *proxy;               /* the credential proxy (borrowed); NULL: no upstreams */
+    struct proxy *proxy;       /* the credential proxy (borrowed); NULL: no upstreams */
     const struct platforms *platforms; /* aca sandboxes' platforms (borrowed; pings) */
-    const char *proxy_base;            /* its direct path as agents reach it
-                                          ("http://ADDR:PORT/v1/proxy"); NULL: not served */
-    int proxy_direct;                  /* the direct path only: local runners serve no
-                                          proxy listener, PROXY_AT is not used */
+    const char *proxy_base;    /* its direct path as agents reach it
+                                  ("http://ADDR:PORT/v1/proxy"); NULL: not served */
+    int proxy_direct;          /* the direct path only: local runners serve no
+                                  proxy listener, PROXY_AT is not used */
+    uint64_t ping_us, idle_us; /* every link's ping interval and idle timeout
+                                  (runners and clients); 0: the endpoint's default */
     uv_loop_t *loop;
     rl_wake_fn *wake;
     rl_dial_fn *dial;

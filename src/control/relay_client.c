@@ -323,6 +323,7 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
         free(c);
         return rc;
     }
+    relay_link_timers(t->sb->r, c->ep);
     c->t = t;
     c->conn = a->conn;
     ratelim_init(&c->snap_lim, RL_CLIENT_SNAP_INTERVAL_US, RL_CLIENT_SNAP_BURST);

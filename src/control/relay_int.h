@@ -29,6 +29,7 @@
 #define AL_RELAY_INT_H
 
 #include "backoff.h"
+#include "endpoint.h"
 #include "frame.h"
 #include "proxy.h"
 #include "proxyenv.h"
@@ -188,6 +189,9 @@ void relay_wake(struct relay *r, void *conn);
 /* DATA_DIR/fmt... into out: AL_OK or AL_E_TOOBIG. */
 int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The configured ping interval and idle timeout (--ping-interval,
+ * --idle-timeout) on a link's endpoint; unset, it keeps its defaults. */
+void relay_link_timers(const struct relay *r, struct ep *ep);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 

@@ -40,16 +40,20 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     ec.on_event = relay_runner_event;
     ec.ud = sb;
     ec.serves_proxy = r->cfg.proxy != NULL; /* its runner's proxy channels */
-    /* behind a platform's front: pings as often as its idle cut wants */
-    const struct platform_def *pd =
-        row->kind == DB_SANDBOX_ACA ? platform_find(r->cfg.platforms, row->platform) : NULL;
-    if (pd)
-        ec.ping_interval_us = (uint64_t)pd->ping_s * 1000000u;
     int rc = ep_new(&ec, &sb->ep);
     if (rc != AL_OK) {
         free(sb);
         return rc;
     }
+    relay_link_timers(r, sb->ep);
+    /* behind a platform's front: pings as often as its idle cut wants, if
+     * more often than every link's */
+    const struct platform_def *pd =
+        row->kind == DB_SANDBOX_ACA ? platform_find(r->cfg.platforms, row->platform) : NULL;
+    uint64_t ping_us = r->cfg.ping_us ? r->cfg.ping_us : EP_DEFAULT_PING_US;
+    if (pd && (uint64_t)pd->ping_s * 1000000u < ping_us)
+        ep_set_timers(sb->ep, (uint64_t)pd->ping_s * 1000000u,
+                      r->cfg.idle_us ? r->cfg.idle_us : EP_DEFAULT_IDLE_US);
     sb->next = r->sbxs;
     r->sbxs = sb;
     *out = sb;

@@ -142,6 +142,9 @@ void relay_terminal_drop(struct rl_term *t, enum db_term_state final)
         (void)db_terminal_set_exit(sb->r->cfg.db, t->id, -1, 9);
     relay_terminal_state(t, final);
     for (struct rl_client *c = t->clients; c; c = c->next) {
+        /* lost is not closed: a client says which (protocol.md §9) */
+        if (c->ch && final == DB_TERM_LOST)
+            (void)ep_send_error(c->ep, c->ch, FR_ERR_NO_CHANNEL, RL_LOST_MSG);
         if (c->ch)
             (void)ep_close(c->ep, c->ch);
         c->gone = 1;

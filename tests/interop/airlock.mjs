@@ -196,6 +196,7 @@ class Channel {
     this.opened = false; this.exit = null; this.closed = false; this.linked = false;
     this.waiters = [];
     this.paused = false; // stop granting credit (a reader that stops)
+    this.keepTyped = false; // relay sessions: a writer's unsent input survives a ROLE
     // relay sessions: role from the last ROLE (undefined before), who is
     // attached, snapshots seen, resyncs (a stdout GAP then a SNAPSHOT)
     this.role = undefined; this.roles = 0; this.viewers = [];
@@ -353,11 +354,15 @@ export class Controller {
         break;
       case T.ROLE: {
         if (!c.linked) throw new Error(`ROLE before ATTACHED on channel ${c.id}`);
-        c.role = f.role; c.roles++;
-        // what was never sent is dropped; what was sent from inNext on is sent again
+        // what was never sent is dropped (unless keepTyped: typed as the
+        // writer and the writer still, it is written again after the rest,
+        // as airlock's CLI does, spec §9); what was sent from inNext on is
+        // sent again
         const sent = c.inBuf.subarray(0, c.inSent - c.inBase);
-        if (f.inNext >= c.inBase && f.inNext <= c.inSent) c.inBuf = sent.subarray(f.inNext - c.inBase);
-        else c.inBuf = Buffer.alloc(0);
+        const typed = c.keepTyped && c.role === WRITER && f.role === WRITER ? c.inBuf.subarray(c.inSent - c.inBase) : Buffer.alloc(0);
+        c.role = f.role; c.roles++;
+        if (f.inNext >= c.inBase && f.inNext <= c.inSent) c.inBuf = Buffer.concat([sent.subarray(f.inNext - c.inBase), typed]);
+        else c.inBuf = typed;
         c.inBase = f.inNext; c.inAcked = f.inNext; c.inSent = f.inNext; c.inLimit = f.inLimit;
         c.inEofSent = false; c.pump();
         break;
