@@ -12,6 +12,13 @@
 // signing key), and SQL metacharacters in every string field, stored and
 // read back verbatim, with nothing else changed. After each row, airlockd's
 // health (tests/interop/abuse.mjs).
+//
+// | row | targets | how | expected |
+// |---|---|---|---|
+// | every route × every role | airlockd | the route's request as none / runner token / viewer / creator / other operator / admin | the matrix below (W(...)): 401, 403, 200/201/202/101; refused changes not done |
+// | a runner token for A used for B | airlockd, runner | rev1's enrollment token on rev2's link and back; stat1's token at stat2's runner | 403, the audience named; A's own: 101 |
+// | path traversal | airlockd | 18 variants (`..`, encoded, double-encoded, backslash, NUL, overlong UTF-8) on /, /app, /vendor, a recording | 404 (a NUL: closed), nothing outside served |
+// | SQL metacharacters | airlockd | 8 payloads in a sandbox url, a terminal's argv/cwd/env/term, the sign-in key, an API key, a sandbox id, a signal, a terminal id, a user name | stored and read back verbatim, or refused 400/401/404 by the field's rule; nothing else changed |
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';

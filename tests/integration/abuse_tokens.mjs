@@ -18,6 +18,20 @@
 // (RFC 7515 §5.2 allows refusing, RFC 8725 §3.11 asks for it: two parsers
 // taking different duplicates read two different tokens); jansson's
 // JSON_REJECT_DUPLICATES does it, and the row checks the reason says so.
+//
+// | row | targets | how | expected |
+// |---|---|---|---|
+// | no token; not a Bearer token | runner, airlockd | the upgrade without / with `Basic` | 403 (runner: Unauthenticated, logged) |
+// | expired; nbf in the future | runner, in band, airlockd | exp = now - 300; nbf = now + 600 | 403 / ERROR 9, "expired at" / "not valid before" |
+// | wrong aud; wrong scope | runner, in band, airlockd | aud sbx-other; scope terminal:write proxy:anthropic | 403 / ERROR 9, the claim named |
+// | alg none; HS256 with the public key (PEM, JWK x) | runner, in band, airlockd | the header's alg, an HMAC over the input | 403 / ERROR 9, "alg … is not accepted" |
+// | unknown kid; a jwk header with a foreign key | runner, in band, airlockd | kid no-such-kid; signed by the key in the token | 403 / ERROR 9, kid unknown / bad signature |
+// | tampered payload; tampered signature | runner, in band, airlockd | another claims segment; one character of the signature | 403 / ERROR 9, bad signature |
+// | oversize (4097 bytes) | runner, in band, airlockd | claims padded | runner: the header over 4096 bytes is taken for none (403 Unauthenticated); in band: ERROR 1, close 4000 (the TOKEN frame's limit); airlockd: "more than the limit of 4096" |
+// | bad base64 (padding; standard alphabet) | runner, in band, airlockd | `=` after the header; `+` `/` in the claims | 403 / ERROR 9, "not strict base64url" |
+// | duplicate claims (aud, exp twice); duplicate header member (alg twice) | runner, in band, airlockd | the JSON text with a key twice, validly signed | 403 / ERROR 9, "duplicate object key" |
+// | crit header | runner, in band, airlockd | crit: ["exp"], validly signed | 403 / ERROR 9, "header has crit" |
+// | valid token (control) | runner, in band, airlockd | minted by airlockd token | 101 / accepted |
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
