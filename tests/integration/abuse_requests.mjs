@@ -17,6 +17,8 @@
 // | slow-loris upgrade | runner, airlockd (--request-timeout 3) | an upgrade trickled a byte every 300 ms, never finished | closed at the request deadline (measured) |
 // | 1,000 connections at once | runner stat1 (64 at once), airlockd (--max-conns 400) | from 40 addresses 127.0.0.x | those past the limit 503 (or 429 per address), the rest serve /healthz, the attached stream never pauses |
 // | foreign Origin | airlockd | every POST/DELETE route of routes[] and the attach, through a session with its CSRF token | 403 (also no Origin, "null", look-alikes); our Origin not 403 |
+// | another origin reads | airlockd | every GET route of routes[] with the cookie (another port is the same site), a CORS preflight | 401; no Access-Control-Allow-* anywhere |
+// | framing the page | airlockd | GET /, /app/app.js | X-Frame-Options DENY, CSP frame-ancestors 'none' |
 // | cookie writes without the anti-CSRF check | airlockd | every POST/DELETE route and the attach, our Origin, cookie without / with a wrong / with another session's CSRF token | 401 |
 // | garbage after a valid handshake | runner, airlockd | 101, then bytes that are no WebSocket frame | closed |
 // | random airlock frames | runner, airlockd | 101, then random binary messages | ERROR, close 4000/4004 |
@@ -268,6 +270,32 @@ await run('abuse_requests', async () => {
     originRows.push({ name: `POST /v1/session (sign-in with a valid key), Origin ${o === null ? 'absent' : JSON.stringify(o)}`, targets: ['airlockd'],
       send: () => statusOf(signInReq(o), d.port),
       expect: (s) => (o === null || o === own ? s === 200 : s === 403), show: (s) => `${s}` });
+  }
+  // the reads: a page of another origin (another port of this host is
+  // the same site: the cookie goes along) cannot hold the CSRF token, so a
+  // read through the cookie alone is 401; and no answer, nor a CORS
+  // preflight's, lets another origin read it (no Access-Control-Allow-*)
+  const reads = routes.filter((r) => r.method === 'GET' && (r.path.startsWith('/v1/') || r.path === '/metrics'));
+  const noCors = (res) => !/^access-control-allow-/im.test(res.head || '');
+  const rawRes = (req) => rawHttp(d.port, req, scaled(8000)).catch((e) => ({ status: `no answer (${e.message})`, head: '' }));
+  for (const r of reads) {
+    const target = concrete(r.path);
+    originRows.push({ name: `GET ${r.path} from another origin of this site, with the cookie`, targets: ['airlockd'],
+      send: () => rawRes(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nCookie: ${s1.cookie}\r\nOrigin: http://127.0.0.1:${d.port + 1}\r\n\r\n`),
+      expect: (g) => g.status === 401 && noCors(g), show: (g) => `${g.status}, CORS headers: ${!noCors(g)}` });
+    originRows.push({ name: `OPTIONS ${r.path} (a CORS preflight from a foreign Origin)`, targets: ['airlockd'],
+      send: () => rawRes(`OPTIONS ${target} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nOrigin: http://evil.example\r\n` +
+        'Access-Control-Request-Method: GET\r\nAccess-Control-Request-Headers: x-airlock-csrf\r\n\r\n'),
+      expect: (g) => typeof g.status === 'number' && g.status >= 400 && noCors(g), show: (g) => `${g.status}, CORS headers: ${!noCors(g)}` });
+  }
+  // the page itself is public, but no other site may frame it
+  // (clickjacking: a page of another port is the same site)
+  for (const f of ['/', '/app/app.js']) {
+    originRows.push({ name: `GET ${f}: no other site may frame it`, targets: ['airlockd'],
+      send: () => rawRes(`GET ${f} HTTP/1.1\r\nHost: 127.0.0.1:${d.port}\r\nOrigin: http://127.0.0.1:${d.port + 1}\r\n\r\n`),
+      expect: (g) => g.status === 200 && /^x-frame-options: DENY$/im.test(g.head) &&
+        /^content-security-policy: frame-ancestors 'none'$/im.test(g.head) && noCors(g),
+      show: (g) => `${g.status}, ${(g.head || '').split('\r\n').filter((l) => /^(x-frame|content-security)/i.test(l)).join('; ') || 'no framing headers'}` });
   }
   await runMatrix('foreign origin', originRows, targets);
   await runMatrix('csrf', csrfRows, targets);
