@@ -31,6 +31,7 @@
 // | bad base64 (padding; standard alphabet) | runner, in band, airlockd | `=` after the header; `+` `/` in the claims | 403 / ERROR 9, "not strict base64url" |
 // | duplicate claims (aud, exp twice); duplicate header member (alg twice) | runner, in band, airlockd | the JSON text with a key twice, validly signed | 403 / ERROR 9, "duplicate object key" |
 // | crit header | runner, in band, airlockd | crit: ["exp"], validly signed | 403 / ERROR 9, "header has crit" |
+// | a valid token for an identifier not served there | runner, airlockd | aud and identifier ghost | 403, the answer of a bad token (no oracle) |
 // | valid token (control) | runner, in band, airlockd | minted by airlockd token | 101 / accepted |
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -194,6 +195,16 @@ await run('abuse_tokens', async () => {
     rows.push({ name, targets: ALL, send: (t) => send[t.name](made[name][t.name][0]),
       expect: (g, t, from) => refusedAs[t.name](g, made[name][t.name][1], t, from, made[name][t.name][2]?.[t.name]), show: (g) => `${g.status} ${String(g.body).trim()}` });
   }
+  // no oracle for identifiers: a valid token for an identifier the target
+  // does not serve is answered as a bad token is
+  const ghostTok = mint(dir, 'ghost', 'runner:connect', 600);
+  rows.push({ name: 'a valid token for an identifier not served here', targets: ALL,
+    send: (t) => (t.name === 'runner'
+      ? up(r.port, '/?identifier=ghost&api-version=2024-02-02-preview', ghostTok)
+      : up(d.port, '/v1/runners/connect?identifier=ghost', ghostTok, { 'X-Airlock-Runner-Key': RUNNER_KEY })),
+    expect: (g, t) => g.status === 403 && (t.name === 'runner' ? g.body.trim() === 'Forbidden'
+      : /a valid runner:connect token is required/.test(g.body)),
+    show: (g) => `${g.status} ${String(g.body).trim()}` });
   // the control row: the same paths, a valid token (made by airlockd token)
   rows.push({ name: 'valid token (control)', targets: ALL, send: (t) => send[t.name](t.name === 'runner' ? runnerTok : linkTok),
     expect: (g) => g.status === 101, show: (g) => `${g.status}` });
