@@ -18,16 +18,31 @@
 // | every route × every role | airlockd | the route's request as none / runner token / viewer / creator / other operator / admin | the matrix below (W(...)): 401, 403, 200/201/202/101; refused changes not done |
 // | a runner token for A used for B | airlockd, runner | rev1's enrollment token on rev2's link and back; stat1's token at stat2's runner | 403, the audience named; A's own: 101 |
 // | path traversal | airlockd | 18 variants (`..`, encoded, double-encoded, backslash, NUL, overlong UTF-8) on /, /app, /vendor, a recording | 404 (a NUL: closed), nothing outside served |
-// | SQL metacharacters | airlockd | 8 payloads in a sandbox url, a terminal's argv/cwd/env/term, the sign-in key, an API key, a sandbox id, a signal, a terminal id, a user name | stored and read back verbatim, or refused 400/401/404 by the field's rule; nothing else changed |
+// | SQL metacharacters | airlockd on SQLite, and on PostgreSQL | 8 payloads in a sandbox url, a terminal's argv/cwd/env/term, the sign-in key, an API key, a sandbox id, a signal, a terminal id, a user name | stored and read back verbatim, or refused 400/401/404 by the field's rule; nothing else changed |
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, SRC, BIN } from '../interop/harness.mjs';
+import os from 'node:os';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, onCleanup, SRC, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { Target, runMatrix, upgradeRequest } from '../interop/abuse.mjs';
 
 const LINK_MS = 10000;     // a static sandbox's link comes up within this
 const SECRET = 'TOP-SECRET-NOT-TO-BE-SERVED';
+
+// A throw-away PostgreSQL (tests/tools/pg-temp.sh, as airlockd_pg.mjs):
+// its URL; stopped and removed at clean-up.
+function startPostgres() {
+  const script = path.join(SRC, 'tests', 'tools', 'pg-temp.sh');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-pgdb-'));
+  const r = spawnSync('bash', [script, 'start', dir, String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60000 });
+  if (r.status !== 0) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw new Error(`cannot start a throw-away PostgreSQL (tools/deps.sh installs it): ${r.stderr}`);
+  }
+  onCleanup(() => execFileSync('bash', [script, 'stop', dir], { stdio: 'inherit', timeout: 60000 }));
+  return r.stdout.toString().trim();
+}
 
 // The router's table, from the source: [{ method, path }]
 function routesOfSource() {
@@ -37,6 +52,70 @@ function routesOfSource() {
   const out = [];
   for (const m of table[1].matchAll(/\{\s*M_(\w+),\s*"([^"]+)"/g)) out.push({ method: m[1], path: m[2] });
   return out;
+}
+
+// ---- SQL metacharacters in every string field, on one backend: stored and
+// read back verbatim, or refused by the field's rule; nothing else changed
+const META = [`'; DROP TABLE terminals; --`, `" OR "1"="1`, `') OR ('a'='a`, `%_\\'\\"`, `Robert'); DELETE FROM users;--`,
+  `1; UPDATE users SET role='admin' WHERE name='vic'; --`, `$1 $$ E'\\x27' /* */ -- #`, `ünïcödé '' ""`];
+const utf8Json = (res) => JSON.parse(Buffer.from(res.body, 'latin1').toString('utf8'));
+
+async function sqlMatrix({ backend, port, A, keys, dir, dbArgs, sandbox, term, daemon }) {
+  const snapshot = async () => {
+    const s = (await api(port, 'GET', '/v1/sandboxes', A)).json.map((x) => `${x.id}|${x.kind}|${x.url}`).sort();
+    const t = utf8Json(await api(port, 'GET', '/v1/terminals', A)).map((x) => `${x.id}|${x.sandbox}|${JSON.stringify(x.argv)}|${x.cwd}|${x.creator}`).sort();
+    const u = execFileSync(path.join(BIN, 'airlockd'), ['user', 'ls', '--data', dir, ...dbArgs]).toString();
+    return { s, t, u };
+  };
+  const before = await snapshot();
+  const made = { s: [], t: [] };
+  const sqlRows = [];
+  META.forEach((m, i) => {
+    const url = `ws://127.0.0.1:9/?q=${m.replace(/ /g, '+')}`;
+    sqlRows.push({ name: `sandbox url ${JSON.stringify(url)}`, targets: ['airlockd'], send: async () => {
+      const g = await api(port, 'POST', '/v1/sandboxes', A, { id: `sql${i}`, kind: 'static', url });
+      const back = (await api(port, 'GET', '/v1/sandboxes', A)).json.find((x) => x.id === `sql${i}`);
+      if (g.status === 201) made.s.push(`sql${i}|static|${url}`);
+      return { status: g.status, same: back && back.url === url };
+    }, // a url is printable ASCII (docs/api.md): anything else is 400, nothing stored
+    expect: (g) => (/^[\x21-\x7e]+$/.test(url) ? g.status === 201 && g.same : g.status === 400 && g.same === undefined),
+    show: (g) => `${g.status}, read back verbatim: ${g.same}` });
+    sqlRows.push({ name: `terminal argv and cwd ${JSON.stringify(m)}`, targets: ['airlockd'], send: async () => {
+      const argv = ['printf', '%s\\n', m, `x${m}x`];
+      const cwd = `/tmp/${m}`;
+      const g = await api(port, 'POST', '/v1/terminals', keys.operator, { sandbox, argv, cwd, env: { SQLX: m }, term: `xterm${m.replace(/[^\x21-\x7e]/g, '')}`.slice(0, 64) });
+      // (rawHttp reads a body as latin1: its bytes are UTF-8)
+      const back = g.status === 201 ? utf8Json(await api(port, 'GET', `/v1/terminals/${g.json.id}`, keys.viewer)) : null;
+      if (g.status === 201) made.t.push(`${g.json.id}|${sandbox}|${JSON.stringify(argv)}|${cwd}|otto`);
+      return { status: g.status, same: !!back && JSON.stringify(back.argv) === JSON.stringify(argv) && back.cwd === cwd, body: g.body };
+    }, expect: (g) => g.status === 201 && g.same, show: (g) => `${g.status}, read back verbatim: ${g.same} ${g.status !== 201 ? g.body : ''}` });
+    sqlRows.push({ name: `sign-in key ${JSON.stringify(m)}`, targets: ['airlockd'],
+      send: () => api(port, 'POST', '/v1/session', undefined, { key: m }),
+      expect: (g) => g.status === 401 || g.status === 400, show: (g) => `${g.status}` });
+    sqlRows.push({ name: `API key ${JSON.stringify(m)}`, targets: ['airlockd'],
+      send: () => api(port, 'GET', '/v1/sandboxes', `alk_${encodeURIComponent(m)}`),
+      expect: (g) => g.status === 401, show: (g) => `${g.status}` });
+    sqlRows.push({ name: `sandbox id ${JSON.stringify(m)}`, targets: ['airlockd'],
+      send: () => api(port, 'POST', '/v1/sandboxes', A, { id: m, kind: 'reverse' }),
+      expect: (g) => g.status === 400, show: (g) => `${g.status} ${g.body.trim()}` });
+    sqlRows.push({ name: `kill signal ${JSON.stringify(m)}`, targets: ['airlockd'],
+      send: () => api(port, 'POST', `/v1/terminals/${term}/kill`, keys.operator, { signal: m }),
+      expect: (g) => g.status === 400, show: (g) => `${g.status}` });
+    sqlRows.push({ name: `terminal id in the path ${JSON.stringify(m)}`, targets: ['airlockd'],
+      send: () => api(port, 'GET', `/v1/terminals/${encodeURIComponent(m)}`, A),
+      expect: (g) => g.status === 404, show: (g) => `${g.status}` });
+    sqlRows.push({ name: `user name ${JSON.stringify(m)} (airlockd user add)`, targets: ['airlockd'], send: async () => {
+      try { execFileSync(path.join(BIN, 'airlockd'), ['user', 'add', m, '--role', 'viewer', '--data', dir, ...dbArgs], { stdio: 'pipe' }); return { status: 0 }; } catch (e) { return { status: e.status }; }
+    }, expect: (g) => g.status === 2 || g.status === 1, show: (g) => `exit ${g.status}` });
+  });
+  await runMatrix(`sql (${backend})`, sqlRows, { airlockd: daemon });
+  const after = await snapshot();
+  check(JSON.stringify(after.s) === JSON.stringify([...before.s, ...made.s].sort()),
+    `${backend}: the sandboxes are those before and the ones added, each as sent`);
+  check(JSON.stringify(after.t) === JSON.stringify([...before.t, ...made.t].sort()),
+    `${backend}: the terminals are those before and the ones added, each as sent`);
+  check(after.u === before.u, `${backend}: the users are unchanged (${before.u.trim().split('\n').length} lines of airlockd user ls)`);
+  check((await api(port, 'GET', '/v1/audit', keys.viewer)).status === 403, `${backend}: vic is still a viewer`);
 }
 
 await run('abuse_api', async () => {
@@ -262,65 +341,26 @@ await run('abuse_api', async () => {
     expect: (g) => g.status === 200 && /hello/.test(g.body), show: (g) => `${g.status}` });
   await runMatrix('traversal', travRows, { airlockd: daemon });
 
-  // ---- SQL metacharacters in every string field: stored and read back
-  // verbatim, nothing else changed
-  const META = [`'; DROP TABLE terminals; --`, `" OR "1"="1`, `') OR ('a'='a`, `%_\\'\\"`, `Robert'); DELETE FROM users;--`,
-    `1; UPDATE users SET role='admin' WHERE name='vic'; --`, `$1 $$ E'\\x27' /* */ -- #`, `ünïcödé '' ""`];
-  const utf8Json = (res) => JSON.parse(Buffer.from(res.body, 'latin1').toString('utf8'));
-  const snapshot = async () => {
-    const s = (await api(d.port, 'GET', '/v1/sandboxes', A)).json.map((x) => `${x.id}|${x.kind}|${x.url}`).sort();
-    const t = utf8Json(await api(d.port, 'GET', '/v1/terminals', A)).map((x) => `${x.id}|${x.sandbox}|${JSON.stringify(x.argv)}|${x.cwd}|${x.creator}`).sort();
-    const u = execFileSync(path.join(BIN, 'airlockd'), ['user', 'ls', '--data', dir]).toString();
-    return { s, t, u };
-  };
-  const before = await snapshot();
-  const made = { s: [], t: [] };
-  const sqlRows = [];
-  META.forEach((m, i) => {
-    const url = `ws://127.0.0.1:9/?q=${m.replace(/ /g, '+')}`;
-    sqlRows.push({ name: `sandbox url ${JSON.stringify(url)}`, targets: ['airlockd'], send: async () => {
-      const g = await api(d.port, 'POST', '/v1/sandboxes', A, { id: `sql${i}`, kind: 'static', url });
-      const back = (await api(d.port, 'GET', '/v1/sandboxes', A)).json.find((x) => x.id === `sql${i}`);
-      if (g.status === 201) made.s.push(`sql${i}|static|${url}`);
-      return { status: g.status, same: back && back.url === url };
-    }, // a url is printable ASCII (docs/api.md): anything else is 400, nothing stored
-    expect: (g) => (/^[\x21-\x7e]+$/.test(url) ? g.status === 201 && g.same : g.status === 400 && g.same === undefined),
-    show: (g) => `${g.status}, read back verbatim: ${g.same}` });
-    sqlRows.push({ name: `terminal argv and cwd ${JSON.stringify(m)}`, targets: ['airlockd'], send: async () => {
-      const argv = ['printf', '%s\\n', m, `x${m}x`];
-      const cwd = `/tmp/${m}`;
-      const g = await api(d.port, 'POST', '/v1/terminals', key.operator, { sandbox: 'stat1', argv, cwd, env: { SQLX: m }, term: `xterm${m.replace(/[^\x21-\x7e]/g, '')}`.slice(0, 64) });
-      // (rawHttp reads a body as latin1: its bytes are UTF-8)
-      const back = g.status === 201 ? utf8Json(await api(d.port, 'GET', `/v1/terminals/${g.json.id}`, key.viewer)) : null;
-      if (g.status === 201) made.t.push(`${g.json.id}|stat1|${JSON.stringify(argv)}|${cwd}|otto`);
-      return { status: g.status, same: !!back && JSON.stringify(back.argv) === JSON.stringify(argv) && back.cwd === cwd, body: g.body };
-    }, expect: (g) => g.status === 201 && g.same, show: (g) => `${g.status}, read back verbatim: ${g.same} ${g.status !== 201 ? g.body : ''}` });
-    sqlRows.push({ name: `sign-in key ${JSON.stringify(m)}`, targets: ['airlockd'],
-      send: () => api(d.port, 'POST', '/v1/session', undefined, { key: m }),
-      expect: (g) => g.status === 401 || g.status === 400, show: (g) => `${g.status}` });
-    sqlRows.push({ name: `API key ${JSON.stringify(m)}`, targets: ['airlockd'],
-      send: () => api(d.port, 'GET', '/v1/sandboxes', `alk_${encodeURIComponent(m)}`),
-      expect: (g) => g.status === 401, show: (g) => `${g.status}` });
-    sqlRows.push({ name: `sandbox id ${JSON.stringify(m)}`, targets: ['airlockd'],
-      send: () => api(d.port, 'POST', '/v1/sandboxes', A, { id: m, kind: 'reverse' }),
-      expect: (g) => g.status === 400, show: (g) => `${g.status} ${g.body.trim()}` });
-    sqlRows.push({ name: `kill signal ${JSON.stringify(m)}`, targets: ['airlockd'],
-      send: () => api(d.port, 'POST', `/v1/terminals/${T0}/kill`, key.operator, { signal: m }),
-      expect: (g) => g.status === 400, show: (g) => `${g.status}` });
-    sqlRows.push({ name: `terminal id in the path ${JSON.stringify(m)}`, targets: ['airlockd'],
-      send: () => api(d.port, 'GET', `/v1/terminals/${encodeURIComponent(m)}`, A),
-      expect: (g) => g.status === 404, show: (g) => `${g.status}` });
-    sqlRows.push({ name: `user name ${JSON.stringify(m)} (airlockd user add)`, targets: ['airlockd'], send: async () => {
-      try { execFileSync(path.join(BIN, 'airlockd'), ['user', 'add', m, '--role', 'viewer', '--data', dir], { stdio: 'pipe' }); return { status: 0 }; } catch (e) { return { status: e.status }; }
-    }, expect: (g) => g.status === 2 || g.status === 1, show: (g) => `exit ${g.status}` });
-  });
-  await runMatrix('sql', sqlRows, { airlockd: daemon });
-  const after = await snapshot();
-  check(JSON.stringify(after.s) === JSON.stringify([...before.s, ...made.s].sort()),
-    'the sandboxes are those before and the ones added, each as sent');
-  check(JSON.stringify(after.t) === JSON.stringify([...before.t, ...made.t].sort()),
-    'the terminals are those before and the ones added, each as sent');
-  check(after.u === before.u, `the users are unchanged (${before.u.trim().split('\n').length} lines of airlockd user ls)`);
-  check((await api(d.port, 'GET', '/v1/audit', key.viewer)).status === 403, 'vic is still a viewer');
+  await sqlMatrix({ backend: 'SQLite', port: d.port, A, keys: key, dir, dbArgs: [], sandbox: 'stat1', term: T0, daemon });
+
+  // ---- the same on PostgreSQL: an airlockd of its own, its own runner
+  const db = startPostgres();
+  const pdir = path.join(base, 'pgdata');
+  keygen(pdir);
+  const pkey = { admin: addUser(pdir, 'ada', 'admin', db), operator: addUser(pdir, 'otto', 'operator', db), viewer: addUser(pdir, 'vic', 'viewer', db) };
+  const r3 = await startRunner({ id: 'stat3', dir: pdir });
+  const pd = await startAirlockd({ dir: pdir, db });
+  check((await api(pd.port, 'POST', '/v1/sandboxes', pkey.admin, { id: 'stat3', kind: 'static', url: urlOf(r3) })).status === 201,
+    'PostgreSQL: a static sandbox stat3');
+  let pterm = null;
+  for (let i = 0; i < 100 && !pterm; i++) {
+    const t = await api(pd.port, 'POST', '/v1/terminals', pkey.operator, { sandbox: 'stat3', argv: ['sleep', '600'] });
+    if (t.status === 201) pterm = t.json.id; else await sleep(100);
+  }
+  const pdaemon = new Target({ name: 'airlockd (PostgreSQL)', pid: pd.p.pid, port: pd.port, log: pd.log,
+    probe: async () => (await api(pd.port, 'GET', '/v1/sandboxes', pkey.admin)).status === 200 });
+  await pdaemon.baseline();
+  await sqlMatrix({ backend: 'PostgreSQL', port: pd.port, A: pkey.admin, keys: pkey, dir: pdir, dbArgs: ['--db', db],
+    sandbox: 'stat3', term: pterm, daemon: pdaemon });
   await daemon.healthy('the whole API matrix');
 }, 240000);
