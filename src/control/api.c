@@ -51,6 +51,7 @@
 #include "relay.h"
 #include "signer.h"
 #include "wsctx.h"
+#include "wslog.h"
 #include "wsg.h"
 #include "wslisten.h"
 
@@ -340,7 +341,8 @@ static int start_relay(struct api *a, char *err, size_t cap)
 {
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
-    lws_set_log_level(LLL_ERR, NULL);
+    /* lws's own lines, rate-limited: a peer can repeat their cause at will */
+    wslog_init(LLL_ERR, "airlockd", "lws", 0);
     a->loop = uv_default_loop();
     struct lsbx_config sbx_cfg = {
         .loop = a->loop,

@@ -17,6 +17,13 @@
 #include "api_local.h"
 #include "wslisten.h"
 
+/* Sent with every file of the page: no other site may frame it (a page of
+ * another port of this host is the same site, and could otherwise lay the
+ * terminal under its own clicks and keystrokes). lws adds them as they
+ * are, after its own headers. */
+static const char frame_headers[] = "x-frame-options: DENY\x0d\x0a"
+                                    "content-security-policy: frame-ancestors 'none'\x0d\x0a";
+
 /* A file of the web page: web_dir/SUB/NAME, NAME checked here. */
 static int serve_file(struct api *a, struct lws *wsi, const char *sub, const char *name)
 {
@@ -46,7 +53,9 @@ static int serve_file(struct api *a, struct lws *wsi, const char *sub, const cha
     if (!mime || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return api_reply_error(wsi, 404, "not found");
     wsl_deadline(a->wsl, wsi, 0); /* streamed: re-armed at HTTP_FILE_COMPLETION */
-    return lws_serve_http_file(wsi, path, mime, NULL, 0) < 0 ? -1 : 0;
+    return lws_serve_http_file(wsi, path, mime, frame_headers, (int)sizeof frame_headers - 1) < 0
+               ? -1
+               : 0;
 }
 
 /* GET /, /app/NAME, /vendor/NAME: the web page's files from web_dir. */

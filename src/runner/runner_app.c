@@ -21,6 +21,7 @@
 #include "runner_dial.h"
 #include "runner_listen.h"
 #include "wsctx.h"
+#include "wslog.h"
 #include "wslisten.h"
 
 #define SWEEP_ROUNDS 100 /* loop turns to let lws and libuv finish closing */
@@ -108,10 +109,12 @@ int runner_app_start(struct runner_app *a)
         fprintf(stderr, "airlock-runner: cannot start: %s\n", al_strerror(rc));
         return 1;
     }
-    lws_set_log_level(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff
-                      : a->rcfg.log_level >= 2    ? LLL_ERR | LLL_WARN | LLL_NOTICE
-                                                  : LLL_ERR,
-                      NULL);
+    /* lws's own lines, rate-limited (wslog.h): a peer can repeat their
+     * cause at will; AIRLOCK_LWS_DEBUG shows them all */
+    wslog_init(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff
+               : a->rcfg.log_level >= 2    ? LLL_ERR | LLL_WARN | LLL_NOTICE
+                                           : LLL_ERR,
+               "airlock-runner", "lws", getenv("AIRLOCK_LWS_DEBUG") != NULL);
     struct wsctx_config wc = {
         .loop = a->loop,
         .protocols = runner_conn_protocols,
