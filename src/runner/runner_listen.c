@@ -49,22 +49,21 @@ static int http_reply(struct lws *wsi, unsigned status, const char *body)
     return lws_http_transaction_completed(wsi) ? -1 : 0;
 }
 
-/* The token of the upgrade: in Authorization, or in --token-header. */
-static const char *read_auth(const struct runner_app *a, struct lws *wsi, char *auth, int cap)
+/* The token of the upgrade: in Authorization, or in --token-header.
+ * *too_long: one was there, over UPGRADE_MAX_HEADER (refused as none, but
+ * the log says so). */
+static const char *read_auth(const struct runner_app *a, struct lws *wsi, char *auth, int cap,
+                             int *too_long)
 {
-    if (a->header_is_auth) {
-        int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-        if (n > 0 && n <= UPGRADE_MAX_HEADER &&
-            lws_hdr_copy(wsi, auth, cap, WSI_TOKEN_HTTP_AUTHORIZATION) > 0)
-            return auth;
-        return NULL;
-    }
     int nl = (int)strlen(a->token_header_lc);
-    int n = lws_hdr_custom_length(wsi, a->token_header_lc, nl);
-    if (n > 0 && n <= UPGRADE_MAX_HEADER &&
-        lws_hdr_custom_copy(wsi, auth, cap, a->token_header_lc, nl) > 0)
-        return auth;
-    return NULL;
+    int n = a->header_is_auth ? lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION)
+                              : lws_hdr_custom_length(wsi, a->token_header_lc, nl);
+    *too_long = n > UPGRADE_MAX_HEADER;
+    if (n <= 0 || n > UPGRADE_MAX_HEADER)
+        return NULL;
+    int got = a->header_is_auth ? lws_hdr_copy(wsi, auth, cap, WSI_TOKEN_HTTP_AUTHORIZATION)
+                                : lws_hdr_custom_copy(wsi, auth, cap, a->token_header_lc, nl);
+    return got > 0 ? auth : NULL;
 }
 
 /* Ingress headers worth seeing that libwebsockets does not parse by
@@ -186,14 +185,20 @@ static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
         req.subprotocols = "?"; /* too long to read: refused as an offer without ours */
     else if (n > 0 && lws_hdr_copy(wsi, protob, sizeof protob, WSI_TOKEN_PROTOCOL) > 0)
         req.subprotocols = protob;
-    req.auth = read_auth(a, wsi, auth, (int)sizeof auth);
+    int too_long = 0;
+    req.auth = read_auth(a, wsi, auth, (int)sizeof auth, &too_long);
     struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
     struct upgrade_result res;
     upgrade_decide(&cfg, &req, &res);
     char peer[64] = "?";
     lws_get_peer_simple(wsi, peer, sizeof peer);
     if (res.status != 101) {
-        runner_log(a->runner, 1, "upgrade from %s refused %d: %s", peer, res.status, res.log);
+        if (too_long)
+            runner_log(a->runner, 1,
+                       "upgrade from %s refused %d: its token header is over %d bytes", peer,
+                       res.status, UPGRADE_MAX_HEADER);
+        else
+            runner_log(a->runner, 1, "upgrade from %s refused %d: %s", peer, res.status, res.log);
         (void)http_reply(wsi, (unsigned)res.status, res.body);
         return -1;
     }

@@ -27,7 +27,7 @@
 // | alg none; HS256 with the public key (PEM, JWK x) | runner, in band, airlockd | the header's alg, an HMAC over the input | 403 / ERROR 9, "alg … is not accepted" |
 // | unknown kid; a jwk header with a foreign key | runner, in band, airlockd | kid no-such-kid; signed by the key in the token | 403 / ERROR 9, kid unknown / bad signature |
 // | tampered payload; tampered signature | runner, in band, airlockd | another claims segment; one character of the signature | 403 / ERROR 9, bad signature |
-// | oversize (4097 bytes) | runner, in band, airlockd | claims padded | runner: the header over 4096 bytes is taken for none (403 Unauthenticated); in band: ERROR 1, close 4000 (the TOKEN frame's limit); airlockd: "more than the limit of 4096" |
+// | oversize (4097 bytes) | runner, in band, airlockd | claims padded | runner: the header over 4096 bytes is refused as none (403 Unauthenticated), its log says it is too long; in band: ERROR 1, close 4000 (the TOKEN frame's limit); airlockd: "more than the limit of 4096" |
 // | bad base64 (padding; standard alphabet) | runner, in band, airlockd | `=` after the header; `+` `/` in the claims | 403 / ERROR 9, "not strict base64url" |
 // | duplicate claims (aud, exp twice); duplicate header member (alg twice) | runner, in band, airlockd | the JSON text with a key twice, validly signed | 403 / ERROR 9, "duplicate object key" |
 // | crit header | runner, in band, airlockd | crit: ["exp"], validly signed | 403 / ERROR 9, "header has crit" |
@@ -99,11 +99,11 @@ await run('abuse_tokens', async () => {
       let t = jws(HDR, claims(aud, { pad }));
       for (let extra = 0; t.length < TOK_MAX_TOKEN + 1 && extra < 8; extra++) t = jws(HDR, claims(aud, { pad: pad + 'p'.repeat(extra + 1) }));
       // the runner reads a token header of at most UPGRADE_MAX_HEADER (4096)
-      // bytes, "Bearer " included, and takes a longer one for none (the
-      // longest valid token, 3672 bytes by the segment limits, fits): the
-      // verifier's own limit is met in band and at airlockd
+      // bytes, "Bearer " included, and refuses a longer one as none, saying
+      // so in its log (the longest valid token, 3672 bytes by the segment
+      // limits, fits): the verifier's own limit is met in band and at airlockd
       return [t, new RegExp(`token is ${t.length} bytes, more than the limit of ${TOK_MAX_TOKEN}`),
-        { runner: { body: 'Unauthenticated', log: /refused 403: no token/ } }];
+        { runner: { body: 'Unauthenticated', log: /refused 403: its token header is over 4096 bytes/ } }];
     },
     'bad base64 (padding)': (aud) => {
       const [h, c, s] = jws(HDR, claims(aud)).split('.');
