@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 15
 JOBS         ?= $(shell nproc)
 DATA         ?=
 
-.PHONY: all deps build asan fuzz-build run test check bench clean
+.PHONY: all deps build asan fuzz-build run test check bench soak clean
 
 all: build
 
@@ -52,6 +52,13 @@ bench: build
 	$(BUILD)/bench_vt $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
 	$(BUILD)/bench_proxy $(BENCH_PROXY_MB) $(BENCH_RUNS) $(BUILD)
+
+# The soak (tests/soak/soak.mjs): SOAK_S seconds (default 600) of paced,
+# checksummed output through random cuts of both hops, viewers coming and
+# going and airlockd restarted twice; ends with its summary table.
+SOAK_S ?= 600
+soak: build
+	@AL_BIN=$(BUILD) AL_SRC=. SOAK_S=$(SOAK_S) node tests/soak/soak.mjs
 
 check: deps
 	@tools/check-format.sh && tools/check-banned.sh

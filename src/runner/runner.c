@@ -133,12 +133,30 @@ static uint64_t now_us(const struct runner *r)
  * flooding, so dropped the socket's every turn and the link sent nothing
  * (not even a PONG or an OPENED) until the floods filled their rings
  * (issue 16). */
+static void schedule_tick(struct runner *r);
+
+/* The endpoint's next deadline may have come closer (a stream went
+ * quiet: its ring's trim, its last ACK): the timer is moved up. */
+static void tick_sooner(struct runner *r)
+{
+    uint64_t next = ep_next_deadline(r->ep);
+    if (next == UINT64_MAX)
+        return;
+    uint64_t due_ms =
+        uv_is_active((uv_handle_t *)&r->tick) ? uv_timer_get_due_in(&r->tick) : UINT64_MAX;
+    uint64_t now = now_us(r);
+    uint64_t want_ms = next > now ? (next - now + 999) / 1000 : 0;
+    if (want_ms < due_ms)
+        schedule_tick(r);
+}
+
 static void on_write_due(uv_idle_t *h)
 {
     struct runner *r = h->data;
     (void)uv_idle_stop(&r->write_due);
     if (r->link && r->want_write)
         r->want_write(r->link);
+    tick_sooner(r);
 }
 
 static void want_write(struct runner *r)
@@ -836,8 +854,6 @@ static void on_event(void *ud, const struct ep_event *ev)
 }
 
 /* ---- timers --------------------------------------------------------------- */
-
-static void schedule_tick(struct runner *r);
 
 static void on_tick(uv_timer_t *h)
 {
