@@ -20,7 +20,6 @@
 //
 // SEED=N replays the proxies' decisions. AL_BIN as for the tests.
 import fs from 'node:fs';
-import path from 'node:path';
 import { run, check, waitFor, sleep, rssKb } from '../interop/harness.mjs';
 import { api, attach, startAirlockd } from '../interop/airlockd.mjs';
 import { waitLink } from '../interop/cli.mjs';
