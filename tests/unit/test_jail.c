@@ -85,7 +85,7 @@ static int spawn_in(const struct jail *j, const char *const *argv, const char *c
     struct proc_spec s = agent_spec(PROC_PIPES, argv);
     s.env = env;
     struct jail_cmd jc;
-    int rc = jail_cmd(j, NULL, 0, &jc, err, cap);
+    int rc = jail_cmd(j, NULL, 0, NULL, &jc, err, cap);
     if (rc != AL_OK)
         return rc;
     s.wrap = jc.argv;
@@ -315,7 +315,7 @@ static void test_pty_signal_reaches_the_command(void **state)
     struct proc_spec s = agent_spec(PROC_PTY, argv);
     struct jail_cmd jc;
     char err[512] = "";
-    assert_int_equal(jail_cmd(j, NULL, 1, &jc, err, sizeof err), AL_OK);
+    assert_int_equal(jail_cmd(j, NULL, 1, NULL, &jc, err, sizeof err), AL_OK);
     s.wrap = jc.argv;
     s.wrap_fd = jc.fd;
     struct proc p;
