@@ -22,11 +22,15 @@
 // ends with signal 15, as without a forwarder; after each terminal has
 // ended no forwarder of it is left on the host (found by its credential
 // in /proc/*/environ).
+// An airlockd with no airlock-proxy-fwd next to its runner refuses such a
+// terminal (400, with the reason); a runner refuses --proxy-listen for
+// agents with no network without a forwarder and a socket, and a
+// forwarder where agents have the network.
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { spawn } from 'node:child_process';
-import { run, check, tmpdir, onCleanup, waitFor, reportedPort, SRC, scaled } from '../interop/harness.mjs';
+import { spawn, spawnSync } from 'node:child_process';
+import { run, check, tmpdir, onCleanup, waitFor, reportedPort, SRC, BIN, scaled } from '../interop/harness.mjs';
 import { startAirlockd, addUser, addLocalSandbox, api, attach, stopLocalRunners } from '../interop/airlockd.mjs';
 
 const REAL_KEY = `sk-ant-airlocktest-${crypto.randomBytes(16).toString('hex')}`;
@@ -179,4 +183,35 @@ await run('proxy_nonet', async () => {
   check(!log.includes(REAL_KEY) && !log.includes(cred), 'airlockd\'s log holds neither the key nor the credential');
   await api(port, 'DELETE', `/v1/terminals/${otherId}`, op);
   await d.stop();
+  stopLocalRunners(dir);
+
+  // ---- an airlockd with no forwarder next to its runner: the sandbox with
+  // no network runs, its runner serves no proxy, and a terminal asking for
+  // one is refused with the reason (never handed a URL its agents cannot reach)
+  const bin2 = path.join(base, 'bin');
+  fs.mkdirSync(bin2);
+  for (const f of ['airlockd', 'airlock-runner']) fs.copyFileSync(path.join(BIN, f), path.join(bin2, f));
+  for (const f of ['airlockd', 'airlock-runner']) fs.chmodSync(path.join(bin2, f), 0o755);
+  const dir2 = path.join(base, 'data2');
+  const admin2 = addUser(dir2, 'ada', 'admin');
+  const d2 = await startAirlockd({ dir: dir2, args: ['--config', conf], exe: path.join(bin2, 'airlockd') });
+  onCleanup(() => stopLocalRunners(dir2));
+  await addLocalSandbox(d2.port, admin2, 'cut', 10000, { network: 'none' });
+  r = await api(d2.port, 'POST', '/v1/terminals', admin2, { sandbox: 'cut', argv: ['true'], proxy: ['anthropic'] });
+  check(r.status === 400 && /have no network, and its runner serves them no proxy .*airlock-proxy-fwd/.test(r.json.error),
+    `no forwarder: 400 with the reason (${r.body})`);
+  check(/sandbox cut: its agents have no network and there is no proxy forwarder/.test(fs.readFileSync(d2.log, 'utf8')),
+    'and airlockd\'s log says so when it starts the runner');
+  await d2.stop();
+
+  // ---- the runner's own checks of its options
+  const runner = path.join(BIN, 'airlock-runner');
+  const common = ['--connect', 'wss://127.0.0.1:1/x', '--identifier', 'x', '--jwks', '/dev/null', '--token-file', '/dev/null',
+    '--agent-sandbox', 'bwrap', '--agent-network', 'none'];
+  let rr = spawnSync(runner, [...common, '--proxy-listen', '127.0.0.1:0'], { encoding: 'utf8', timeout: scaled(10000) });
+  check(rr.status !== 0 && /--proxy-listen with --agent-network none needs --agent-proxy-fwd and --proxy-socket/.test(rr.stderr),
+    `a runner whose agents have no network refuses a listener they cannot reach (${flat(rr.stderr)})`);
+  rr = spawnSync(runner, [...common.slice(0, -2), '--proxy-listen', '127.0.0.1:0', '--agent-proxy-fwd', '/x'], { encoding: 'utf8', timeout: scaled(10000) });
+  check(rr.status !== 0 && /--agent-proxy-fwd goes with --agent-sandbox bwrap, --agent-network none and --proxy-listen/.test(rr.stderr),
+    `and a forwarder where agents have the network (${flat(rr.stderr)})`);
 }, 240000);
