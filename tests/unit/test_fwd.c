@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
@@ -270,6 +271,60 @@ static void test_closed_after_the_answer(void **state)
     stop(x);
 }
 
+/* FWD_MAX_CONNS at once are carried; one more is closed at once, and the
+ * next one after a slot frees is carried again. */
+static void test_max_conns(void **state)
+{
+    (void)state;
+    struct rlimit rl;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rlim_t want = 4 * FWD_MAX_CONNS + 64; /* both ends here, and the forwarder's two */
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+        skip();
+    struct rlimit raised = {want, rl.rlim_max};
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur < want)
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &raised), 0);
+    struct fx *x = start(1);
+    int *c = calloc(FWD_MAX_CONNS, sizeof *c), *s = calloc(FWD_MAX_CONNS, sizeof *s);
+    assert_non_null(c);
+    assert_non_null(s);
+    for (int i = 0; i < FWD_MAX_CONNS; i++) {
+        c[i] = client(x);
+        s[i] = accept_one(x); /* the forwarder connected it: it is counted */
+    }
+    uint8_t buf[4];
+    int extra = client(x);
+    assert_int_equal(read_n(extra, buf, sizeof buf), 0); /* closed at once */
+    (void)close(extra);
+    struct pollfd p = {.fd = x->srv, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 200), 0);     /* and never reached the runner */
+    assert_int_equal(write(c[7], "ok", 2), 2); /* the others still carry */
+    assert_int_equal(read_n(s[7], buf, 2), 2);
+    (void)close(c[0]);
+    assert_int_equal(read_n(s[0], buf, sizeof buf), 0);
+    (void)close(s[0]); /* both directions end: the slot is free */
+    int64_t deadline = now_ms() + WAIT_MS, carried = 0;
+    while (!carried && now_ms() < deadline) {
+        c[0] = client(x);
+        p.revents = 0;
+        if (poll(&p, 1, 200) == 1) {
+            s[0] = accept_one(x);
+            carried = 1;
+        } else {
+            (void)close(c[0]); /* the forwarder had not seen the close yet */
+        }
+    }
+    assert_true(carried);
+    for (int i = 0; i < FWD_MAX_CONNS; i++) {
+        (void)close(c[i]);
+        (void)close(s[i]);
+    }
+    free(c);
+    free(s);
+    stop(x);
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 /* Stopped with connections open: every handle and descriptor goes. */
 static void test_free_with_open_connections(void **state)
 {
@@ -334,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_half_close_both_ways),
         cmocka_unit_test(test_no_socket_closes_at_once),
         cmocka_unit_test(test_closed_after_the_answer),
+        cmocka_unit_test(test_max_conns),
         cmocka_unit_test(test_free_with_open_connections),
         cmocka_unit_test(test_bad_config),
     };
