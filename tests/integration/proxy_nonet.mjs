@@ -22,6 +22,7 @@
 // ends with signal 15, as without a forwarder; after each terminal has
 // ended no forwarder of it is left on the host (found by its credential
 // in /proc/*/environ).
+// A restarted airlockd adopts the sandbox's runner and serves on.
 // An airlockd with no airlock-proxy-fwd next to its runner refuses such a
 // terminal (400, with the reason); a runner refuses --proxy-listen for
 // agents with no network without a forwarder and a socket, and a
@@ -182,7 +183,33 @@ await run('proxy_nonet', async () => {
   const log = fs.readFileSync(d.log, 'utf8');
   check(!log.includes(REAL_KEY) && !log.includes(cred), 'airlockd\'s log holds neither the key nor the credential');
   await api(port, 'DELETE', `/v1/terminals/${otherId}`, op);
+
+  // ---- airlockd restarts: the runner (its forwarder setting as this
+  // airlockd would give it) is adopted, not replaced, and serves on
+  const pidFile = path.join(dir, 'sandboxes', 'cut', 'run', 'runner.pid');
+  const pidBefore = Number(fs.readFileSync(pidFile, 'utf8'));
   await d.stop();
+  const logFrom = fs.readFileSync(d.log, 'utf8').length;
+  const d1 = await startAirlockd({ dir, args: ['--config', conf] });
+  await waitFor(async () => {
+    const l = await api(d1.port, 'GET', '/v1/sandboxes', admin);
+    const sb = l.json && l.json.find((x) => x.id === 'cut');
+    return sb && sb.link_up;
+  }, scaled(15000), 'the cut sandbox to link again', 100);
+  const log1 = fs.readFileSync(d1.log, 'utf8').slice(d1.log === d.log ? logFrom : 0);
+  check(Number(fs.readFileSync(pidFile, 'utf8')) === pidBefore && !/sandbox cut: replacing runner/.test(log1),
+    `after a restart of airlockd the runner is adopted (pid ${pidBefore})`);
+  await waitFor(() => /sandbox cut: its runner serves the credential proxy at/.test(fs.readFileSync(d1.log, 'utf8').slice(d1.log === d.log ? logFrom : 0)),
+    scaled(10000), 'the adopted runner\'s PROXY_AT');
+  r = await api(d1.port, 'POST', '/v1/terminals', op, { sandbox: 'cut', mode: 'pipes', proxy: ['anthropic'],
+    argv: ['bash', '-c', `echo "ANSWER=$(curl -sN -m 20 "$ANTHROPIC_BASE_URL/v1/messages" -H "Authorization: Bearer $ANTHROPIC_AUTH_TOKEN" -H "content-type: application/json" -d '${msg}' | grep -c forwarder)"; echo DONE`] });
+  check(r.status === 201, `a terminal with the proxy after the restart (${r.status})`);
+  const a1 = await attach(d1.port, r.json.id, op, { read: true });
+  await a1.ch.waitOutput(/DONE/, scaled(30000)).catch(() => {});
+  const out1 = a1.ch.output().toString();
+  a1.ctl.ws.terminate();
+  check(/^ANSWER=[1-9]/m.test(out1), `and its call through the forwarder is answered (${flat(out1)})`);
+  await d1.stop();
   stopLocalRunners(dir);
 
   // ---- an airlockd with no forwarder next to its runner: the sandbox with
