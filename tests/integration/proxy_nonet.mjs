@@ -6,8 +6,9 @@
 // listener's) and the runner's proxy socket bound at /airlock/proxy.sock.
 // A second sandbox "other" holds a live terminal with a credential of its
 // own. An agent of "cut" with "proxy": ["anthropic"]:
-// - gets its answer from the stand-in Messages API through the forwarder
-//   (streamed), and through the socket itself;
+// - gets its answer from the stand-in Messages API through the forwarder,
+//   each event as the stand-in sends it (GAP_MS apart), and through the
+//   socket itself;
 // - reaches nothing else: not airlockd's API port, not airlockd's direct
 //   proxy port, not the upstream, on the host's 127.0.0.1; no address
 //   outside; its /proc/net/dev shows loopback only;
@@ -36,6 +37,7 @@ import { startAirlockd, addUser, addLocalSandbox, api, attach, stopLocalRunners 
 
 const REAL_KEY = `sk-ant-airlocktest-${crypto.randomBytes(16).toString('hex')}`;
 const ANSWER = 'the forwarder carried it';
+const GAP_MS = 300; // the stand-in's pause between events: a stream buffered whole would show none
 const flat = (s) => String(s).trim().replace(/\s+/g, ' ').slice(0, 1200);
 
 // host processes whose environment holds s (as root: every process's)
@@ -68,7 +70,7 @@ async function stateOf(port, key, id) {
 
 await run('proxy_nonet', async () => {
   const base = tmpdir('proxyn');
-  const fp = spawn('node', [path.join(SRC, 'tests/tools/fake_anthropic.mjs'), '--key', REAL_KEY, '--answer', ANSWER],
+  const fp = spawn('node', [path.join(SRC, 'tests/tools/fake_anthropic.mjs'), '--key', REAL_KEY, '--answer', ANSWER, '--gap-ms', String(GAP_MS)],
     { stdio: ['ignore', 'pipe', 'inherit'] });
   onCleanup(() => { fp.kill('SIGKILL'); });
   let fout = '';
@@ -115,7 +117,8 @@ await run('proxy_nonet', async () => {
   const tcpProbe = (host, p) => `timeout 3 bash -c 'exec 3<>/dev/tcp/${host}/${p}' 2>/dev/null && echo "OPEN ${host}:${p}" || echo "CUT ${host}:${p}"`;
   const script = [
     'echo "BASE=$ANTHROPIC_BASE_URL"',
-    `echo "ANSWER=$(curl -sN -m 20 "$ANTHROPIC_BASE_URL/v1/messages" -H "Authorization: Bearer $ANTHROPIC_AUTH_TOKEN" -H "content-type: application/json" -d '${msg}' | grep -c "${ANSWER.split(' ')[1]}")"`,
+    `curl -sN -m 20 "$ANTHROPIC_BASE_URL/v1/messages" -H "Authorization: Bearer $ANTHROPIC_AUTH_TOKEN" -H "content-type: application/json" -d '${msg}' | ` +
+      'while IFS= read -r l; do case "$l" in event:*) echo "EV $(date +%s%3N) $l";; *forwarder*) echo "ANSWER=1";; esac; done',
     `echo "SOCKET=${'$'}(${code('--unix-socket /airlock/proxy.sock -H "Authorization: Bearer $ANTHROPIC_AUTH_TOKEN" http://x/v1/proxy/anthropic/v1/messages')})"`,
     `echo "FOREIGN-TCP=${'$'}(${code('-H "Authorization: Bearer $FOREIGN" "$ANTHROPIC_BASE_URL/v1/messages"')})"`,
     `echo "FOREIGN-SOCKET=${'$'}(${code('--unix-socket /airlock/proxy.sock -H "Authorization: Bearer $FOREIGN" http://x/v1/proxy/anthropic/v1/messages')})"`,
@@ -145,6 +148,9 @@ await run('proxy_nonet', async () => {
   const bport = Number((/^BASE=http:\/\/127\.0\.0\.1:(\d+)\/v1\/proxy\/anthropic$/m.exec(out) || [])[1] || 0);
   check(bport > 0 && bport !== pport, `the base URL is the runner's listener's port, served in the jail's own loopback (${flat(out.slice(0, 200))})`);
   check(Number(line('ANSWER')) >= 1, `a streamed call through the forwarder got the upstream's answer (${flat(out)})`);
+  const evs = [...out.matchAll(/^EV (\d+) event: (\S+)$/mg)].map((m) => Number(m[1]));
+  check(evs.length >= 3 && evs[evs.length - 1] - evs[0] >= (evs.length - 1) * GAP_MS * 0.8,
+    `its events arrived as the upstream sent them, ${GAP_MS} ms apart, not buffered whole (${evs.map((t) => t - evs[0]).join(', ')} ms)`);
   check(line('SOCKET') === '200', `and one through the socket itself (${line('SOCKET')})`);
   check(line('FOREIGN-TCP') === '401' && line('FOREIGN-SOCKET') === '401',
     `the other sandbox's live credential is 401 through the forwarder and the socket (${line('FOREIGN-TCP')}, ${line('FOREIGN-SOCKET')})`);
