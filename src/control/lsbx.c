@@ -40,6 +40,8 @@ struct lsbx {
     struct lsbx_config cfg;
     char runner_bin[LSBX_PATH_MAX];
     char runner_copy[LSBX_PATH_MAX]; /* as root: DATA/runner/airlock-runner */
+    char fwd_bin[LSBX_PATH_MAX];     /* airlock-proxy-fwd next to the runner ("": none) */
+    char fwd_copy[LSBX_PATH_MAX];    /* as root: DATA/runner/airlock-proxy-fwd */
     char data_dir[LSBX_PATH_MAX];
     char user[64];
     char why_not[LSBX_WHY_MAX]; /* empty: sandboxes can start */
@@ -368,6 +370,16 @@ static int prepare_root(struct lsbx *l, const char *real, char *w, size_t cap)
         l->runner_copy[0] = 0;
         return -1;
     }
+    if (l->fwd_bin[0]) {
+        (void)snprintf(l->fwd_copy, sizeof l->fwd_copy, "%.3900s/%s/%s", real, LSBX_RUNNER_DIR,
+                       LSBX_FWD_NAME);
+        e = place_runner(l->fwd_bin, l->fwd_copy);
+        if (e != 0) { /* sandboxes run; their agents with no network get no proxy */
+            say(l, 0, "cannot place the proxy's forwarder %s at %s: %s", l->fwd_bin, l->fwd_copy,
+                strerror(e));
+            l->fwd_copy[0] = l->fwd_bin[0] = 0;
+        }
+    }
     return 0;
 }
 
@@ -433,6 +445,13 @@ int lsbx_new(const struct lsbx_config *cfg, struct lsbx **out)
     (void)snprintf(l->data_dir, sizeof l->data_dir, "%s", cfg->data_dir);
     (void)snprintf(l->user, sizeof l->user, "%s", cfg->user ? cfg->user : LSBX_DEFAULT_USER);
     l->cfg.runner_bin = l->runner_bin;
+    const char *slash = strrchr(l->runner_bin, '/');
+    if (slash && slash > l->runner_bin) {
+        int m = snprintf(l->fwd_bin, sizeof l->fwd_bin, "%.*s/%s", (int)(slash - l->runner_bin),
+                         l->runner_bin, LSBX_FWD_NAME);
+        if (m < 0 || (size_t)m >= sizeof l->fwd_bin || access(l->fwd_bin, X_OK) != 0)
+            l->fwd_bin[0] = 0;
+    }
     l->cfg.data_dir = l->data_dir;
     l->cfg.user = l->user;
     l->as_root = geteuid() == 0;
@@ -460,6 +479,11 @@ void lsbx_free(struct lsbx *l)
     while (l->procs)
         lsbx_proc_forget(l->procs);
     free(l);
+}
+
+int lsbx_can_forward(const struct lsbx *l)
+{
+    return !l->cfg.unsafe && l->fwd_bin[0];
 }
 
 const char *lsbx_unusable(const struct lsbx *l)
@@ -529,6 +553,9 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
                        char *run_jwks, char *run_tok, size_t path_cap)
 {
     const char *bin = l->runner_bin;
+    /* agents with no network: the proxy through the forwarder, or none */
+    int fwd = s->proxy_listen && s->no_network && lsbx_can_forward(l);
+    int proxy = s->proxy_listen && (!s->no_network || fwd);
     if (!l->cfg.unsafe) {
         for (unsigned i = 0; bwrap_head[i]; i++)
             push(b, bwrap_head[i]);
@@ -561,6 +588,11 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
         push(b, "--ro-bind");
         push(b, l->runner_copy[0] ? l->runner_copy : l->runner_bin);
         push(b, "/airlock/airlock-runner");
+        if (fwd) {
+            push(b, "--ro-bind");
+            push(b, l->fwd_copy[0] ? l->fwd_copy : l->fwd_bin);
+            push(b, LSBX_FWD_PATH);
+        }
         push(b, "--bind");
         push(b, s->work_dir);
         push(b, "/workspace");
@@ -585,9 +617,15 @@ static void build_argv(struct lsbx *l, const struct lsbx_spawn *s, struct argv_b
     push(b, run_tok);
     push(b, "--link-key-fd");
     push(b, "0");
-    if (s->proxy_listen) {
+    if (proxy) {
         push(b, "--proxy-listen");
         push(b, LSBX_PROXY_LISTEN);
+    }
+    if (fwd) {
+        push(b, "--proxy-socket");
+        push(b, LSBX_PROXY_SOCKET);
+        push(b, LSBX_FWD_OPT);
+        push(b, LSBX_FWD_PATH);
     }
     if (l->cfg.unsafe)
         return;
@@ -696,6 +734,11 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
     memset(&b, 0, sizeof b);
     char run_jwks[LSBX_PATH_MAX], run_tok[LSBX_PATH_MAX];
     build_argv(l, s, &b, ncg, run_jwks, run_tok, sizeof run_jwks);
+    if (s->proxy_listen && s->no_network && !lsbx_can_forward(l))
+        say(l, 1,
+            "sandbox %s: its agents have no network and there is no proxy forwarder (%s next to "
+            "the runner): they get no credential proxy",
+            s->id, LSBX_FWD_NAME);
     const char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
                          "LANG=C.UTF-8",
                          "HOME=/workspace",

@@ -24,7 +24,10 @@
  *   - the order to start every agent in a jail of its own
  *     (airlock-runner --agent-sandbox bwrap): agents never see the runner;
  *     with no_network, a jail with its own network namespace, loopback
- *     only (--agent-network none), while the runner keeps its link.
+ *     only (--agent-network none), while the runner keeps its link; and
+ *     with the proxy as well, the forwarder (airlock-proxy-fwd, next to
+ *     the runner; as root a copy in DATA/runner/) at LSBX_FWD_PATH and a
+ *     proxy socket in the runner's /tmp, which each jail gets.
  *
  * Data model: struct lsbx holds the configuration and the host check made
  * at start (lsbx_new): whether sandboxes can be started here, and if not,
@@ -55,6 +58,14 @@
  * runner's /proc/PID/cmdline with its NULs as spaces (relay_spawn.c adopts a
  * runner from an earlier airlockd only if its agents' network is right). */
 #define LSBX_PROXY_LISTEN "127.0.0.1:0" /* --proxy-listen of a local sandbox's runner */
+/* Agents with no network reach the proxy through a forwarder in their
+ * jail (docs/proxy.md, "Agents with no network"): the runner's proxy
+ * socket, in its private /tmp, and the forwarder's binary, found next to
+ * the runner's and bound read-only into the runner's sandbox. */
+#define LSBX_PROXY_SOCKET "/tmp/airlock-proxy.sock"
+#define LSBX_FWD_NAME "airlock-proxy-fwd"
+#define LSBX_FWD_PATH "/airlock/airlock-proxy-fwd" /* in the runner's sandbox */
+#define LSBX_FWD_OPT "--agent-proxy-fwd"
 #define LSBX_NET_OPT "--agent-network"
 #define LSBX_NET_NONE "none"
 #define LSBX_NET_NONE_CMDLINE LSBX_NET_OPT " " LSBX_NET_NONE
@@ -108,6 +119,10 @@ int lsbx_start(struct lsbx *l, const struct lsbx_spawn *s, struct lsbx_proc **ou
                char *why, size_t cap);
 /* Stop calling back about this runner (airlockd is stopping; it runs on). */
 void lsbx_proc_forget(struct lsbx_proc *p);
+
+/* Whether agents with no network can be served the credential proxy:
+ * the forwarder is there (next to the runner). */
+int lsbx_can_forward(const struct lsbx *l);
 
 /* The host uid and gid sandboxes run as (airlockd's own when not root). */
 void lsbx_owner(const struct lsbx *l, uid_t *uid, gid_t *gid);

@@ -33,6 +33,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "lsbx.h"
 #include "proxy.h"
 
 /* AL_OK when airlockd has every upstream the request names; else AL_E_INVAL
@@ -80,12 +81,25 @@ int relay_proxy_prepare(struct relay *r, const struct apireq_terminal *spec,
         al_errf(why, cap, "\"proxy\": airlockd has no upstream (no upstream.* in its --config)");
         return AL_E_INVAL;
     }
+    /* agents with no network: only through their runner, whose forwarder
+     * in each jail carries the listener's port to the runner's socket */
     if (sb->kind == DB_SANDBOX_LOCAL && relay_sandbox_network(r, sb->network) == DB_NETWORK_NONE) {
-        al_errf(why, cap,
-                "\"proxy\": the agents of sandbox %s have no network, so they can reach "
-                "neither the proxy's direct path nor their runner's listener",
-                sb->id);
-        return AL_E_INVAL;
+        if (r->cfg.proxy_direct) {
+            al_errf(why, cap,
+                    "\"proxy\": the agents of sandbox %s have no network, so they cannot reach "
+                    "the proxy's direct path (--proxy-path direct); with --proxy-path runner "
+                    "they reach it through their runner",
+                    sb->id);
+            return AL_E_INVAL;
+        }
+        if (!sb->proxy_at[0]) {
+            al_errf(why, cap,
+                    "\"proxy\": the agents of sandbox %s have no network, and its runner serves "
+                    "them no proxy (its runner has not linked yet, or airlockd found no %s "
+                    "next to airlock-runner)",
+                    sb->id, LSBX_FWD_NAME);
+            return AL_E_INVAL;
+        }
     }
     char base[AL_MAX_PROXY_URL + 32];
     if (!relay_proxy_base(r, sb, base, sizeof base)) {

@@ -107,10 +107,18 @@ static int runner_alive(struct rl_sbx *sb)
      * now (airlockd restarted with another --sandbox-network) */
     int cut = strstr(cmd, LSBX_NET_NONE_CMDLINE) != NULL;
     int want_cut = relay_sandbox_network(sb->r, sb->network) == DB_NETWORK_NONE;
-    if (!strstr(cmd, want) || cut != want_cut) {
+    /* and so is a cut one that does (not) give its agents the proxy's
+     * forwarder while airlockd serves (no longer serves) them through it */
+    const struct relay *r = sb->r;
+    int fwd = strstr(cmd, LSBX_FWD_OPT) != NULL;
+    int want_fwd = want_cut && r->cfg.proxy && !r->cfg.proxy_direct && r->cfg.lsbx &&
+                   lsbx_can_forward(r->cfg.lsbx);
+    if (!strstr(cmd, want) || cut != want_cut || fwd != want_fwd) {
         (void)snprintf(got, sizeof got, "%.200s", cmd);
         relay_log(sb->r, 1, "sandbox %s: replacing runner pid %ld (%s%s)", sb->id, pid, got,
-                  cut != want_cut ? "; its agents' network differs" : "");
+                  cut != want_cut   ? "; its agents' network differs"
+                  : fwd != want_fwd ? "; its agents' proxy forwarder differs"
+                                    : "");
         (void)kill((pid_t)-pid, SIGTERM);
         return 0;
     }

@@ -149,6 +149,11 @@ int jail_new(const struct jail_config *cfg, struct jail **out, char *err, size_t
         free(j);
         return AL_E_INVAL;
     }
+    if (cfg->proxy_fwd && access(cfg->proxy_fwd, X_OK) != 0) {
+        al_errf(err, cap, "the proxy's forwarder %s: %s", cfg->proxy_fwd, strerror(errno));
+        free(j);
+        return AL_E_NOENT;
+    }
     (void)snprintf(j->workspace, sizeof j->workspace, "%s", ws);
     j->cfg.workspace = j->workspace;
     int rc = compile(j, err, cap);
@@ -173,8 +178,14 @@ static const char *const sys_dirs[] = {"/usr", "/etc", "/opt", NULL};
 static const char *const sys_links[] = {"/bin",   "/sbin",   "/lib", "/lib32",
                                         "/lib64", "/libx32", NULL};
 
-int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *c, char *err,
-             size_t cap)
+int jail_forwards(const struct jail *j, const struct jail_proxy *px)
+{
+    return j->cfg.no_network && j->cfg.proxy_fwd && px && px->socket && px->port > 0 &&
+           px->port <= 65535;
+}
+
+int jail_cmd(const struct jail *j, const char *cwd, int pty, const struct jail_proxy *px,
+             struct jail_cmd *c, char *err, size_t cap)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -246,9 +257,27 @@ int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *c,
     a[n++] = j->workspace;
     a[n++] = "--chdir";
     a[n++] = c->cwd;
+    int fwd = jail_forwards(j, px);
+    if (fwd) { /* the socket must stay connectable: a read-only bind still is */
+        a[n++] = "--ro-bind";
+        a[n++] = j->cfg.proxy_fwd;
+        a[n++] = JAIL_PROXY_FWD;
+        a[n++] = "--ro-bind";
+        a[n++] = px->socket;
+        a[n++] = JAIL_PROXY_SOCKET;
+    }
     a[n++] = "--seccomp";
     a[n++] = c->fdtxt;
     a[n++] = "--";
+    if (fwd) { /* it listens, leaves the forwarder behind and becomes the rest */
+        (void)snprintf(c->porttxt, sizeof c->porttxt, "%d", px->port);
+        a[n++] = JAIL_PROXY_FWD;
+        a[n++] = "--port";
+        a[n++] = c->porttxt;
+        a[n++] = "--socket";
+        a[n++] = JAIL_PROXY_SOCKET;
+        a[n++] = "--";
+    }
     /* the command leads a session of its own inside the namespace (and
      * takes its terminal there): job control then sees its own groups */
     a[n++] = JAIL_SETSID;

@@ -12,6 +12,15 @@
  * private /tmp, /dev and /proc of its own, and the workspace: nothing of
  * the runner's (its token, its binary, its keys) is mounted.
  *
+ * The credential proxy for a jail with no network (docs/proxy.md, "Agents
+ * with no network"): the runner's listener is in another network
+ * namespace, so the runner's proxy socket (a unix socket) is bound into
+ * the jail at JAIL_PROXY_SOCKET and the jail's first command is the
+ * forwarder (src/fwd, airlock-proxy-fwd, bound read-only at
+ * JAIL_PROXY_FWD, not the runner's binary), which listens on
+ * 127.0.0.1:PORT in the jail, PORT being the runner's own listener's (the
+ * one the terminal's base URL names), then becomes the agent's command.
+ *
  * Data model: a struct jail holds the configuration and the compiled
  * seccomp program (classic BPF, built once by libseccomp). Each spawn gets
  * a struct jail_cmd: the argv prefix to put before the agent's resolved
@@ -29,13 +38,22 @@
 #define JAIL_AGENT_UID 1000           /* the agent's uid and gid inside its namespace */
 #define JAIL_MAX_ARGS 96              /* the argv prefix, NULL included */
 #define JAIL_DEFAULT_HOME "/workspace"
-#define JAIL_MAX_LINKS 8 /* /bin, /lib ... copied as links */
+#define JAIL_MAX_LINKS 8                            /* /bin, /lib ... copied as links */
+#define JAIL_PROXY_SOCKET "/airlock/proxy.sock"     /* the runner's proxy socket, in the jail */
+#define JAIL_PROXY_FWD "/airlock/airlock-proxy-fwd" /* the forwarder, in the jail */
 
 struct jail;
 
 struct jail_config {
     const char *workspace; /* the directory the agent may write (e.g. /workspace) */
     int no_network;        /* its own network namespace, loopback only */
+    const char *proxy_fwd; /* with no_network: the forwarder's binary (NULL: none) */
+};
+
+/* The runner's credential proxy, for jail_cmd (NULL: it serves none). */
+struct jail_proxy {
+    const char *socket; /* its unix socket, as the runner sees it */
+    int port;           /* its loopback listener's port */
 };
 
 struct jail_cmd {
@@ -44,6 +62,7 @@ struct jail_cmd {
     char fdtxt[16];
     char cwd[512];
     char links[JAIL_MAX_LINKS][128]; /* their targets */
+    char porttxt[8];
 };
 
 /* Checks bubblewrap is there and compiles the filter. 0 or AL_E_*; err
@@ -51,11 +70,16 @@ struct jail_cmd {
 int jail_new(const struct jail_config *cfg, struct jail **out, char *err, size_t cap);
 void jail_free(struct jail *j);
 
+/* Whether jail_cmd puts the forwarder in front of agents given px: a jail
+ * with no network and a forwarder, and a proxy with a socket and a port. */
+int jail_forwards(const struct jail *j, const struct jail_proxy *px);
+
 /* The prefix for one agent started in cwd (NULL: the workspace), on a
- * PTY (pty: the command takes it as its controlling terminal) or pipes.
+ * PTY (pty: the command takes it as its controlling terminal) or pipes,
+ * with the runner's credential proxy px (NULL: none; see jail_forwards).
  * 0 or AL_E_IO / AL_E_TOOBIG with err. */
-int jail_cmd(const struct jail *j, const char *cwd, int pty, struct jail_cmd *out, char *err,
-             size_t cap);
+int jail_cmd(const struct jail *j, const char *cwd, int pty, const struct jail_proxy *px,
+             struct jail_cmd *out, char *err, size_t cap);
 void jail_cmd_done(struct jail_cmd *c);
 
 #endif

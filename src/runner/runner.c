@@ -573,7 +573,12 @@ static void on_open(struct runner *r, uint32_t ch, const struct fr_open *o)
     struct jail_cmd jc;
     int rc = AL_OK;
     if (r->cfg.jail) {
-        rc = jail_cmd(r->cfg.jail, spec.cwd, spec.mode == PROC_PTY, &jc, why, sizeof why);
+        /* an agent with no network reaches our proxy through the forwarder
+         * in its jail: our socket, our listener's port (jail.h) */
+        struct jail_proxy jp = {.socket = r->cfg.proxy_socket,
+                                .port = r->proxy ? runner_proxy_port(r->proxy) : 0};
+        rc = jail_cmd(r->cfg.jail, spec.cwd, spec.mode == PROC_PTY, r->proxy ? &jp : NULL, &jc, why,
+                      sizeof why);
         spec.wrap = jc.argv;
         spec.wrap_fd = jc.fd;
     }

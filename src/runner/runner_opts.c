@@ -144,6 +144,16 @@ static int set_proxy_listen(struct runner_app *a, const char *v)
     return SET_OK;
 }
 
+static int set_proxy_fwd(struct runner_app *a, const char *v)
+{
+    if (v[0] != '/') {
+        fprintf(stderr, "airlock-runner: --agent-proxy-fwd %s: give an absolute path\n", v);
+        return SET_FAIL;
+    }
+    a->jcfg.proxy_fwd = v;
+    return SET_OK;
+}
+
 static int set_proxy_socket(struct runner_app *a, const char *v)
 {
     if (v[0] != '/') {
@@ -193,6 +203,7 @@ static const struct opt opts[] = {
     FN("--agent-user", set_agent_user),
     FN("--proxy-listen", set_proxy_listen),
     FN("--proxy-socket", set_proxy_socket),
+    FN("--agent-proxy-fwd", set_proxy_fwd),
 };
 
 static void usage(FILE *to)
@@ -242,6 +253,10 @@ static void usage(FILE *to)
           "                         loopback address only (PORT 0: any); each connection\n"
           "                         is carried to airlockd, which answers it\n"
           "  --proxy-socket PATH    the same on a unix socket\n"
+          "  --agent-proxy-fwd PATH  with bwrap and --agent-network none: the forwarder\n"
+          "                         (airlock-proxy-fwd) each agent's jail starts with, so\n"
+          "                         that its agents reach the proxy (--proxy-listen's port in\n"
+          "                         their own loopback, carried to --proxy-socket)\n"
           "  -v, --verbose          debug log\n",
           to);
 }
@@ -359,6 +374,20 @@ static int check_all(struct runner_app *a)
     }
     if (a->connect_url && !a->token_file) {
         fprintf(stderr, "airlock-runner: --connect needs --token-file\n");
+        return -1;
+    }
+    /* agents with no network reach the proxy only through the forwarder:
+     * a listener they cannot reach would be announced for nothing */
+    int cut = a->jailed && a->jcfg.no_network;
+    if (cut && a->rcfg.proxy_listen && (!a->jcfg.proxy_fwd || !a->rcfg.proxy_socket)) {
+        fprintf(stderr, "airlock-runner: --proxy-listen with --agent-network none needs "
+                        "--agent-proxy-fwd and --proxy-socket (its agents are in another "
+                        "network namespace)\n");
+        return -1;
+    }
+    if (a->jcfg.proxy_fwd && !(cut && a->rcfg.proxy_listen)) {
+        fprintf(stderr, "airlock-runner: --agent-proxy-fwd goes with --agent-sandbox bwrap, "
+                        "--agent-network none and --proxy-listen\n");
         return -1;
     }
     return token_header(a);

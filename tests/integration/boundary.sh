@@ -8,6 +8,8 @@
 # any function or object that libal_control.a defines; neither links
 # SQLite, PostgreSQL or curl; no file of src/control is compiled into
 # them, and src/control is not on their include path (compile_commands.json).
+# The proxy's forwarder (airlock-proxy-fwd, run inside agents' jails) links
+# libuv and libc only and none of the runner's or control plane's code.
 # Positive controls: the control-plane library and airlockd do contain them,
 # so these checks can fail.
 # Env: AL_BIN (build dir with airlock-runner, airlock, airlockd,
@@ -116,5 +118,20 @@ for bin in "$RUNNER" "$CLI"; do
   fi
   pass "$(basename "$bin"): no libsqlite3, libpq, libcurl"
 done
+
+# The proxy's forwarder runs inside agents' jails (src/fwd): it links
+# libuv and the C library only (no HTTP, TLS, WebSocket or JSON library),
+# and holds none of the runner's code, nor the control plane's.
+FWD="$AL_BIN/airlock-proxy-fwd"
+[ -f "$FWD" ] || fail "missing $FWD"
+libs=$(ldd "$FWD" | awk '{ print $1 }' | sed 's/\.so.*//' | grep -v -E '^(linux-vdso|/lib64/ld-linux.*|/lib/ld-linux.*)$' | sort -u | tr '\n' ' ')
+[ "$libs" = "libc libuv " ] || fail "airlock-proxy-fwd links more than libuv and libc: $libs"
+pass "airlock-proxy-fwd: links libuv and libc only"
+rt_defs=$(nm --defined-only -g "$RUNNER_LIB" 2>/dev/null | awk 'NF >= 3 { print $3 }' | sed 's/@.*//' |
+            grep -E '^[a-z][a-z0-9_]*$' | grep -v -E '^(al_|fwd_)' | sort -u)
+found=$(comm -12 <(symbols "$FWD") <(printf '%s\n%s\n' "$rt_defs" "$ctl_defs" | sort -u))
+[ -z "$found" ] || fail "airlock-proxy-fwd holds runner or control-plane code: $(tr '\n' ' ' <<<"$found")"
+grep -qx fwd_new <<<"$(symbols "$FWD")" || fail "airlock-proxy-fwd lacks fwd_new (stripped?)"
+pass "airlock-proxy-fwd: none of the runner's or the control plane's symbols"
 
 echo "boundary: all checks passed"

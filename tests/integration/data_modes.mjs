@@ -18,6 +18,7 @@ const RULES = [
   [/^$/, 0o711, 'root'], // searchable, never listable
   [/^(sandboxes|runner)$/, 0o711, 'root'],
   [/^runner\/airlock-runner$/, 0o755, 'root'],
+  [/^runner\/airlock-proxy-fwd$/, 0o755, 'root'], // the proxy's forwarder, for agents with no network
   [/^jwks\.json$/, 0o644, 'root'], // public keys
   [/^sandboxes\/[^/]+(\/run)?$/, 0o700, SANDBOX_USER],
   [/^sandboxes\/[^/]+\/run\/jwks\.json$/, 0o644, SANDBOX_USER],

@@ -6,6 +6,12 @@
 // ships its native binary as a platform package; the agent's jail mounts
 // only /usr, /etc, /opt and the workspace, so the test puts the binary in
 // the sandbox's workspace (DATA/sandboxes/box/work, /workspace inside).
+// A third airlockd runs it in a local sandbox with "network": "none": its
+// agents are in a network namespace of their own, and reach the proxy
+// through the forwarder in their jail (airlock-proxy-fwd, on the runner's
+// listener's port in their own loopback) and the runner's unix socket;
+// there the agent also checks that the fake upstream itself is out of its
+// reach.
 // A terminal opened with "proxy": ["anthropic"] runs
 //   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 /workspace/claude -p "..."
 // with no key in its environment: it finds ANTHROPIC_BASE_URL and
@@ -61,14 +67,14 @@ await run('proxy_claude', async () => {
   const secret = path.join(base, 'anthropic.key');
   fs.writeFileSync(secret, `${REAL_KEY}\n`, { mode: 0o600 });
 
-  for (const way of ['runner', 'direct']) {
+  for (const way of ['runner', 'direct', 'none']) {
     const dir = path.join(base, `data-${way}`);
     const admin = addUser(dir, 'ada', 'admin');
     const op = addUser(dir, 'oli', 'operator');
     const conf = path.join(base, `airlockd-${way}.conf`);
     fs.writeFileSync(conf, [
       'proxy-listen = 127.0.0.1:0',
-      `proxy-path = ${way}`,
+      `proxy-path = ${way === 'direct' ? 'direct' : 'runner'}`,
       `upstream.anthropic.url = http://127.0.0.1:${fport}`,
       'upstream.anthropic.kind = anthropic',
       'upstream.anthropic.header = x-api-key',
@@ -79,8 +85,8 @@ await run('proxy_claude', async () => {
     const d = await startAirlockd({ dir, args: ['--config', conf] });
     const port = d.port;
     const pport = await reportedPort(d.log, /credential proxy serving on port (\d+)/, d.p, { what: 'the proxy to listen' });
-    await addLocalSandbox(port, admin, 'box');
-    if (way === 'runner') {
+    await addLocalSandbox(port, admin, 'box', 10000, way === 'none' ? { network: 'none' } : {});
+    if (way !== 'direct') {
       await waitFor(() => /sandbox box: its runner serves the credential proxy at/.test(fs.readFileSync(d.log, 'utf8')),
         scaled(10000), 'the runner\'s PROXY_AT');
     }
@@ -92,6 +98,7 @@ await run('proxy_claude', async () => {
     fs.chmodSync(dst, 0o755);
 
     const script = 'echo "BASE=$ANTHROPIC_BASE_URL"; echo "KEYS=$(env | grep -c "airlock[t]est")"; ' +
+      `curl -s -m 5 -o /dev/null http://127.0.0.1:${fport}/__stats && echo UPSTREAM=reached || echo UPSTREAM=unreached; ` +
       '/workspace/claude -p "Which proxy answered?" </dev/null; echo "CLAUDE-EXIT=$?"';
     const r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'box', mode: 'pipes', argv: ['sh', '-c', script],
       env: { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }, proxy: ['anthropic'] });
@@ -103,6 +110,8 @@ await run('proxy_claude', async () => {
     const bport = Number((/^BASE=http:\/\/127\.0\.0\.1:(\d+)\/v1\/proxy\/anthropic$/m.exec(out) || [])[1] || 0);
     check(way === 'direct' ? bport === pport : bport > 0 && bport !== pport,
       `${way}: ANTHROPIC_BASE_URL is ${way === 'direct' ? 'airlockd\'s direct path' : 'the runner\'s listener'} (${flat(out.slice(0, 120))})`);
+    check(new RegExp(`^UPSTREAM=${way === 'none' ? 'unreached' : 'reached'}$`, 'm').test(out),
+      `${way}: the agent ${way === 'none' ? 'cannot reach' : 'reaches'} the upstream itself`);
     check(/^KEYS=0$/m.test(out), `${way}: no real key in the agent's environment`);
     check(out.includes(ANSWER) && /CLAUDE-EXIT=0/.test(out), `${way}: claude -p printed the fake's answer and exited 0 (${flat(out)})`);
 

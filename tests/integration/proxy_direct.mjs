@@ -168,8 +168,8 @@ await run('proxy_direct', async () => {
     `an env that would override the proxy's variables: 400 (${r0.body})`);
   await api(port, 'POST', '/v1/sandboxes', admin, { id: 'cut', kind: 'local', network: 'none' });
   r0 = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'cut', argv: ['true'], proxy: ['anthropic'] });
-  check(r0.status === 400 && /have no network/.test(r0.json.error),
-    `a sandbox whose agents cannot reach the direct path: 400 (${r0.body})`);
+  check(r0.status === 400 && /have no network, so they cannot reach the proxy's direct path \(--proxy-path direct\); with --proxy-path runner/.test(r0.json.error),
+    `a sandbox whose agents cannot reach the direct path (--proxy-path direct): 400 naming the path that serves them (${r0.body})`);
   await api(port, 'DELETE', '/v1/sandboxes/cut', admin);
 
   // ---- the agent's call, streamed

@@ -32,6 +32,9 @@
 //   1 MiB is in; git, still sending, reads the answer (the proxy drains
 //   what comes after it) and fails at once saying "413"; the server got no
 //   push, the audit row names the setting to raise.
+// - A local sandbox with "network": "none", whose agents cannot reach the
+//   server at all, clones and pushes the same way: through the proxy's
+//   forwarder in each agent's jail and its runner's unix socket.
 //
 // lighttpd cannot bind port 0: the test picks a free port, and when the
 // port is taken between the pick and lighttpd's bind (lighttpd exits with
@@ -301,6 +304,40 @@ await run('proxy_git', async () => {
   check(!gitConfig.includes(cred) && !gitConfig.includes(REAL_TOKEN) && !gitConfig.includes(BASIC), 'nor the credential or the token');
   const leaks = filesUnder(work).filter((f) => { const b = fs.readFileSync(f); return b.includes(REAL_TOKEN) || b.includes(BASIC); });
   check(leaks.length === 0, `no file of the workspace holds the token, plain or in its Basic form (${leaks.join(' ')})`);
+
+  // ---- an agent with no network ("network": "none": a network namespace of
+  // its own, loopback only) cannot reach the server, yet clones and pushes
+  // the same way, through the proxy's forwarder in its jail and its
+  // runner's unix socket (docs/proxy.md, "Agents with no network")
+  await addLocalSandbox(port, admin, 'cut', 10000, { network: 'none' });
+  await waitFor(() => /sandbox cut: its runner serves the credential proxy at/.test(fs.readFileSync(d.log, 'utf8')),
+    scaled(10000), 'the cut sandbox\'s PROXY_AT');
+  const cutScript = [
+    'cd /workspace',
+    `curl -s -m 5 -o /dev/null "${gitUrl}/repo.git/info/refs?service=git-upload-pack" && echo SERVER=reached || echo SERVER=unreached`,
+    `git clone -q "${gitUrl}/repo.git" clone 2>&1; echo "CUT-CLONE=$?"`,
+    'cd clone || exit 1',
+    'echo "CUT-HEAD=$(git rev-parse HEAD)"',
+    'echo "from a sandbox with no network" > cut.txt',
+    'git add cut.txt',
+    'git -c user.name=Agent -c user.email=agent@example.invalid commit -q -m "pushed with no network" 2>&1',
+    'git push -q origin main 2>&1; echo "CUT-PUSH=$?"',
+    'echo "CUT-PUSHED=$(git rev-parse HEAD)"',
+    'echo "CUT-ENV=$(env | grep -c "airlock[t]est")"',
+    'echo CUT-DONE',
+  ].join('\n');
+  r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'cut', mode: 'pipes', argv: ['bash', '-c', cutScript],
+    env: { GIT_TERMINAL_PROMPT: '0' }, proxy: ['gh'] });
+  check(r.status === 201, `a terminal with proxy [gh] in a sandbox with no network (${r.status}${r.status === 201 ? '' : ` ${r.body}`})`);
+  const outC = await outputOf(port, op, r.json.id, /CUT-DONE/, 120000);
+  check(/^SERVER=unreached$/m.test(outC), `no network: the agent cannot reach the Git server itself (${flat(outC.split('\n').filter((l) => /^SERVER/.test(l)).join())})`);
+  check(/^CUT-CLONE=0$/m.test(outC) && new RegExp(`^CUT-HEAD=${pushed}$`, 'm').test(outC),
+    `no network: git clone went through the proxy and has the last push (${flat(outC)})`);
+  const cutPushed = (/^CUT-PUSHED=([0-9a-f]{40})$/m.exec(outC) || [])[1];
+  check(/^CUT-PUSH=0$/m.test(outC) && cutPushed && git(['--git-dir', bare, 'rev-parse', 'main']) === cutPushed &&
+    git(['--git-dir', bare, 'cat-file', 'blob', 'main:cut.txt']) === 'from a sandbox with no network',
+  'no network: git push landed its commit in the bare repository');
+  check(/^CUT-ENV=0$/m.test(outC), 'no network: no token in the agent\'s environment');
 
   // ---- a push over max-body: 413, said at once, nothing pushed
   const headBefore = git(['--git-dir', bare, 'rev-parse', 'main']);

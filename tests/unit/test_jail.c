@@ -19,12 +19,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,13 +82,15 @@ static struct proc_spec agent_spec(enum proc_mode mode, const char *const *argv)
     return s;
 }
 
+static const struct jail_proxy *the_proxy; /* jail_cmd's px for spawn_in (NULL: none) */
+
 static int spawn_in(const struct jail *j, const char *const *argv, const char *const *env,
                     struct proc *p, char *err, size_t cap)
 {
     struct proc_spec s = agent_spec(PROC_PIPES, argv);
     s.env = env;
     struct jail_cmd jc;
-    int rc = jail_cmd(j, NULL, 0, &jc, err, cap);
+    int rc = jail_cmd(j, NULL, 0, the_proxy, &jc, err, cap);
     if (rc != AL_OK)
         return rc;
     s.wrap = jc.argv;
@@ -301,6 +306,103 @@ static void test_no_network(void **state)
     jail_free(j);
 }
 
+/* The runner's proxy "socket": answers one connection's line with
+ * "pong LINE" and closes. */
+struct pong {
+    int srv;
+    pthread_t th;
+};
+
+static void *pong_main(void *arg)
+{
+    struct pong *pg = arg;
+    struct pollfd pfd = {.fd = pg->srv, .events = POLLIN};
+    if (poll(&pfd, 1, WAIT_MS) != 1)
+        return NULL;
+    int c = accept(pg->srv, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char line[128];
+    size_t n = 0;
+    while (n < sizeof line - 1) {
+        pfd.fd = c;
+        if (poll(&pfd, 1, WAIT_MS) != 1 || read(c, line + n, 1) != 1)
+            break;
+        if (line[n++] == '\n')
+            break;
+    }
+    char out[160];
+    int m = snprintf(out, sizeof out, "pong %.*s", (int)n, line);
+    if (m > 0 && write(c, out, (size_t)m) != m)
+        m = -1;
+    (void)close(c);
+    return NULL;
+}
+
+/* With no network and the runner's proxy, the jail starts with the
+ * forwarder: the agent's 127.0.0.1:PORT is carried to the socket, the
+ * agent's exit status is the terminal's, and the forwarder is not the
+ * agent's child. Without no_network, or without a forwarder, px is
+ * ignored. */
+static void test_forwarder_for_no_network(void **state)
+{
+    (void)state;
+    const char *bin = getenv("AL_BIN");
+    char fwd[512], sock[600];
+    (void)snprintf(fwd, sizeof fwd, "%s/airlock-proxy-fwd", bin ? bin : ".");
+    (void)snprintf(sock, sizeof sock, "%s/../proxy-test.sock", ws);
+    (void)unlink(sock);
+    struct pong pg;
+    pg.srv = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un u = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof u.sun_path);
+    memcpy(u.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(pg.srv, (struct sockaddr *)&u, sizeof u), 0);
+    assert_int_equal(listen(pg.srv, 4), 0);
+    assert_int_equal(chmod(sock, 0666), 0);
+    assert_int_equal(pthread_create(&pg.th, NULL, pong_main, &pg), 0);
+
+    struct jail_config c = {.workspace = ws, .no_network = 1, .proxy_fwd = fwd};
+    struct jail *j = NULL;
+    char err[512] = "";
+    if (jail_new(&c, &j, err, sizeof err) != AL_OK)
+        fail_msg("jail_new: %s", err);
+    assert_false(jail_forwards(j, NULL));
+    struct jail_proxy px = {.socket = sock, .port = 4321};
+    assert_true(jail_forwards(j, &px));
+    the_proxy = &px;
+    const char *const argv[] = {
+        "bash", "-c",
+        "exec 3<>/dev/tcp/127.0.0.1/4321 && echo ping >&3 && read -r l <&3 && echo \"got $l\"; "
+        "read -r kids < /proc/$$/task/$$/children; echo \"children ${kids}.\"; "
+        "exit 7",
+        NULL};
+    struct run_out o;
+    run_in(j, argv, NULL, &o);
+    the_proxy = NULL;
+    assert_int_equal(pthread_join(pg.th, NULL), 0);
+    (void)close(pg.srv);
+    (void)unlink(sock);
+    assert_non_null(strstr(o.out, "got pong ping"));
+    assert_non_null(strstr(o.out, "children .\n")); /* the forwarder is no child of the agent */
+    assert_int_equal(o.code, 7);
+    jail_free(j);
+
+    /* a jail with the network, or no forwarder: nothing in front */
+    c.no_network = 0;
+    assert_int_equal(jail_new(&c, &j, err, sizeof err), AL_OK);
+    assert_false(jail_forwards(j, &px));
+    jail_free(j);
+    c.no_network = 1;
+    c.proxy_fwd = NULL;
+    assert_int_equal(jail_new(&c, &j, err, sizeof err), AL_OK);
+    assert_false(jail_forwards(j, &px));
+    jail_free(j);
+    c.proxy_fwd = "/nonexistent/airlock-proxy-fwd";
+    assert_int_equal(jail_new(&c, &j, err, sizeof err), AL_E_NOENT);
+    assert_non_null(strstr(err, "forwarder"));
+}
+
 /* On a PTY the command leads its own session in the namespace: a group
  * signal reaches it (not the wrapper, whose death would end the sandbox),
  * and the shell's job control works. */
@@ -315,7 +417,7 @@ static void test_pty_signal_reaches_the_command(void **state)
     struct proc_spec s = agent_spec(PROC_PTY, argv);
     struct jail_cmd jc;
     char err[512] = "";
-    assert_int_equal(jail_cmd(j, NULL, 1, &jc, err, sizeof err), AL_OK);
+    assert_int_equal(jail_cmd(j, NULL, 1, NULL, &jc, err, sizeof err), AL_OK);
     s.wrap = jc.argv;
     s.wrap_fd = jc.fd;
     struct proc p;
@@ -385,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_command_passes_through),
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_no_network),
+        cmocka_unit_test(test_forwarder_for_no_network),
         cmocka_unit_test(test_pty_signal_reaches_the_command),
         cmocka_unit_test(test_early_signal_ends_the_jail),
     };
