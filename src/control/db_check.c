@@ -210,35 +210,50 @@ int db_check_action(struct db *db, const char *s)
                    DB_ACTION_MAX);
 }
 
-/* A static sandbox's URL: ws:// or wss://, then printable ASCII. */
-int db_check_endpoint(struct db *db, const char *url)
+/* The two kinds of sandbox URL, as a table: their schemes, what their
+ * text may not hold beyond spaces and controls, and the reasons. */
+static const struct url_rule {
+    const char *what; /* for the length's reason */
+    const char *schemes[2];
+    const char *banned; /* characters refused after the scheme */
+    const char *bad_scheme, *bad_char;
+} url_rules[] = {
+    {"sandbox url",
+     {"wss://", "ws://"},
+     "",
+     "sandbox url must be ws://HOST... or wss://HOST...",
+     "sandbox url must be printable ASCII without spaces"},
+    {"pool endpoint",
+     {"https://", "http://"},
+     "?#",
+     "an aca sandbox's url is its pool's endpoint: https://HOST[/PATH]",
+     "a pool endpoint is printable ASCII without spaces, query or fragment"},
+};
+
+static int check_url_by(struct db *db, const struct url_rule *u, const char *url)
 {
     size_t n = 0;
-    int rc = db_check_len(db, "pool endpoint", url, DB_SANDBOX_URL_MAX, &n);
+    int rc = db_check_len(db, u->what, url, DB_SANDBOX_URL_MAX, &n);
     if (rc != AL_OK)
         return rc;
-    size_t skip = strncmp(url, "https://", 8) == 0 ? 8 : strncmp(url, "http://", 7) == 0 ? 7 : 0;
+    size_t skip = 0;
+    for (size_t i = 0; i < 2 && !skip; i++)
+        if (strncmp(url, u->schemes[i], strlen(u->schemes[i])) == 0)
+            skip = strlen(u->schemes[i]);
     if (skip == 0 || n == skip)
-        return db_fail(db, AL_E_INVAL,
-                       "an aca sandbox's url is its pool's endpoint: https://HOST[/PATH]");
+        return db_fail(db, AL_E_INVAL, "%s", u->bad_scheme);
     for (size_t i = skip; i < n; i++)
-        if (url[i] <= 0x20 || url[i] >= 0x7f || url[i] == '?' || url[i] == '#')
-            return db_fail(db, AL_E_INVAL,
-                           "a pool endpoint is printable ASCII without spaces, query or fragment");
+        if (url[i] <= 0x20 || url[i] >= 0x7f || strchr(u->banned, url[i]))
+            return db_fail(db, AL_E_INVAL, "%s", u->bad_char);
     return AL_OK;
 }
 
 int db_check_url(struct db *db, const char *url)
 {
-    size_t n = 0;
-    int rc = db_check_len(db, "sandbox url", url, DB_SANDBOX_URL_MAX, &n);
-    if (rc != AL_OK)
-        return rc;
-    size_t skip = strncmp(url, "wss://", 6) == 0 ? 6 : strncmp(url, "ws://", 5) == 0 ? 5 : 0;
-    if (skip == 0 || n == skip)
-        return db_fail(db, AL_E_INVAL, "sandbox url must be ws://HOST... or wss://HOST...");
-    for (size_t i = skip; i < n; i++)
-        if (url[i] <= 0x20 || url[i] >= 0x7f)
-            return db_fail(db, AL_E_INVAL, "sandbox url must be printable ASCII without spaces");
-    return AL_OK;
+    return check_url_by(db, &url_rules[0], url);
+}
+
+int db_check_endpoint(struct db *db, const char *url)
+{
+    return check_url_by(db, &url_rules[1], url);
 }
