@@ -16,6 +16,10 @@
 //   (the runner's listener and airlockd's direct one).
 // - 100 streaming requests at once through one runner's listener all
 //   complete; the runner's and airlockd's peak RSS stay bounded.
+// - The agent floods its runner's listener (300 connections held open with
+//   half a request): 256 become channels, the other 44 get the runner's 503
+//   at once, a terminal of the same sandbox still echoes, memory stays
+//   bounded, and once the agent lets go a call works again.
 // - The link drops mid-answer (airlockd killed): the agent's connection is
 //   closed at once (its call fails, it does not hang); a new connection
 //   gets the runner's canned 503 at once; once airlockd is back and the
@@ -242,6 +246,43 @@ await run('proxy_channel', async () => {
   check(good === MANY, `${MANY} streaming requests at once through one runner: ${good} complete in ${Date.now() - t0} ms` +
     ` (${flat(all.filter((x) => x.status !== 200).slice(0, 3).map((x) => `${x.status} ${x.error} ${x.body}`))})`);
   check(rHwm < 64 * 1024 && dHwm < 256 * 1024, `peak RSS bounded: runner ${rHwm} kB, airlockd ${dHwm} kB`);
+
+  // ---- the agent floods its runner's listener: FLOOD connections held
+  // open, each with half a request. AL_MAX_PROXY_CHANNELS (256) become
+  // channels; the others get the runner's 503 at once; a terminal of the
+  // same sandbox still answers promptly; memory stays bounded; once the
+  // agent lets go, calls work again.
+  const FLOOD = 300, CHANNELS = 256;
+  const echo = await terminal(port, op, { sandbox: 'box', mode: 'pty', argv: ['sh', '-c', 'stty -echo; exec cat'] });
+  const ea = await attach(port, echo.id, op);
+  const held = [], refused = [];
+  await Promise.all(Array.from({ length: FLOOD }, () => new Promise((res) => {
+    const sock = net.connect(rport, '127.0.0.1', () => {
+      sock.write('POST /v1/proxy/anthropic/v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n');
+      held.push(sock);
+      res();
+    });
+    let got = '';
+    sock.on('data', (b) => { got += b; if (/^HTTP\/1\.1 503/.test(got) && /too many proxy connections/.test(got)) refused.push(sock); });
+    sock.on('error', () => res());
+  })));
+  await waitFor(() => refused.length >= FLOOD - CHANNELS, 20000, 'the connections past the limit refused', 50).catch(() => 0);
+  check(refused.length === FLOOD - CHANNELS,
+    `${FLOOD} connections held by the agent: ${refused.length} answered 503 "too many proxy connections at once" (${FLOOD - CHANNELS} expected)`);
+  const tEcho = Date.now();
+  ea.ch.write(Buffer.from('still-here\n'));
+  await ea.ch.waitOutput(/still-here/, 10000);
+  const echoMs = Date.now() - tEcho;
+  check(echoMs < scaled(1000), `a terminal of the same sandbox still echoes during the flood (${echoMs} ms)`);
+  const fr = hwmKb(rpid), fd = hwmKb(d.p.pid);
+  check(fr < 64 * 1024 && fd < 256 * 1024, `peak RSS bounded during the flood: runner ${fr} kB, airlockd ${fd} kB`);
+  for (const sock of held) sock.destroy();
+  r = await waitFor(async () => {
+    const x = await call(rport, 'POST', '/v1/proxy/anthropic/v1/messages', { headers: bearer(tv.token), body: MESSAGES, ms: 10000 });
+    return x.status === 200 ? x : null;
+  }, 15000, 'a call once the flood is gone', 200).catch(() => ({ status: 0 }));
+  check(r.status === 200 && textOf(r.body) === 'the answer is forty-two', `once the agent lets go, a call works again (${r.status})`);
+  ea.ctl.ws.terminate();
 
   // ---- the link drops mid-answer: the call is cut, not left hanging
   let streaming;
