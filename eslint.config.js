@@ -1,6 +1,6 @@
 // ESLint (flat config) for the JavaScript of the repository: the web page
 // (web/*.js, ES modules in a browser, xterm.js from its <script> tags) and
-// the Node tests (tests/**/*.mjs, fuzz/*.mjs). eslint's recommended rules,
+// the Node tests (tests/**/*.mjs, fuzz/*.mjs, bench/*.mjs). eslint's recommended rules,
 // nothing of style (the C code has clang-format; the JS keeps its own
 // compact style). tools/check-lint.sh runs it in make test's static checks.
 // CommonJS: the repository's package.json declares no "type".
@@ -20,7 +20,7 @@ module.exports = [
     },
   },
   {
-    files: ['tests/**/*.mjs', 'fuzz/**/*.mjs'],
+    files: ['tests/**/*.mjs', 'fuzz/**/*.mjs', 'bench/**/*.mjs'],
     languageOptions: { ecmaVersion: 2022, sourceType: 'module', globals: { ...globals.node } },
   },
   {

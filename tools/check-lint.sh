@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ESLint over the web page (web/*.js) and the Node tests (tests/**/*.mjs,
-# fuzz/*.mjs), as eslint.config.js says, and the Dockerfiles of deploy/
+# fuzz/*.mjs, bench/*.mjs), as eslint.config.js says, and the Dockerfiles of deploy/
 # (dockerfile-utils); quiet when clean. eslint and dockerfile-utils come
 # from npm, pinned in package.json (tools/deps.sh installs it).
 # Usage: tools/check-lint.sh [BUILD_DIR] (the argument is ignored: the
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 eslint=node_modules/.bin/eslint
 [ -x "$eslint" ] || { echo "check-lint: no $eslint (run tools/deps.sh)" >&2; exit 1; }
-mapfile -t files < <(git ls-files -co --exclude-standard -- 'web/*.js' 'tests/*.mjs' 'fuzz/*.mjs' 'eslint.config.js')
+mapfile -t files < <(git ls-files -co --exclude-standard -- 'web/*.js' 'tests/*.mjs' 'fuzz/*.mjs' 'bench/*.mjs' 'eslint.config.js')
 [ ${#files[@]} -gt 0 ] || exit 0
 rc=0
 if "$eslint" --max-warnings 0 "${files[@]}"; then
