@@ -105,6 +105,10 @@ await run('fault_cuts', async () => {
     if (st.cutClient) check(onClient >= MIN_CUTS, `${name}: ${onClient} faults on the client hop during it (${st.a.reconnects} reconnects)`);
     if (st.cutRunner) check(onRunner >= MIN_CUTS, `${name}: ${onRunner} faults on the runner hop during it`);
     if (!st.cutClient) check(onClient === 0 && st.a.reconnects === 0, `${name}: the clean client hop was never cut`);
+    // a known weakness (reported, not fixed yet): a writer whose new
+    // connection is attached before airlockd has noticed its old one gone
+    // comes back a viewer; the client then takes over (counted here)
+    if (st.a.takeovers) console.log(`NOTE: ${name}: the writer came back a viewer ${st.a.takeovers} times and took over`);
   }
   const fired = {};
   for (const p of new Set(streams.flatMap((st) => [st.a.proxy, st.sb.proxy]))) for (const e of p.events) fired[e.fault] = (fired[e.fault] || 0) + 1;
