@@ -56,6 +56,11 @@
 /* the ERROR (NO_CHANNEL) a client gets before the CLOSE of a terminal
  * its runner no longer has (the runner restarted, or ended it) */
 #define RL_LOST_MSG "terminal lost: its runner no longer has it"
+/* how long an interactive attach by the writer's own user waits for the
+ * writer's connection to go before it is told it is a viewer: a writer that
+ * reconnects is often attached again before airlockd has read its old
+ * connection to the end (protocol.md §9) */
+#define RL_WRITER_RETURN_US 3000000ull
 #define RL_REDIAL_MIN_MS 250
 #define RL_REDIAL_MAX_MS 30000
 #define RL_MAX_CLIENTS 64 /* clients attached to one terminal (AL_MAX_VIEWERS) */

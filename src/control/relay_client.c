@@ -344,6 +344,23 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
     return AL_OK;
 }
 
+/* The client's ROLE, due since its ATTACH: the first interactive attacher
+ * writes (and tells all), every other client is a viewer. */
+static void client_role(struct rl_client *c)
+{
+    struct rl_term *t = c->t;
+    c->role_due = 0;
+    c->role_wait_us = 0;
+    if (t->writer == c) /* it took over meanwhile: its ROLE went then */
+        return;
+    if (c->wants_write && !t->writer) {
+        set_writer(t, c);
+    } else {
+        (void)ep_set_role(c->ep, c->ch, FR_VIEWER, relay_terminal_in_next(t));
+        term_viewers_changed(t);
+    }
+}
+
 void relay_client_gone(struct rl_client *c)
 {
     if (!c)
@@ -368,6 +385,10 @@ void relay_client_gone(struct rl_client *c)
     }
     ep_free(c->ep);
     free(c);
+    /* the writer's own user waiting to write again takes the role now */
+    for (struct rl_client *w = t->clients; w && !t->writer; w = w->next)
+        if (w->role_wait_us)
+            client_role(w);
     term_viewers_changed(t);
 }
 
@@ -377,14 +398,11 @@ int relay_client_input(struct rl_client *c, const uint8_t *msg, size_t len)
     if (!t)
         return AL_OK;
     int rc = ep_input(c->ep, msg, len, relay_now_us());
-    if (c->role_due && c->ch) {
-        c->role_due = 0;
-        if (c->wants_write && !t->writer) {
-            set_writer(t, c); /* the first interactive attacher writes (and tells all) */
-        } else {
-            (void)ep_set_role(c->ep, c->ch, FR_VIEWER, relay_terminal_in_next(t));
-            term_viewers_changed(t);
-        }
+    if (c->role_due && c->ch && !c->role_wait_us) {
+        if (c->wants_write && t->writer && !strcmp(t->writer->user, c->user))
+            c->role_wait_us = relay_now_us() + RL_WRITER_RETURN_US; /* the writer coming back? */
+        else
+            client_role(c);
     }
     relay_client_pump(c);
     relay_wake(t->sb->r, c->conn);
@@ -430,6 +448,10 @@ void relay_client_tick(struct rl_client *c, uint64_t now)
         c->snap_due_us = 0; /* the deferred SNAPSHOT_REQ's turn */
         c->need_resync = 1;
         relay_client_pump(c);
+    }
+    if (c->role_wait_us && now >= c->role_wait_us && c->ch) { /* the writer stayed */
+        client_role(c);
+        ping = 1;
     }
     if (ping || ep_closing(c->ep, NULL, NULL))
         relay_wake(r, c->conn);

@@ -77,6 +77,9 @@ struct rl_client {
     int resynced;            /* at least once */
     uint64_t resync_at;      /* its stdout acknowledged offset then */
     int role_due;            /* send ROLE after this input */
+    uint64_t role_wait_us;   /* the writer's own user attached again: its ROLE
+                                waits until the writer goes, or until then
+                                (RL_WRITER_RETURN_US), µs; 0: not waiting */
     struct ratelim snap_lim; /* its SNAPSHOT_REQs */
     uint64_t snap_due_us;    /* a deferred SNAPSHOT_REQ is served then (0: none) */
     int exit_sent;

@@ -21,13 +21,17 @@
 // reach MIN_CUTS (the cut points are drawn per connection from byte ranges
 // sized for it). SEED=N replays the proxies' decisions (each proxy prints its
 // own seed; this test derives them all from one, printed first).
-import { run, check, waitFor } from '../interop/harness.mjs';
+import { run, check, waitFor, TIMEOUT_MULT } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import path from 'node:path';
 import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween, waitGo, go } from '../interop/faults.mjs';
 
 const OUT_SIZE = 50e6, IN_SIZE = 20e6, ECHO_SIZE = 10e6;
 const MIN_CUTS = 5;
+// 64 KiB every OUT_GAP_MS (about 1.5 MB/s): a client cut off must be back
+// before airlockd's log (4 MiB) moves past it, or it is resynced by design;
+// under load a reconnect took over 1.3 s (a GAP at 3 MB/s)
+const OUT_GAP_MS = 40;
 const HOPS = [
   // name, cut the client hop, cut the runner hop
   ['client', true, false],
@@ -55,7 +59,7 @@ await run('fault_cuts', async () => {
     const client = async (id, mode) => faultyClient(s, id, { mode, faults: cutClient ? CLIENT_CUTS : [], seed: seed + ++k,
       label: `faultproxy ${hop}/${id}` });
     // output: a paced, checksummed PTY stream
-    const out = pacedStream(s.base, `out-${hop}`, OUT_SIZE, seed + k);
+    const out = pacedStream(s.base, `out-${hop}`, OUT_SIZE, seed + k, OUT_GAP_MS);
     const tOut = await terminal(s, sb.id, out.argv);
     streams.push({ hop, kind: 'output', sb, cutClient, cutRunner, a: await client(tOut, 0), want: out.data, go: out.go });
     // input: hashed by the command, ended by EOF
@@ -97,14 +101,22 @@ await run('fault_cuts', async () => {
     const { ch } = st.a;
     const got = ch.output();
     const name = `${st.hop === 'both' ? 'both hops' : `${st.hop} hop`}, ${st.kind}`;
+    if (ch.gaps) console.log(`${name}: GAPs ${JSON.stringify(ch.resyncs)} last ${JSON.stringify(ch.lastGap)}`);
     check(got.length === st.want.length && sha(got) === sha(st.want),
       `${name}: ${got.length} bytes, exactly the ${st.want.length} ${st.kind === 'input' ? 'of the hash of the input' : 'sent'} (sha256 ${sha(got).slice(0, 12)})`);
-    check(!ch.gaps && ch.exit.code === 0, `${name}: no gap, the command exited 0`);
+    check(!ch.gaps && ch.exit.code === 0, `${name}: no gap, the command exited 0 (${ch.gaps || 0} gaps, ${ch.resyncs.length} resyncs)`);
     const onClient = cutsBetween([st.a.proxy], st.start, st.end);
     const onRunner = cutsBetween([st.sb.proxy], st.start, st.end);
     if (st.cutClient) check(onClient >= MIN_CUTS, `${name}: ${onClient} faults on the client hop during it (${st.a.reconnects} reconnects)`);
     if (st.cutRunner) check(onRunner >= MIN_CUTS, `${name}: ${onRunner} faults on the runner hop during it`);
     if (!st.cutClient) check(onClient === 0 && st.a.reconnects === 0, `${name}: the clean client hop was never cut`);
+    // a writer whose new connection is attached before airlockd has read
+    // its old one to the end gets its role back once the old one goes
+    // (RL_WRITER_RETURN_US); it came back a viewer before that was so. The
+    // client takes over if it must, which a normal build must never need
+    // (under the sanitizers the old connection may take longer to go)
+    if (st.a.takeovers) console.log(`NOTE: ${name}: the writer came back a viewer ${st.a.takeovers} times and took over`);
+    if (TIMEOUT_MULT === 1) check(!st.a.takeovers, `${name}: the writer kept its role through every reconnect`);
   }
   const fired = {};
   for (const p of new Set(streams.flatMap((st) => [st.a.proxy, st.sb.proxy]))) for (const e of p.events) fired[e.fault] = (fired[e.fault] || 0) + 1;

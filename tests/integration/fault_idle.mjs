@@ -84,14 +84,18 @@ async function defaultPings() {
   const t = quietThenTail(s.base, 'tail', 2);
   const id = await terminal(s, sb.id, t.argv);
   const js = await faultyClient(s, id, { faults: IDLE_CUT });
-  const cli = await cliAttach(s, id, s.base, 'unpinged');
+  // read-only: a viewer from its first ROLE (an interactive attach by the
+  // writer's user waits up to RL_WRITER_RETURN_US for it, which is traffic)
+  const cli = await cliAttach(s, id, s.base, 'unpinged', ['--read-only']);
   const pinged = await cliAttach(s, id, s.base, 'own-pings', ['--ping-interval', '2', '--read-only']);
   const t0 = Date.now();
   await js.ch.waitExit(IDLE_MS + 30000);
   const st = await cli.exited;
   const cuts = [sb.proxy, js.proxy, cli.proxy].map((p) => cutsBetween([p], t0, Date.now()));
-  check(cuts.every((n) => n >= 2), `default pings (15 s) behind 5 s idle cuts: each hop was cut while idle (runner, JS, CLI: ${cuts})`);
-  check(js.reconnects >= 2 && /connection lost/.test(cli.err()) && /reconnected/.test(cli.err()),
+  // (the clients' hops carry VIEWERS when the other client comes back, so
+  // they are idle less often than the runner link)
+  check(cuts[0] >= 2 && cuts.every((n) => n >= 1), `default pings (15 s) behind 5 s idle cuts: each hop was cut while idle (runner, JS, CLI: ${cuts})`);
+  check(js.reconnects >= 1 && /connection lost/.test(cli.err()) && /reconnected/.test(cli.err()),
     `the JS client (${js.reconnects} reconnects) and the CLI reconnected`);
   check(sha(js.ch.output()) === sha(t.data) && !js.ch.gaps, 'the JS client has the output exactly once, no gap');
   const got = fs.readFileSync(cli.out);

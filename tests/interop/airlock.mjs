@@ -196,7 +196,7 @@ class Channel {
     this.opened = false; this.exit = null; this.closed = false; this.linked = false;
     this.waiters = [];
     this.paused = false; // stop granting credit (a reader that stops)
-    this.keepTyped = false; // relay sessions: a writer's unsent input survives a ROLE
+    this.keepTyped = false; // relay sessions: the only writer's input survives a ROLE (below)
     // relay sessions: role from the last ROLE (undefined before), who is
     // attached, snapshots seen, resyncs (a stdout GAP then a SNAPSHOT)
     this.role = undefined; this.roles = 0; this.viewers = [];
@@ -354,15 +354,16 @@ export class Controller {
         break;
       case T.ROLE: {
         if (!c.linked) throw new Error(`ROLE before ATTACHED on channel ${c.id}`);
-        // what was never sent is dropped (unless keepTyped: typed as the
-        // writer and the writer still, it is written again after the rest,
-        // as airlock's CLI does, spec §9); what was sent from inNext on is
-        // sent again
+        // what was never sent is dropped; what was sent from inNext on is
+        // sent again. keepTyped (a client that is the terminal's only
+        // writer, so that the merged stream is its own input): all of its
+        // input from inNext on is kept, whatever the role, and sent once it
+        // writes again (spec §9 lets a writer send again what it typed)
         const sent = c.inBuf.subarray(0, c.inSent - c.inBase);
-        const typed = c.keepTyped && c.role === WRITER && f.role === WRITER ? c.inBuf.subarray(c.inSent - c.inBase) : Buffer.alloc(0);
         c.role = f.role; c.roles++;
-        if (f.inNext >= c.inBase && f.inNext <= c.inSent) c.inBuf = Buffer.concat([sent.subarray(f.inNext - c.inBase), typed]);
-        else c.inBuf = typed;
+        if (c.keepTyped) c.inBuf = f.inNext >= c.inBase && f.inNext <= c.inBase + c.inBuf.length ? c.inBuf.subarray(f.inNext - c.inBase) : Buffer.alloc(0);
+        else if (f.inNext >= c.inBase && f.inNext <= c.inSent) c.inBuf = sent.subarray(f.inNext - c.inBase);
+        else c.inBuf = Buffer.alloc(0);
         c.inBase = f.inNext; c.inAcked = f.inNext; c.inSent = f.inNext; c.inLimit = f.inLimit;
         c.inEofSent = false; c.pump();
         break;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { tmpdir, startRunner, onCleanup } from './harness.mjs';
 import { addUser, startAirlockd, api, attach } from './airlockd.mjs';
+import { WRITER, VIEWER } from './airlock.mjs';
 import { waitLink } from './cli.mjs';
 import { startFaultProxy } from '../tools/faultproxy.mjs';
 
@@ -52,10 +53,18 @@ export async function faultyClient(s, id, { faults = [], seed, label = `faultpro
   const proxy = await startFaultProxy({ target: s.port, faults, seed, label });
   onCleanup(() => proxy.close());
   const a = await attach(proxy.port, id, s.op, { mode, read });
-  a.proxy = proxy; a.reconnects = 0;
+  a.proxy = proxy; a.reconnects = 0; a.takeovers = 0;
   a.ch.keepTyped = true; // what it typed while cut is written after the reconnect
   let busy = false;
   const timer = setInterval(async () => {
+    // a writer that came back as a viewer (airlockd still held its old
+    // connection as the writer) takes over, as a person would (~ t)
+    const { ch } = a;
+    if (!read && a.ctl.ready && ch.role === VIEWER && ch.roles > 1 && ch.inBuf.length && !a.asked) {
+      a.asked = true; a.takeovers++; ch.takeover();
+      console.log(`faultyClient ${id}: came back a viewer with input to send: TAKEOVER (${a.takeovers})`);
+    }
+    if (ch.role === WRITER) a.asked = false;
     if (busy || a.ctl.ready || !a.ctl.closeInfo) return;
     busy = true;
     try { await a.ctl.connect(a.url, a.headers); a.reconnects++; } catch { /* the next turn tries again */ } finally { busy = false; }

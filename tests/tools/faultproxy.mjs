@@ -365,5 +365,5 @@ async function main(argv) {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  main(process.argv.slice(2)).catch((e) => { console.error(`faultproxy: ${e.message}`); process.exit(64); });
+  main(process.argv.slice(2)).catch((e) => { console.error(e.message.startsWith('faultproxy:') ? e.message : `faultproxy: ${e.message}`); process.exit(64); });
 }
