@@ -214,7 +214,11 @@ function airlockTarget(base) {
       runnerPid = await waitFor(() => descendants(d.p.pid).find((p) => comm(p) === 'airlock-runner'), 10000, 'the runner');
     },
     async stream(file) {
-      const id = await term(['sh', '-c', `${RAW}; sleep 0.5; cat '${file}'; echo ${MARK}; exec sleep 600`]);
+      // the sandbox has a /tmp of its own: the text goes in its workspace
+      const work = path.join(base, 'data', 'sandboxes', 'box', 'work');
+      if (!fs.existsSync(path.join(work, 'text.b64'))) fs.copyFileSync(file, path.join(work, 'text.b64'));
+      fs.chmodSync(path.join(work, 'text.b64'), 0o644);
+      const id = await term(['sh', '-c', `${RAW}; sleep 0.5; cat text.b64; echo ${MARK}; exec sleep 600`]);
       const a = await attach(d.port, id, op);
       await a.ch.waitOutput(/./, 20000).catch(() => {});
       const t0 = Date.now();
@@ -263,7 +267,9 @@ await run('bench_peers', async () => {
   for (let n = 0, i = 0; n < MB * 1e6; i++) { const l = Buffer.from(raw.copy().update(String(i)).digest('hex').repeat(4)).toString('base64').slice(0, 76) + '\n'; lines.push(l); n += l.length; }
   fs.writeFileSync(file, lines.join(''));
   fs.chmodSync(base, 0o755); fs.chmodSync(file, 0o644); // the sandbox user reads it
-  const targets = [bareTarget(), wsTarget(base), tmuxTarget(base), airlockTarget(base)];
+  const only = process.env.BENCH_ONLY; // e.g. "tmux" (the bare PTY is always measured)
+  const targets = [bareTarget(), wsTarget(base), tmuxTarget(base), airlockTarget(base)]
+    .filter((t) => !only || t.name === 'bare PTY' || t.name === only);
   for (const t of targets) await t.start();
   const res = Object.fromEntries(targets.map((t) => [t.name, { mbps: [], echo: [], flood: [], idle: [] }]));
   for (let r = 0; r < RUNS; r++) {
@@ -271,8 +277,11 @@ await run('bench_peers', async () => {
       const t = targets[(i + r) % targets.length];
       const s = await t.stream(file);
       res[t.name].mbps.push(s.bytes / 1e6 / (s.ms / 1000));
+      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: stream done`);
       res[t.name].echo.push(...await t.echo(false));
+      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: echo done`);
       res[t.name].flood.push(...await t.echo(true));
+      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: echo under flood done`);
       res[t.name].idle.push(await t.idle());
       console.log(`round ${r + 1}: ${t.name} ${(s.bytes / 1e6 / (s.ms / 1000)).toFixed(1)} MB/s`);
     }

@@ -930,12 +930,12 @@ static void test_sandbox(void **state)
     sb_bad("{\"id\":1,\"kind\":\"local\"}", AL_E_INVAL, "\"id\": must be");
     sb_bad("{\"id\":\"a\"}", AL_E_INVAL, "\"kind\": is required");
     sb_bad("{\"id\":\"a\",\"kind\":\"remote\"}", AL_E_INVAL,
-           "\"kind\": must be \"local\", \"static\" or \"reverse\"");
+           "\"kind\": must be \"local\", \"static\", \"reverse\" or \"aca\"");
     sb_bad("{\"id\":\"a\",\"kind\":\"LOCAL\"}", AL_E_INVAL, "\"kind\"");
     sb_bad("{\"id\":\"a\",\"kind\":\"local\\u0000\"}", AL_E_INVAL, "\"kind\"");
     sb_bad("{\"id\":\"a\",\"kind\":null}", AL_E_INVAL, "\"kind\"");
     sb_bad("{\"id\":\"a\",\"kind\":\"local\",\"url\":\"ws://h\"}", AL_E_INVAL,
-           "\"url\": only a static sandbox has a url");
+           "\"url\": only a static or aca sandbox has a url");
     sb_bad("{\"id\":\"a\",\"kind\":\"reverse\",\"url\":\"\"}", AL_E_INVAL, "\"url\": only");
     sb_bad("{\"id\":\"a\",\"kind\":\"static\"}", AL_E_INVAL,
            "\"url\": is required for a static sandbox");

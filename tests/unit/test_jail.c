@@ -344,12 +344,34 @@ static void *pong_main(void *arg)
  * agent's exit status is the terminal's, and the forwarder is not the
  * agent's child. Without no_network, or without a forwarder, px is
  * ignored. */
+/* A copy of the built forwarder in a directory anyone may enter (as
+ * airlockd copies it into DATA/runner/): the build directory may sit under
+ * a 0700 one (a clone in mktemp -d), which the jail's user cannot cross. */
+static void forwarder_copy(char *out, size_t cap, char *dir)
+{
+    const char *bin = getenv("AL_BIN");
+    char src[512];
+    (void)snprintf(src, sizeof src, "%s/airlock-proxy-fwd", bin ? bin : ".");
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(chmod(dir, 0755), 0);
+    (void)snprintf(out, cap, "%s/airlock-proxy-fwd", dir);
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int to = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    assert_true(in >= 0 && to >= 0);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        assert_int_equal(write(to, buf, (size_t)n), n);
+    assert_int_equal(n, 0);
+    (void)close(in);
+    assert_int_equal(close(to), 0);
+}
+
 static void test_forwarder_for_no_network(void **state)
 {
     (void)state;
-    const char *bin = getenv("AL_BIN");
-    char fwd[512], sock[600];
-    (void)snprintf(fwd, sizeof fwd, "%s/airlock-proxy-fwd", bin ? bin : ".");
+    char fwd[512], sock[600], fwd_dir[] = "/tmp/airlock-fwd-XXXXXX";
+    forwarder_copy(fwd, sizeof fwd, fwd_dir);
     (void)snprintf(sock, sizeof sock, "%s/../proxy-test.sock", ws);
     (void)unlink(sock);
     struct pong pg;
@@ -401,6 +423,8 @@ static void test_forwarder_for_no_network(void **state)
     c.proxy_fwd = "/nonexistent/airlock-proxy-fwd";
     assert_int_equal(jail_new(&c, &j, err, sizeof err), AL_E_NOENT);
     assert_non_null(strstr(err, "forwarder"));
+    (void)unlink(fwd);
+    (void)rmdir(fwd_dir);
 }
 
 /* On a PTY the command leads its own session in the namespace: a group
