@@ -46,12 +46,14 @@ test: deps
 BENCH_MB   ?= 200
 BENCH_RUNS ?= 5
 BENCH_PROXY_MB ?= 100
+BENCH_PEERS_MB ?= 50
 bench: build
 	$(BUILD)/bench_channel $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_runner $(BENCH_MB) $(BENCH_RUNS) $(BUILD)/airlock-runner
 	$(BUILD)/bench_vt $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
 	$(BUILD)/bench_proxy $(BENCH_PROXY_MB) $(BENCH_RUNS) $(BUILD)
+	AL_BIN=$(BUILD) AL_SRC=. node bench/bench_peers.mjs $(BENCH_PEERS_MB) $(BENCH_RUNS)
 
 # The soak (tests/soak/soak.mjs): SOAK_S seconds (default 600) of paced,
 # checksummed output through random cuts of both hops, viewers coming and

@@ -277,11 +277,8 @@ await run('bench_peers', async () => {
       const t = targets[(i + r) % targets.length];
       const s = await t.stream(file);
       res[t.name].mbps.push(s.bytes / 1e6 / (s.ms / 1000));
-      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: stream done`);
       res[t.name].echo.push(...await t.echo(false));
-      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: echo done`);
       res[t.name].flood.push(...await t.echo(true));
-      if (process.env.BENCH_TRACE) console.log(`  ${t.name}: echo under flood done`);
       res[t.name].idle.push(await t.idle());
       console.log(`round ${r + 1}: ${t.name} ${(s.bytes / 1e6 / (s.ms / 1000)).toFixed(1)} MB/s`);
     }
