@@ -33,8 +33,8 @@ struct airlockd_conf {
     const char *session_ttl, *session_idle;
     const char *ping_interval, *idle_timeout; /* every airlock.v1 link's, seconds */
     const char *proxy_listen;                 /* the credential proxy's direct path, ADDR:PORT */
-    const char *proxy_path; /* "runner" (default) or "direct": which path terminals get */
-    struct proxycfg *proxy; /* where upstream.* lines go (the caller's) */
+    const char *proxy_path;      /* "runner" (default) or "direct": which path terminals get */
+    struct proxycfg *proxy;      /* where upstream.* lines go (the caller's) */
     struct platforms *platforms; /* where platform.* lines go (the caller's) */
 };
 

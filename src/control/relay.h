@@ -117,14 +117,14 @@ struct relay_config {
                              sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
-    struct proxy *proxy;       /* the credential proxy (borrowed); NULL: no upstreams */
+    struct proxy *proxy;               /* the credential proxy (borrowed); NULL: no upstreams */
     const struct platforms *platforms; /* aca sandboxes' platforms (borrowed; pings) */
-    const char *proxy_base;    /* its direct path as agents reach it
-                                  ("http://ADDR:PORT/v1/proxy"); NULL: not served */
-    int proxy_direct;          /* the direct path only: local runners serve no
-                                  proxy listener, PROXY_AT is not used */
-    uint64_t ping_us, idle_us; /* every link's ping interval and idle timeout
-                                  (runners and clients); 0: the endpoint's default */
+    const char *proxy_base;            /* its direct path as agents reach it
+                                          ("http://ADDR:PORT/v1/proxy"); NULL: not served */
+    int proxy_direct;                  /* the direct path only: local runners serve no
+                                          proxy listener, PROXY_AT is not used */
+    uint64_t ping_us, idle_us;         /* every link's ping interval and idle timeout
+                                          (runners and clients); 0: the endpoint's default */
     uv_loop_t *loop;
     rl_wake_fn *wake;
     rl_dial_fn *dial;
