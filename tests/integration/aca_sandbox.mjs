@@ -16,7 +16,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { run, check, tmpdir, BIN, SRC, sleep, keygen, waitFor } from '../interop/harness.mjs';
+import { run, check, tmpdir, BIN, SRC, sleep, keygen, waitFor, onCleanup } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
 import { startFront, runnerSession } from '../tools/platform_front.mjs';
 import { runCli } from '../interop/cli.mjs';
@@ -85,6 +85,7 @@ await run('aca_sandbox', async () => {
   const stranger = await startFront({
     startSession: runnerSession(RUNNER, path.join(otherKeys, 'jwks.json'), [], { fromRequest: true, entrypoint: ENTRY }),
   });
+  for (const f of [aged, idle, stranger]) onCleanup(() => f.close()); // their runners too, pass or fail
   const tokens = { aged: await aged.mintToken(), idle: await idle.mintToken() };
   // platform "wrong" holds a token the idle front did not sign
   for (const [n, t] of [['aged', tokens.aged], ['idle', tokens.idle], ['wrong', tokens.aged],
@@ -196,7 +197,4 @@ await run('aca_sandbox', async () => {
   // the recordings exist (the check above read them)
   check(filesHolding(dir, 'END-OF-STREAM').length > 0, 'the recordings were among the files read');
 
-  await aged.close();
-  await idle.close();
-  await stranger.close();
 }, 300000);
