@@ -39,6 +39,11 @@ const MARK = 'END-OF-BENCH';
 const STREAM_TIMEOUT_MS = 300000;
 const RAW = 'stty raw -echo';
 
+const PHASE_MS = 180000; // a phase that takes longer ends the run with a clear line
+const within = (p, what) => Promise.race([p, new Promise((res, rej) => {
+  const t = setTimeout(() => rej(new Error(`${what}: no result within ${PHASE_MS / 1000} s`)), PHASE_MS);
+  t.unref();
+})]);
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s.length ? s[Math.floor((s.length - 1) / 2)] : NaN; };
 const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor(s.length * p))]; };
 const comm = (pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; } };
@@ -275,11 +280,11 @@ await run('bench_peers', async () => {
   for (let r = 0; r < RUNS; r++) {
     for (let i = 0; i < targets.length; i++) {
       const t = targets[(i + r) % targets.length];
-      const s = await t.stream(file);
+      const s = await within(t.stream(file), `${t.name} throughput`);
       res[t.name].mbps.push(s.bytes / 1e6 / (s.ms / 1000));
-      res[t.name].echo.push(...await t.echo(false));
-      res[t.name].flood.push(...await t.echo(true));
-      res[t.name].idle.push(await t.idle());
+      res[t.name].echo.push(...await within(t.echo(false), `${t.name} echo`));
+      res[t.name].flood.push(...await within(t.echo(true), `${t.name} echo under a flood`));
+      res[t.name].idle.push(await within(t.idle(), `${t.name} idle memory`));
       console.log(`round ${r + 1}: ${t.name} ${(s.bytes / 1e6 / (s.ms / 1000)).toFixed(1)} MB/s`);
     }
   }
