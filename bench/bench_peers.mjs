@@ -28,7 +28,7 @@ import crypto from 'node:crypto';
 import { spawn, execFileSync } from 'node:child_process';
 import WebSocket from 'ws';
 import pty from '@lydell/node-pty';
-import { run, tmpdir, sleep, waitFor, rssKb } from '../tests/interop/harness.mjs';
+import { run, tmpdir, sleep, waitFor, rssKb, onCleanup } from '../tests/interop/harness.mjs';
 import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../tests/interop/airlockd.mjs';
 import { descendants } from '../tests/interop/procs.mjs';
 
@@ -110,6 +110,7 @@ function wsTarget(base) {
     name: 'ws+node-pty',
     async start() {
       srv = spawn('node', [path.join(path.dirname(new URL(import.meta.url).pathname), 'peer_ptyws.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+      onCleanup(() => srv.kill());
       let out = '';
       srv.stdout.on('data', (d) => { out += d; });
       port = await waitFor(() => Number((/peer listening (\d+)/.exec(out) || [])[1] || 0), 10000, 'the ws peer');
@@ -163,7 +164,10 @@ function tmuxTarget(base) {
   const serverPid = () => Number(tmux('display-message', '-p', '#{pid}').trim());
   return {
     name: 'tmux',
-    async start() { tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'keep', '-x', '80', '-y', '24', 'sleep 100000'); },
+    async start() {
+      tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'keep', '-x', '80', '-y', '24', 'sleep 100000');
+      onCleanup(() => { try { tmux('kill-server'); } catch { /* gone */ } }); // a failed run too
+    },
     async stream(file) {
       const name = `s${++k}`, sig = `done-${name}`;
       tmux('new-session', '-d', '-s', name, '-x', '80', '-y', '24', `sh -c "tmux -L ${sock} wait-for ${name}-go; ${RAW}; cat '${file}'; tmux -L ${sock} wait-for -S ${sig}; sleep 600"`);
