@@ -30,8 +30,8 @@
  *               byte compared with the pattern; timed from the request to
  *               the last byte
  *   CPU         utime+stime (/proc/PID/stat) of airlockd over the proxied
- *               transfer, per GB (on the channel path the runner's CPU is
- *               not counted)
+ *               transfer, per GB; and of the hop beside it: the plain
+ *               relay's, the local runner's on the channel path
  *
  * Usage: bench_proxy [MB] [RUNS] [BUILD_DIR]. Every wait has a deadline and
  * the run a watchdog alarm; on any failure it says what and exits 1. It
@@ -457,6 +457,8 @@ static void add_sandbox(void)
             bu_fail("the local runner did not link up within %d s", LINK_WAIT_S);
     }
     g.lrunner = local_runner_pid();
+    /* for a profiler to attach to (perf record -p, strace -p) */
+    fprintf(stderr, "pids: airlockd %d, local runner %d\n", (int)g.airlockd, (int)g.lrunner);
 }
 
 /* A terminal with "proxy": ["bench"] writes "BASE CRED" (its
@@ -604,6 +606,7 @@ struct round_res {
     double lat[P_N][4]; /* p50, p90, p99, max in µs */
     double mbps[P_N];
     double cpu_gb[P_N]; /* airlockd core-s per GB (proxied paths) */
+    double hop_gb[P_N]; /* the other hop's core-s per GB: the plain relay's, the runner's */
 };
 
 static void one_path(const struct target *t, int path, size_t len, struct round_res *x)
@@ -623,7 +626,9 @@ static void one_path(const struct target *t, int path, size_t len, struct round_
     char target[64];
     snprintf(target, sizeof target, "/big?n=%zu", len);
     int in_airlockd = path == P_PROXY || path == P_CHANNEL;
+    pid_t hop = path == P_RELAY ? g.relay : path == P_CHANNEL ? g.lrunner : 0;
     double cpu0 = in_airlockd ? bu_cpu_of(g.airlockd) : 0;
+    double hop0 = hop ? bu_cpu_of(hop) : 0;
     uint64_t t0 = bu_now_ns();
     if (conn_get(&c, target, 1, 300) != len)
         bu_fail("GET /big: not %zu bytes", len);
@@ -631,6 +636,8 @@ static void one_path(const struct target *t, int path, size_t len, struct round_
     x->mbps[path] = (double)len / 1e6 / secs;
     if (in_airlockd)
         x->cpu_gb[path] = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
+    if (hop)
+        x->hop_gb[path] = (bu_cpu_of(hop) - hop0) / ((double)len / 1e9);
     conn_close(&c);
 }
 
@@ -665,20 +672,23 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
            path_name[P_DIRECT], path_name[P_RELAY], path_name[P_PROXY], path_name[P_CHANNEL]);
     static const struct {
         const char *name, *goal;
-        int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: CPU per GB; also decimals */
+        int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: airlockd's CPU per GB,
+                   * 3: the other hop's (the relay's, the runner's); also decimals */
         int q;
     } rows[] = {
         {"small GET p50, µs", "added ≤ 1000 µs", 0, 0},
         {"small GET p99, µs", "", 0, 2},
         {"the big response, MB/s", "≥ ×0.8", 1, 0},
         {"airlockd CPU per GB proxied, core-s", "", 2, 0},
+        {"the relay's / the runner's CPU per GB, core-s", "", 3, 0},
     };
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         char cell[P_N][96], vs[P_N][96];
         for (int path = 0; path < P_N; path++) {
             snprintf(cell[path], sizeof cell[path], "%s", "n/a");
             snprintf(vs[path], sizeof vs[path], "%s", path == P_DIRECT ? "" : "n/a");
-            int none = rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY);
+            int none = (rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY)) ||
+                       (rows[k].kind == 3 && path != P_RELAY && path != P_CHANNEL);
             if (!t[path].port || none) {
                 if (t[path].port)
                     snprintf(cell[path], sizeof cell[path], "—");
@@ -687,9 +697,10 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
             for (int i = 0; i < n; i++)
                 v[i] = rows[k].kind == 0   ? rr[i].lat[path][rows[k].q]
                        : rows[k].kind == 1 ? rr[i].mbps[path]
-                                           : rr[i].cpu_gb[path];
-            bu_fmt3(cell[path], sizeof cell[path], v, n, rows[k].kind);
-            if (path == P_DIRECT || rows[k].kind == 2)
+                       : rows[k].kind == 2 ? rr[i].cpu_gb[path]
+                                           : rr[i].hop_gb[path];
+            bu_fmt3(cell[path], sizeof cell[path], v, n, rows[k].kind > 2 ? 2 : rows[k].kind);
+            if (path == P_DIRECT || rows[k].kind >= 2)
                 continue;
             for (int i = 0; i < n; i++)
                 v[i] = rows[k].kind == 0
@@ -700,7 +711,7 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
             snprintf(vs[path], sizeof vs[path], "%s%s%s", rows[k].kind == 0 ? "+" : "×", fv,
                      rows[k].kind == 0 ? " µs" : "");
         }
-        if (rows[k].kind == 2)
+        if (rows[k].kind >= 2)
             vs[P_RELAY][0] = vs[P_PROXY][0] = vs[P_CHANNEL][0] = '\0';
         printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rows[k].name, cell[P_DIRECT],
                cell[P_RELAY], cell[P_PROXY], cell[P_CHANNEL], vs[P_RELAY], vs[P_PROXY],
@@ -809,13 +820,14 @@ int main(int argc, char **argv)
                 "round %d/%ld: p50 µs direct %.0f relay %.0f proxy %.0f (+%.0f) channel %.0f "
                 "(+%.0f); p99 direct %.0f proxy %.0f channel %.0f; MB/s direct %.1f relay %.1f "
                 "proxy %.1f (×%.2f) channel %.1f (×%.2f); airlockd core-s/GB proxy %.2f "
-                "channel %.2f\n",
+                "channel %.2f; runner core-s/GB %.2f\n",
                 r + 1, runs, x->lat[P_DIRECT][0], x->lat[P_RELAY][0], x->lat[P_PROXY][0],
                 x->lat[P_PROXY][0] - x->lat[P_DIRECT][0], x->lat[P_CHANNEL][0],
                 x->lat[P_CHANNEL][0] - x->lat[P_DIRECT][0], x->lat[P_DIRECT][2], x->lat[P_PROXY][2],
                 x->lat[P_CHANNEL][2], x->mbps[P_DIRECT], x->mbps[P_RELAY], x->mbps[P_PROXY],
                 x->mbps[P_PROXY] / x->mbps[P_DIRECT], x->mbps[P_CHANNEL],
-                x->mbps[P_CHANNEL] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY], x->cpu_gb[P_CHANNEL]);
+                x->mbps[P_CHANNEL] / x->mbps[P_DIRECT], x->cpu_gb[P_PROXY], x->cpu_gb[P_CHANNEL],
+                x->hop_gb[P_CHANNEL]);
     }
     alarm(0);
     report(t, rr, (int)runs, len);

@@ -270,6 +270,7 @@ static void teardown(struct api *a)
     api_proxy_stop(a); /* after the relay: it revokes through the proxy */
     lsbx_free(a->lsbx);
     a->lsbx = NULL;
+    api_ws_wake_close(a); /* after the context and the relay: nothing wakes a connection now */
     for (int i = 0; i < 100 && uv_run(a->loop, UV_RUN_NOWAIT); i++)
         ;
     uv_walk(a->loop, close_walk, NULL);

@@ -79,6 +79,11 @@ struct api {
     struct proxystore pstore;  /* its store: the database, and the relay for liveness */
     struct proxysrv *proxysrv; /* its direct path; NULL: not served */
     char proxy_base[128];      /* "http://ADDR:PORT/v1/proxy" (PROXYSRV_BASE_MAX) */
+    /* WebSockets whose writable callback is due, asked for from wake_idle
+     * (api_ws.c: api_ws_wake) */
+    uv_idle_t wake_idle;
+    int wake_idle_on; /* wake_idle: 0 not initialised, 1 initialised, -1 closed */
+    struct conn *wake_list;
 };
 
 struct conn {
@@ -90,6 +95,8 @@ struct conn {
     char platform[DB_PLATFORM_MAX + 1]; /* ... and its platform's name */
     struct wsg ws;                      /* the message being reassembled, the close */
     int watched;                        /* opened by a web session: in api->watch */
+    struct lws *wake_wsi;               /* in api->wake_list: its writable callback is due */
+    struct conn *wake_prev, *wake_next;
 };
 
 struct http_req {
@@ -185,6 +192,8 @@ void api_audit_housekeeping(struct api *a, int force);
 
 /* api_ws.c */
 void api_ws_wake(void *conn);
+/* Close the handle api_ws_wake may have started (once the loop has ended). */
+void api_ws_wake_close(struct api *a);
 struct conn *api_ws_conn(struct lws *wsi);
 void api_ws_free(struct lws *wsi, struct conn *c);
 int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *in, size_t len);

@@ -25,10 +25,84 @@
 #include "relay.h"
 #include "wsg.h"
 
-/* The relay's wake function: its endpoint of this connection has output. */
+/* The writable callbacks due, asked for once per loop turn. */
+static void on_wake_idle(uv_idle_t *h)
+{
+    struct api *a = h->data;
+    (void)uv_idle_stop(h);
+    while (a->wake_list) {
+        struct conn *c = a->wake_list;
+        a->wake_list = c->wake_next;
+        if (a->wake_list)
+            a->wake_list->wake_prev = NULL;
+        struct lws *wsi = c->wake_wsi;
+        c->wake_wsi = NULL;
+        c->wake_next = c->wake_prev = NULL;
+        lws_callback_on_writable(wsi);
+    }
+}
+
+static void wake_unlink(struct api *a, struct conn *c)
+{
+    if (!c->wake_wsi)
+        return;
+    if (c->wake_prev)
+        c->wake_prev->wake_next = c->wake_next;
+    else
+        a->wake_list = c->wake_next;
+    if (c->wake_next)
+        c->wake_next->wake_prev = c->wake_prev;
+    c->wake_wsi = NULL;
+    c->wake_next = c->wake_prev = NULL;
+}
+
+/*
+ * The relay's wake function: its endpoint of this connection has output.
+ * The writable callback is asked for from an idle handle (run before the
+ * loop's next poll), once per connection and turn, not here: the relay
+ * wakes a connection from inside the poll phase (a proxy answer's bytes,
+ * an ACK), and each request makes libwebsockets restart the socket's
+ * uv_poll, on which libuv drops that socket's event already pending in the
+ * same batch (the runner's link then waited for the next event; the
+ * runner does the same, runner.c's want_write).
+ */
 void api_ws_wake(void *conn)
 {
-    lws_callback_on_writable((struct lws *)conn);
+    struct lws *wsi = conn;
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct api *a = ctx ? lws_context_user(ctx) : NULL;
+    struct conn *c = api_ws_conn(wsi);
+    if (!a || !c || a->wake_idle_on < 0) {
+        lws_callback_on_writable(wsi); /* not ours, or the loop is ending */
+        return;
+    }
+    if (c->wake_wsi)
+        return; /* due already */
+    if (!a->wake_idle_on) {
+        if (uv_idle_init(a->loop, &a->wake_idle) != 0) {
+            lws_callback_on_writable(wsi);
+            return;
+        }
+        a->wake_idle.data = a;
+        a->wake_idle_on = 1;
+    }
+    c->wake_wsi = wsi;
+    c->wake_prev = NULL;
+    c->wake_next = a->wake_list;
+    if (a->wake_list)
+        a->wake_list->wake_prev = c;
+    a->wake_list = c;
+    (void)uv_idle_start(&a->wake_idle, on_wake_idle);
+}
+
+void api_ws_wake_close(struct api *a)
+{
+    int was = a->wake_idle_on;
+    a->wake_idle_on = -1;
+    while (a->wake_list)
+        wake_unlink(a, a->wake_list);
+    if (was > 0)
+        uv_close((uv_handle_t *)&a->wake_idle, NULL);
 }
 
 /* The connection's struct conn, or NULL (an HTTP request, or freed). */
@@ -51,6 +125,10 @@ void api_ws_free(struct lws *wsi, struct conn *c)
 {
     if (!c)
         return;
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct api *a = ctx ? lws_context_user(ctx) : NULL;
+    if (a)
+        wake_unlink(a, c);
     wsg_release(&c->ws);
     api_conn_wipe(c);
     free(c);

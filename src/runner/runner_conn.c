@@ -83,10 +83,12 @@ static int link_receive(struct runner_app *a, struct lws *wsi, struct runner_con
     }
     if (rx != WSG_MESSAGE)
         return 0;
+    /* runner_input asks for the writable callback itself, from its idle
+     * handle: asking here, inside the poll phase, would make libuv drop the
+     * socket's pending event (see runner.c's want_write) */
     int rc = runner_input(a->runner, c->ws.msg, n);
     if (rc != AL_OK)
         runner_log(a->runner, 1, "peer broke the protocol: %s", al_strerror(rc));
-    lws_callback_on_writable(wsi);
     return 0;
 }
 

@@ -11,6 +11,12 @@
 //   airlockd, held 1 to 4 s each).
 // - airlockd is stopped and started again twice (at 1/3 and 2/3 of the
 //   run, on the same port and data): every link and client comes back.
+// - The runner's link is replaced (at 1/2 of the run): the first sandbox's
+//   runner hop is stalled both ways (its TCP connection open, nothing
+//   passing), airlockd (pings every 3 s, a silent peer dropped after 10 s,
+//   AIRLOCKD_ARGS) gives up on it and dials again while the runner (45 s)
+//   still holds the old connection; the runner takes the new one and closes
+//   the old with 4005 ("a newer connection replaces the current one").
 // - At the end: every stream verifies by sha256 (every byte once, no GAP),
 //   each runner's RSS is within 10 % of its level after warm-up (and
 //   airlockd's within 10 % of its level after warm-up since its last
@@ -32,6 +38,11 @@ const WARM_FRAC = 0.15;      // warm-up: this share of the run
 const RSS_SLACK = 0.10;      // the issue's bound
 const RSS_FLOOR_KB = 2048;   // ... but never tighter than this (allocator noise on small heaps)
 const VIEWER_EVERY_MS = 3000;
+// airlockd drops a silent runner link well before the runner drops it (its
+// defaults: 15 s pings, 45 s idle), so that a stalled link is replaced
+const AIRLOCKD_ARGS = ['--ping-interval', '3', '--idle-timeout', '10']; // seconds
+const REPLACE_WAIT_MS = 40000;
+const REPLACED = /a newer connection replaces the current one/g;
 // cut points, drawn per connection from these byte ranges
 const CUTS = (lo, hi) => [
   { fault: 'cut', dir: 'down', bytes: [lo, hi] },
@@ -52,7 +63,7 @@ const errorLines = (file, from = 0) => fs.readFileSync(file, 'utf8').slice(from)
 await run('soak', async () => {
   const seed = process.env.SEED !== undefined ? Number(process.env.SEED) : Math.floor(Math.random() * 2 ** 30);
   console.log(`soak ${SOAK_S} s, seed=${seed} (SEED=${seed} replays the proxies' decisions)`);
-  const s = await faultServer('soak');
+  const s = await faultServer('soak', AIRLOCKD_ARGS);
   const size = Math.floor(RATE * SOAK_S * 0.8); // ends before the deadline, paced
   const gapMs = Math.max(1, Math.floor(65536 / RATE * 1000));
   let k = 0;
@@ -91,15 +102,27 @@ await run('soak', async () => {
   await sleep(SOAK_S * 1000 * WARM_FRAC);
   const runnerLevel = sbxs.map((sb) => ({ pid: sb.runner.proc.pid, rss: rssKb(sb.runner.proc.pid), fds: fds(sb.runner.proc.pid) }));
 
-  // two restarts of airlockd
+  // two restarts of airlockd, and the runner's link replaced between them
   let d = s.d;
   const restarts = [];
-  for (const at of [1 / 3, 2 / 3]) {
+  const replaced = (sb) => (fs.readFileSync(sb.runner.log, 'utf8').match(REPLACED) || []).length;
+  let replace = null;
+  for (const at of [1 / 3, 1 / 2, 2 / 3]) {
     const wait = t0 + SOAK_S * 1000 * at - Date.now();
     if (wait > 0) await sleep(wait);
+    if (at === 1 / 2) {
+      const sb = sbxs[0], before = replaced(sb), t = Date.now();
+      sb.proxy.stall('up'); sb.proxy.stall('down');
+      const ok = await waitFor(() => replaced(sb) > before, REPLACE_WAIT_MS,
+        'the stalled link to be replaced at the runner', 200).then(() => true, () => false);
+      sb.proxy.unstall();
+      replace = { ok, ms: Date.now() - t, at: t - t0 };
+      await waitLink(s.port, s.admin, sb.id, 30000);
+      continue;
+    }
     const st = await d.stop();
     restarts.push({ at: Date.now() - t0, code: st.code });
-    d = await startAirlockd({ dir: s.dir, port: s.port });
+    d = await startAirlockd({ dir: s.dir, port: s.port, args: AIRLOCKD_ARGS });
     for (const sb of sbxs) await waitLink(s.port, s.admin, sb.id, 30000);
   }
   const logFrom = fs.statSync(d.log).size;
@@ -134,6 +157,8 @@ await run('soak', async () => {
   check(dEnd <= Math.max(airlockdLevel.rss * (1 + RSS_SLACK), airlockdLevel.rss + RSS_FLOOR_KB),
     `airlockd: RSS ${airlockdLevel.rss} KB after warm-up since its last start, ${dEnd} KB at the end`);
   check(restarts.length === 2 && restarts.every((r) => r.code === 0), `airlockd restarted twice, each stop clean (${JSON.stringify(restarts)})`);
+  check(replace && replace.ok, `the runner's link replaced: ${sbxs[0].id}'s runner hop stalled at ${(replace.at / 1000).toFixed(0)} s, ` +
+    `the runner took airlockd's new link after ${(replace.ms / 1000).toFixed(1)} s (bound ${REPLACE_WAIT_MS / 1000} s)`);
   const runnerCuts = sbxs.reduce((n, sb) => n + sb.proxy.events.length, 0);
   const clientCuts = streams.reduce((n, st) => n + st.a.proxy.events.length, 0);
   check(runnerCuts > 0 && clientCuts > 0, `faults fired on both hops (runner hop ${runnerCuts}, client hop ${clientCuts})`);
@@ -144,7 +169,8 @@ await run('soak', async () => {
   const r = await api(s.port, 'GET', '/v1/sandboxes', s.admin);
   check(r.status === 200 && r.json.every((x) => x.link_up), 'airlockd answers, every runner linked');
 
-  console.log(`\nsoak summary: ${took.toFixed(0)} s (SOAK_S ${SOAK_S}), seed ${seed}, restarts at ${restarts.map((x) => (x.at / 1000).toFixed(0) + ' s').join(', ')}`);
+  console.log(`\nsoak summary: ${took.toFixed(0)} s (SOAK_S ${SOAK_S}), seed ${seed}, restarts at ${restarts.map((x) => (x.at / 1000).toFixed(0) + ' s').join(', ')}, ` +
+    `link replaced at ${(replace.at / 1000).toFixed(0)} s (${(replace.ms / 1000).toFixed(1)} s after the stall)`);
   console.log('| stream | bytes | verdict | client reconnects | client-hop faults |\n|---|---|---|---|---|');
   for (const row of rows) console.log(`| ${row.join(' | ')} |`);
   console.log('\n| process | RSS after warm-up | RSS at end | fds after warm-up | fds at end |\n|---|---|---|---|---|');
