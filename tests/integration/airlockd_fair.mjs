@@ -62,12 +62,14 @@ async function waitState(port, key, id, pred, what, ms = 15000) {
 
 // Type a "password" with the tty's echo off, as a password prompt does.
 async function typeSecret(port, sandbox, creatorKey, secret) {
-  const argv = ['sh', '-c', 'stty -echo; read x; stty echo; echo "got $(printf %s "$x" | tr a-z A-Z)"; exec sleep 300'];
+  // ECHO-OFF once the tty's echo is off: typed from then on, the bytes are
+  // not echoed (the tty holds them until the read)
+  const argv = ['sh', '-c', 'stty -echo; echo ECHO-OFF; read x; stty echo; echo "got $(printf %s "$x" | tr a-z A-Z)"; exec sleep 300'];
   const r = await api(port, 'POST', '/v1/terminals', creatorKey, { sandbox, argv });
   if (r.status !== 201) throw new Error(`create: ${r.status} ${r.body}`);
   const a = await attach(port, r.json.id, creatorKey);
   await a.ch.wait(() => a.ch.role === 1, 'writer role');
-  await sleep(300); // the shell reaches its read
+  await a.ch.waitOutput(/ECHO-OFF/, 10000);
   a.ch.write(`${secret}\r`);
   await a.ch.waitOutput(new RegExp(`got ${secret.toUpperCase()}`), 10000);
   a.ctl.ws.close();
