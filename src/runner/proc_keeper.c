@@ -232,6 +232,19 @@ _Noreturn void proc_keeper_run(struct plan *pl, const int stdio[3], int pty, int
         (void)close(fd);
     ssize_t n = write(statfd, &cmd, sizeof cmd); /* atomic: smaller than PIPE_BUF */
     for (;;) {
+        /* A wrapper (the agent's jail) that ends leaves nothing alive inside:
+         * its namespace's init ends with it, and the namespace with that
+         * init. But a wrapper killed while it was still setting the jail up
+         * (a signal the moment the terminal opened) can leave that init
+         * waiting forever for the wrapper it needed, out of reach of the
+         * signal (a namespace's init ignores what it has no handler for).
+         * It is still in the wrapper's group: the group is killed once the
+         * wrapper has ended, seen before it is reaped (WNOWAIT), so that its
+         * pid, the group's id, cannot have been reused. */
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        if (pl->nwrap > 0 && waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) == 0 && si.si_pid == cmd)
+            (void)kill(-cmd, SIGKILL);
         int st = 0;
         pid_t w = waitpid(-1, &st, 0);
         if (w == cmd && n == (ssize_t)sizeof cmd) {
