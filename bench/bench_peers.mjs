@@ -122,7 +122,8 @@ function watcher() {
 }
 
 // ---- targets: each { name, start(), stream(file, stalled), echo(flood), idle(), viewers(), stop() }
-// stream: { bytes, ms, peakMb (stalled only), late: what the stalled viewer got }
+// stream: { bytes, ms, peakMb: the server's RSS peak above before, late:
+// what the stalled viewer got once it read again (stalled only) }
 
 function bareTarget() {
   return {
@@ -192,14 +193,13 @@ function wsTarget() {
         s._socket.pause(); // stop reading: the peer's sends queue up
       }
       await sleep(300);
-      const peak = stalled ? rssPeak(() => [srv.pid]) : null;
+      const peak = rssPeak(() => [srv.pid]);
       const t0 = Date.now();
       ws.send('g');
       await finished;
       const ms = Date.now() - t0;
-      const res = { bytes: n, ms };
+      const res = { bytes: n, ms, peakMb: peak() };
       if (s) {
-        res.peakMb = peak();
         const before = sn;
         s._socket.resume();
         const end = Date.now() + CATCH_UP_MS;
@@ -272,18 +272,17 @@ function tmuxTarget() {
       await sleep(500);
       if (s) s.pause(); // stop reading its PTY: the server's writes to it block
       const pid = serverPid();
-      const peak = stalled ? rssPeak(() => [pid]) : null;
+      const peak = rssPeak(() => [pid]);
       const ended = new Promise((res) => { const w = spawn('tmux', ['-L', sock, 'wait-for', sig]); w.on('exit', res); });
       const t0 = Date.now();
       execFileSync('tmux', ['-L', sock, 'wait-for', '-S', `${name}-go`]);
       await ended;
-      const res = { bytes: fs.statSync(file).size, ms: Date.now() - t0 };
+      const res = { bytes: fs.statSync(file).size, ms: Date.now() - t0, peakMb: peak() };
       if (s) {
-        res.peakMb = peak();
         const before = sn;
         s.resume();
         await sleep(2000);
-        res.late = `${((sn - before) / 1e3).toFixed(0)} KB (a redraw)`;
+        res.late = `${((sn - before) / 1e3).toFixed(0)} KB of the ${(res.bytes / 1e6).toFixed(0)} MB (its screen)`;
         s.kill();
       }
       c.kill(); tmux('kill-session', '-t', name);
@@ -372,16 +371,15 @@ function airlockTarget(base) {
         v.ctl.ws._socket.pause(); // stop reading: TCP fills, airlockd's socket chokes
       }
       await sleep(300);
-      const peak = stalled ? rssPeak(servers) : null;
+      const peak = rssPeak(servers);
       const t0 = Date.now();
       a.ch.write(Buffer.from('g'));
       // the marker may be skipped by a resync (a GAP): the end is the stream's size
       const size = fs.statSync(file).size + MARK.length + 1;
       await a.ctl.wait(() => a.ch.next[1] >= size, 'the end of the stream', PHASE_MS);
       const ms = Date.now() - t0;
-      const res = { bytes: a.n, ms, gaps: a.ch.gaps || 0 };
+      const res = { bytes: a.n, ms, gaps: a.ch.gaps || 0, peakMb: peak() };
       if (v) {
-        res.peakMb = peak();
         const before = v.n;
         v.ctl.ws._socket.resume();
         await v.ctl.wait(() => v.ch.next[1] >= a.ch.next[1], 'the stalled viewer to catch up', CATCH_UP_MS).catch(() => {});
@@ -409,12 +407,12 @@ function airlockTarget(base) {
       return t;
     },
     async idle() {
-      const before = await settledRss(servers());
+      const before = await settledRss(servers()), d0 = rss([d.p.pid]);
       const ids = [];
       for (let i = 0; i < IDLE_N; i++) ids.push(await term(['cat']));
-      const per = (await settledRss(servers()) - before) / IDLE_N;
+      const per = (await settledRss(servers()) - before) / IDLE_N, dPer = (rss([d.p.pid]) - d0) / IDLE_N;
       for (const id of ids) await close(id);
-      return per;
+      return { kb: per, detail: `airlockd ${dPer.toFixed(0)} + runner ${(per - dPer).toFixed(0)}` };
     },
     async viewers() {
       const id = await term(['cat']);
@@ -477,11 +475,15 @@ await run('bench_peers', async () => {
     for (let i = 0; i < targets.length; i++) {
       const t = targets[(i + r) % targets.length];
       const x = {};
-      x.s = await step(t.stream(file, false), `round ${r + 1}: ${t.name} throughput`);
-      if (t.stalls) x.st = await step(t.stream(file, true), `round ${r + 1}: ${t.name} throughput beside a stalled viewer`);
+      // alone and beside a stalled viewer, in turn first: no order bias
+      for (const stalled of r % 2 ? [true, false] : [false, true]) {
+        if (!stalled) x.s = await step(t.stream(file, false), `round ${r + 1}: ${t.name} throughput`);
+        else if (t.stalls) x.st = await step(t.stream(file, true), `round ${r + 1}: ${t.name} throughput beside a stalled viewer`);
+      }
       x.echo = await step(t.echo(false), `round ${r + 1}: ${t.name} echo`);
       x.flood = await step(t.echo(true), `round ${r + 1}: ${t.name} echo under a flood`);
       x.idle = await step(t.idle(), `round ${r + 1}: ${t.name} idle memory`);
+      if (typeof x.idle === 'object') { x.idleDetail = x.idle.detail; x.idle = x.idle.kb; }
       x.view = await step(t.viewers(), `round ${r + 1}: ${t.name} memory per viewer`);
       x.mbps = x.s.bytes / 1e6 / (x.s.ms / 1000);
       if (x.st) x.stMbps = x.st.bytes / 1e6 / (x.st.ms / 1000);
@@ -490,7 +492,7 @@ await run('bench_peers', async () => {
       console.log(`round ${r + 1}: ${t.name}: ${f1(x.mbps)} MB/s${x.s.gaps ? ` (${x.s.gaps} GAP)` : ''}` +
         `${x.st ? `, ${f1(x.stMbps)} MB/s beside a stalled viewer (server +${f1(x.st.peakMb)} MB; it got ${x.st.late})` : ''}` +
         `, echo p50 ${pct(x.echo, 0.5).toFixed(2)} ms, under a flood ${pct(x.flood, 0.5).toFixed(2)} ms, ` +
-        `${f1(x.idle)} KB per idle terminal, ${f1(x.view.server)} KB per viewer, load ${os.loadavg()[0].toFixed(2)}`);
+        `${f1(x.idle)} KB per idle terminal${x.idleDetail ? ` (${x.idleDetail})` : ''}, ${f1(x.view.server)} KB per viewer, load ${os.loadavg()[0].toFixed(2)}`);
     }
     rounds = r + 1;
     roundMs = Date.now() - r0;
@@ -530,11 +532,12 @@ await run('bench_peers', async () => {
     console.log(`| ${t.name} | ${f(median(x.map((y) => y.idle)), 0)} | ${f(median(x.map((y) => y.view.server)), 0)} | ${f(median(x.map((y) => y.view.own)), 0)} |`);
   }
   console.log('\nA viewer that stops reading while another reads the stream (median of rounds)');
-  console.log('| target | healthy viewer MB/s | ÷ alone, same round | server RSS peak above before, MB | what the stalled viewer got once it read again (last round) |');
-  console.log('|---|---|---|---|---|');
+  console.log('| target | healthy viewer MB/s | ÷ alone, same round | server RSS peak above before, MB | the same, one viewer alone | what the stalled viewer got once it read again (last round) |');
+  console.log('|---|---|---|---|---|---|');
   for (const t of targets.filter((y) => y.stalls)) {
     const x = res[t.name];
-    console.log(`| ${t.name} | ${mm(x.map((y) => y.stMbps))} | ${mm(x.map((y) => y.stMbps / y.mbps), 2)} | ${mm(x.map((y) => y.st.peakMb))} | ${x[x.length - 1].st.late} |`);
+    console.log(`| ${t.name} | ${mm(x.map((y) => y.stMbps))} | ${mm(x.map((y) => y.stMbps / y.mbps), 2)} | ${mm(x.map((y) => y.st.peakMb))} | ` +
+      `${mm(x.map((y) => y.s.peakMb))} | ${x[x.length - 1].st.late} |`);
   }
   console.log('(bare PTY: no server, one reader. tmux renders a screen: its figure is the command\'s bytes over the time until the command ended, its client attached)');
 }, LIMIT_MS + 120000);
