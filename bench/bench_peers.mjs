@@ -502,7 +502,7 @@ await run('bench_peers', async () => {
 
   const bare = res['bare PTY'];
   const f = (v, d = 1) => (v === undefined || Number.isNaN(v) ? '-' : v.toFixed(d));
-  const mm = (a, d = 1) => `${f(median(a), d)} (${f(Math.min(...a), d)}-${f(Math.max(...a), d)})`;
+  const mm = (a, d = 1) => (Number.isNaN(median(a)) ? '-' : `${f(median(a), d)} (${f(Math.min(...a), d)}-${f(Math.max(...a), d)})`);
   const perRound = (name, fn) => res[name].map((x, r) => fn(x, bare[r]));
   console.log(`\nbench_peers: ${MB} MB of 76-column text, ${rounds} rounds interleaved, ${os.cpus().length} cores, ` +
     `1-min load ${load0.toFixed(2)} at the start and ${os.loadavg()[0].toFixed(2)} at the end`);
@@ -524,12 +524,14 @@ await run('bench_peers', async () => {
     console.log(`| ${t.name} | ${f(pct(all('echo'), 0.5), 2)} / ${f(pct(all('echo'), 0.99), 2)} | ${f(ratio('echo'))} | ` +
       `${f(pct(all('flood'), 0.5), 2)} / ${f(pct(all('flood'), 0.99), 2)} | ${f(ratio('flood'))} |`);
   }
-  console.log(`\nMemory of the server, KB (median of rounds; ${IDLE_N} idle \`cat\` terminals; ${VIEWERS_N} viewers added to one terminal)`);
-  console.log('| target | per idle terminal | per viewer | per viewer, its own process |');
-  console.log('|---|---|---|---|');
+  console.log(`\nMemory of the server, KB (median of rounds, min-max; ${IDLE_N} idle \`cat\` terminals; ${VIEWERS_N} viewers added to one terminal; ` +
+    'round 1 is a fresh server\'s, later rounds reuse memory freed by earlier phases)');
+  console.log('| target | per idle terminal | round 1 | per viewer | round 1 | per viewer, its own process |');
+  console.log('|---|---|---|---|---|---|');
   for (const t of targets) {
     const x = res[t.name];
-    console.log(`| ${t.name} | ${f(median(x.map((y) => y.idle)), 0)} | ${f(median(x.map((y) => y.view.server)), 0)} | ${f(median(x.map((y) => y.view.own)), 0)} |`);
+    const idle = x.map((y) => y.idle), view = x.map((y) => y.view.server);
+    console.log(`| ${t.name} | ${mm(idle, 0)} | ${f(idle[0], 0)}${x[0].idleDetail ? ` (${x[0].idleDetail})` : ''} | ${mm(view, 0)} | ${f(view[0], 0)} | ${f(median(x.map((y) => y.view.own)), 0)} |`);
   }
   console.log('\nA viewer that stops reading while another reads the stream (median of rounds)');
   console.log('| target | healthy viewer MB/s | ÷ alone, same round | server RSS peak above before, MB | the same, one viewer alone | what the stalled viewer got once it read again (last round) |');
