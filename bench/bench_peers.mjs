@@ -74,15 +74,15 @@ const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s.length 
 const comm = (pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; } };
 const rss = (pids) => pids.reduce((n, p) => { try { return n + rssKb(p); } catch { return n; } }, 0);
 
-// rss(pids) once it has settled (two samples SETTLE_MS apart within
-// SETTLE_KB, at most 10 tries): what a closed terminal or a stream held
+// rss(pids) once it has settled (three samples SETTLE_MS apart within
+// SETTLE_KB, at most 12 samples): what a closed terminal or a stream held
 // is returned before a memory figure starts
 async function settledRss(pids) {
-  let a = rss(pids);
-  for (let i = 0; i < 10; i++) {
+  let a = rss(pids), calm = 0;
+  for (let i = 0; i < 12 && calm < 2; i++) {
     await sleep(SETTLE_MS);
     const b = rss(pids);
-    if (Math.abs(b - a) <= SETTLE_KB) return b;
+    calm = Math.abs(b - a) <= SETTLE_KB ? calm + 1 : 0;
     a = b;
   }
   return a;
@@ -482,9 +482,10 @@ await run('bench_peers', async () => {
       }
       x.echo = await step(t.echo(false), `round ${r + 1}: ${t.name} echo`);
       x.flood = await step(t.echo(true), `round ${r + 1}: ${t.name} echo under a flood`);
+      // viewers first: closing the idle terminals frees memory for a while
+      x.view = await step(t.viewers(), `round ${r + 1}: ${t.name} memory per viewer`);
       x.idle = await step(t.idle(), `round ${r + 1}: ${t.name} idle memory`);
       if (typeof x.idle === 'object') { x.idleDetail = x.idle.detail; x.idle = x.idle.kb; }
-      x.view = await step(t.viewers(), `round ${r + 1}: ${t.name} memory per viewer`);
       x.mbps = x.s.bytes / 1e6 / (x.s.ms / 1000);
       if (x.st) x.stMbps = x.st.bytes / 1e6 / (x.st.ms / 1000);
       res[t.name][r] = x;
