@@ -254,12 +254,15 @@ function tmuxTarget() {
     return p;
   };
   const serverPid = () => Number(tmux('display-message', '-p', '#{pid}').trim());
+  // tmux leaves its socket file behind when its server is killed
+  const socketFile = path.join(process.env.TMUX_TMPDIR || '/tmp', `tmux-${process.getuid()}`, sock);
+  const kill = () => { try { tmux('kill-server'); } catch { /* gone */ } fs.rmSync(socketFile, { force: true }); };
   return {
     name: 'tmux',
     stalls: true,
     async start() {
       tmux('-f', '/dev/null', 'new-session', '-d', '-s', 'keep', '-x', '80', '-y', '24', 'sleep 100000');
-      onCleanup(() => { try { tmux('kill-server'); } catch { /* gone */ } }); // a failed run too
+      onCleanup(kill); // a failed run too
       // no status line: its redraws would put letters in the echo's bytes
       tmux('set-option', '-g', 'status', 'off');
     },
@@ -321,7 +324,7 @@ function tmuxTarget() {
       tmux('kill-session', '-t', name);
       return { server, own };
     },
-    async stop() { try { tmux('kill-server'); } catch { /* gone */ } },
+    async stop() { kill(); },
   };
 }
 
