@@ -43,6 +43,7 @@ test: deps
 	  FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) tools/test-all.sh
 
 # Benchmarks print tables beside the bare-PTY and loopback limits.
+# bench_peers.mjs ends within BENCH_PEERS_LIMIT_S seconds (default 900).
 BENCH_MB   ?= 200
 BENCH_RUNS ?= 5
 BENCH_PROXY_MB ?= 100
