@@ -212,8 +212,13 @@ static void client_event(void *ud, const struct ep_event *ev)
             (void)ep_consume(c->ep, ev->channel, ev->stream, ev->len);
             return;
         }
-        if (ev->len > sizeof t->in - t->in_len) { /* cannot happen within credit */
+        int room = relay_terminal_in_room(t, ev->len);
+        if (room == AL_E_LIMIT) { /* cannot happen within credit */
             client_close_err(c, FR_ERR_LIMIT, "input beyond the credit");
+            return;
+        }
+        if (room != AL_OK) {
+            client_close_err(c, FR_ERR_INTERNAL, "out of memory for the input");
             return;
         }
         memcpy(t->in + t->in_len, ev->data, ev->len);

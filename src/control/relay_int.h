@@ -44,6 +44,7 @@ struct lsbx_proc;
 struct tok_keyset;
 
 #define RL_IN_CAP (2 * RL_CLIENT_WINDOW)
+#define RL_IN_KEEP 4096 /* an input buffer this small is kept once empty; larger ones are freed */
 #define RL_PATH_MAX 4096
 #define RL_ACA_API_VERSION "2024-02-02-preview" /* the pool endpoint's api-version */
 #define RL_HIST 32                              /* durable (offset, size) pairs kept */
@@ -126,7 +127,11 @@ struct rl_term {
     int snap_have, snap_asked;
     uint64_t snap_asked_us; /* when snap_asked was set */
     /* input */
-    uint8_t in[RL_IN_CAP];
+    /* input not yet taken by the runner's stdin (taken at once, mostly):
+     * allocated as it is needed, at most RL_IN_CAP, freed once empty if
+     * larger than RL_IN_KEEP (an idle terminal holds none) */
+    uint8_t *in;
+    size_t in_cap;
     size_t in_len, in_owned; /* owned: the writer's bytes, at the tail */
     int in_eof, in_eof_sent; /* the writer closed stdin */
     struct rl_client *clients, *writer;
@@ -237,6 +242,9 @@ void relay_terminal_drop(struct rl_term *t, enum db_term_state final);
 void relay_terminal_resize_refused(struct rl_term *t, const uint8_t *msg, size_t len);
 /* Move the writer's queued input towards the runner as its ring has room. */
 void relay_terminal_flush_input(struct rl_term *t);
+/* Room for n more input bytes in t->in: AL_OK, AL_E_LIMIT past RL_IN_CAP,
+ * AL_E_NOMEM. */
+int relay_terminal_in_room(struct rl_term *t, size_t n);
 /* The terminal's merged input stream: where the next writer goes on. */
 uint64_t relay_terminal_in_next(const struct rl_term *t);
 /* Pump every client of t. */

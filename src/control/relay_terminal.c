@@ -129,6 +129,7 @@ void relay_terminal_free(struct rl_term *t)
     for (unsigned s = 0; s < FR_NSTREAMS; s++)
         ring_free(&t->log[s]);
     free(t->snap);
+    free(t->in);
     free(t);
 }
 
@@ -198,6 +199,25 @@ void relay_terminal_resize_refused(struct rl_term *t, const uint8_t *msg, size_t
 
 /* ---- input ---------------------------------------------------------------------- */
 
+int relay_terminal_in_room(struct rl_term *t, size_t n)
+{
+    if (n > RL_IN_CAP - t->in_len)
+        return AL_E_LIMIT;
+    if (t->in_len + n <= t->in_cap)
+        return AL_OK;
+    size_t cap = t->in_cap ? t->in_cap : 1024;
+    while (cap < t->in_len + n)
+        cap *= 2;
+    if (cap > RL_IN_CAP)
+        cap = RL_IN_CAP;
+    uint8_t *p = realloc(t->in, cap);
+    if (!p)
+        return AL_E_NOMEM;
+    t->in = p;
+    t->in_cap = cap;
+    return AL_OK;
+}
+
 void relay_terminal_flush_input(struct rl_term *t)
 {
     struct relay *r = t->sb->r;
@@ -223,6 +243,11 @@ void relay_terminal_flush_input(struct rl_term *t)
                 relay_wake(r, t->writer->conn);
         }
         relay_wake(r, t->sb->conn);
+    }
+    if (!t->in_len && t->in_cap > RL_IN_KEEP) {
+        free(t->in); /* a paste's buffer: not kept for keystrokes */
+        t->in = NULL;
+        t->in_cap = 0;
     }
     if (!t->in_len && t->in_eof && !t->in_eof_sent && ep_eof(t->sb->ep, t->ch, FR_STDIN) == AL_OK) {
         t->in_eof_sent = 1;
