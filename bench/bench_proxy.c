@@ -30,8 +30,8 @@
  *               byte compared with the pattern; timed from the request to
  *               the last byte
  *   CPU         utime+stime (/proc/PID/stat) of airlockd over the proxied
- *               transfer, per GB; and of the hop beside it: the plain
- *               relay's, the local runner's on the channel path
+ *               transfer, per GB; on the channel path the local runner's
+ *               too
  *
  * Usage: bench_proxy [MB] [RUNS] [BUILD_DIR]. Every wait has a deadline and
  * the run a watchdog alarm; on any failure it says what and exits 1. It
@@ -606,7 +606,7 @@ struct round_res {
     double lat[P_N][4]; /* p50, p90, p99, max in µs */
     double mbps[P_N];
     double cpu_gb[P_N]; /* airlockd core-s per GB (proxied paths) */
-    double hop_gb[P_N]; /* the other hop's core-s per GB: the plain relay's, the runner's */
+    double hop_gb[P_N]; /* the runner's core-s per GB (the channel path) */
 };
 
 static void one_path(const struct target *t, int path, size_t len, struct round_res *x)
@@ -626,7 +626,8 @@ static void one_path(const struct target *t, int path, size_t len, struct round_
     char target[64];
     snprintf(target, sizeof target, "/big?n=%zu", len);
     int in_airlockd = path == P_PROXY || path == P_CHANNEL;
-    pid_t hop = path == P_RELAY ? g.relay : path == P_CHANNEL ? g.lrunner : 0;
+    /* (the plain relay's CPU is its per-connection child's: not counted) */
+    pid_t hop = path == P_CHANNEL ? g.lrunner : 0;
     double cpu0 = in_airlockd ? bu_cpu_of(g.airlockd) : 0;
     double hop0 = hop ? bu_cpu_of(hop) : 0;
     uint64_t t0 = bu_now_ns();
@@ -673,14 +674,14 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
     static const struct {
         const char *name, *goal;
         int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: airlockd's CPU per GB,
-                   * 3: the other hop's (the relay's, the runner's); also decimals */
+                   * 3: the runner's; also decimals */
         int q;
     } rows[] = {
         {"small GET p50, µs", "added ≤ 1000 µs", 0, 0},
         {"small GET p99, µs", "", 0, 2},
         {"the big response, MB/s", "≥ ×0.8", 1, 0},
         {"airlockd CPU per GB proxied, core-s", "", 2, 0},
-        {"the relay's / the runner's CPU per GB, core-s", "", 3, 0},
+        {"the runner's CPU per GB, core-s", "", 3, 0},
     };
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         char cell[P_N][96], vs[P_N][96];
@@ -688,7 +689,7 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
             snprintf(cell[path], sizeof cell[path], "%s", "n/a");
             snprintf(vs[path], sizeof vs[path], "%s", path == P_DIRECT ? "" : "n/a");
             int none = (rows[k].kind == 2 && (path == P_DIRECT || path == P_RELAY)) ||
-                       (rows[k].kind == 3 && path != P_RELAY && path != P_CHANNEL);
+                       (rows[k].kind == 3 && path != P_CHANNEL);
             if (!t[path].port || none) {
                 if (t[path].port)
                     snprintf(cell[path], sizeof cell[path], "—");
