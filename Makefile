@@ -58,7 +58,8 @@ bench: build
 
 # The soak (tests/soak/soak.mjs): SOAK_S seconds (default 600) of paced,
 # checksummed output through random cuts of both hops, viewers coming and
-# going and airlockd restarted twice; ends with its summary table.
+# going, airlockd restarted twice and the runner's link replaced once; ends
+# with its summary table.
 SOAK_S ?= 600
 soak: build
 	@AL_BIN=$(BUILD) AL_SRC=. SOAK_S=$(SOAK_S) node tests/soak/soak.mjs
