@@ -278,8 +278,11 @@ static void term_read(struct term *t, unsigned stream)
                        w < 0 ? al_strerror((int)w) : "short write");
         want_write(r);
         turn += (size_t)n;
-        if ((size_t)n < room)
-            break;
+        /* A short read is no sign that the fd is drained: the PTY hands
+         * over at most its line discipline's buffer (4 KiB) per read while
+         * the writer refills it on the other core. Reading on until EAGAIN
+         * (or TURN_MAX) turns one loop turn, one send and one pair of
+         * epoll_ctl per 4 KiB into one per TURN_MAX (issue 16). */
     }
     term_update_polls(t);
 }
