@@ -105,12 +105,12 @@ struct runner {
     void *link;
     runner_want_write_fn *want_write;
     uv_timer_t tick, grace, snap_timer;
-    uv_idle_t write_due; /* a writable callback to ask of the link, see want_write */
+    uv_idle_t write_due;     /* a writable callback to ask of the link, see want_write */
     uv_prepare_t turn_start; /* starts the count of each turn, before each poll */
     size_t turn_used;        /* output bytes read in this turn, see TURN_MAX */
     unsigned turn_readers;   /* terminals that read in this turn */
     unsigned last_readers;   /* the same, in the turn before */
-    size_t screen_used;  /* vt_mem_estimate of every live terminal's model */
+    size_t screen_used;      /* vt_mem_estimate of every live terminal's model */
     struct ratelim snap_lim;
     unsigned snap_rr; /* where the pending-snapshot round starts next */
     uv_signal_t sigchld;
