@@ -303,6 +303,9 @@ static void term_read(struct term *t, unsigned stream)
                        w < 0 ? al_strerror((int)w) : "short write");
         want_write(r);
         r->turn_used += (size_t)n;
+        if ((size_t)n < READ_SLACK / 2)
+            break; /* a small read: the writer is slow (a keystroke's echo), nothing more is there
+                    */
         /* A short read is no sign that the fd is drained: the PTY hands
          * over at most 4 KiB per read while the writer refills it on the
          * other core. Reading on until EAGAIN or the turn's budget makes
