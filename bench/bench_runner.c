@@ -16,7 +16,9 @@
  *               and CRLF, through `stty raw -echo; exec cat FILE` in a
  *               terminal of the runner, checked byte for byte, against the
  *               same command under a bare PTY (forkpty, 64 KiB reads of the
- *               master); from spawning to the last byte
+ *               master); from spawning to the last byte. Then the same for
+ *               a TUI repaint stream of the same size (bu_gen_tui, the one
+ *               bench_vt feeds the model alone), on the same runner B
  *   echo        ECHO_N one-byte round trips (after ECHO_WARM) to
  *               `stty raw -echo; cat`: a DATA frame on stdin until the byte
  *               comes back on stdout, against write + read on a bare PTY
@@ -69,7 +71,7 @@ static struct {
     volatile pid_t runner; /* the airlock-runner of this round */
     volatile pid_t child;  /* a bare-PTY shell or an airlockd */
     char dir[200];
-    char log[260], data[260], jwks[260], key[260];
+    char log[260], data[260], tui[260], jwks[260], key[260];
     const char *runner_path;
     char airlockd[300];
 } g;
@@ -109,7 +111,7 @@ static void cleanup_all(void)
     bu_stop_pid(r, SIGTERM);
     if (!g.dir[0])
         return;
-    const char *files[] = {g.log, g.data, g.jwks, g.key};
+    const char *files[] = {g.log, g.data, g.tui, g.jwks, g.key};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (files[i][0])
             (void)unlink(files[i]);
@@ -174,13 +176,18 @@ struct dataset {
     char cmd[400];
 };
 
-static void make_dataset(struct dataset *d, size_t len)
+/* tui: the TUI repaint stream (bu_gen_tui), else 76-column text. */
+static void make_dataset(struct dataset *d, size_t len, int tui)
 {
     struct bu_dataset b;
-    bu_make_dataset(&b, g.data, len);
+    const char *path = tui ? g.tui : g.data;
+    if (tui)
+        bu_make_tui_dataset(&b, path, len);
+    else
+        bu_make_dataset(&b, path, len);
     d->p = b.p;
     d->len = b.len;
-    snprintf(d->cmd, sizeof d->cmd, "stty raw -echo; exec cat '%s'", g.data);
+    snprintf(d->cmd, sizeof d->cmd, "stty raw -echo; exec cat '%s'", path);
 }
 
 /* ---- a small blocking WebSocket client around a controller endpoint ------- */
@@ -418,9 +425,14 @@ static void ws_close_term(struct wsc *c, uint32_t ch)
 /* The runner states whose memory is read. */
 enum { M_IDLE, M_CONN, M_TERMS, M_PRE, M_EXITED, M_CLOSED, M_COUNT };
 
-struct round_res {
+/* One stream through both paths: the text one, or the TUI one. */
+struct stream_res {
     double tput_bare, tput_run, cpu_run;
     double bare_avg_read, bare_max_read, run_avg_data, run_max_data; /* bytes */
+};
+
+struct round_res {
+    struct stream_res text, tui;    /* memory is measured around the text stream */
     double lat_bare[4], lat_run[4]; /* p50 p90 p99 max, microseconds */
     struct bu_mem m[M_COUNT];
 };
@@ -435,7 +447,7 @@ static void watchdog(unsigned secs)
     alarm(secs);
 }
 
-static double tput_bare(const struct dataset *d, struct round_res *rr)
+static double tput_bare(const struct dataset *d, struct stream_res *rr)
 {
     static uint8_t buf[READ_BUF];
     int m;
@@ -461,11 +473,14 @@ static double tput_bare(const struct dataset *d, struct round_res *rr)
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
 }
 
-static double tput_runner(struct wsc *c, int port, const struct dataset *d, struct round_res *rr)
+/* m: where to put the memory figures around the stream, or NULL. */
+static double tput_runner(struct wsc *c, int port, const struct dataset *d, struct stream_res *rr,
+                          struct bu_mem *m)
 {
     ws_open(c, port);
     ws_settle(c, 100);
-    rr->m[M_PRE] = bu_mem_of(g.runner);
+    if (m)
+        m[M_PRE] = bu_mem_of(g.runner);
     double cpu0 = bu_cpu_of(g.runner);
     c->expect = d->p;
     c->expect_len = d->len;
@@ -494,12 +509,14 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     rr->run_avg_data = (double)d->len / (double)c->sink_frames;
     rr->run_max_data = (double)c->sink_max;
     ws_settle(c, 200);
-    rr->m[M_EXITED] = bu_mem_of(g.runner);
+    if (m)
+        m[M_EXITED] = bu_mem_of(g.runner);
     ws_close_term(c, ch);
     ws_wait(c, p_all_closed, 0, 10, "CLOSE of the stream's terminal");
     c->sink_ch = 0;
     ws_settle(c, 200);
-    rr->m[M_CLOSED] = bu_mem_of(g.runner);
+    if (m)
+        m[M_CLOSED] = bu_mem_of(g.runner);
     ws_close(c);
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
 }
@@ -587,6 +604,23 @@ static void mem_row(const char *what, const struct round_res *rr, int n, int sta
            rr[0].m[state].fds < 0 ? "n/a" : bu_fmt3(f, sizeof f, fds, n, 0));
 }
 
+/* One row of the streams table: the text stream (tui 0) or the TUI one. */
+static void stream_row(const char *what, const struct round_res *rr, int n, int tui, size_t len)
+{
+    double b[MAX_RUNS] = {0}, r[MAX_RUNS] = {0}, q[MAX_RUNS] = {0}, cpu[MAX_RUNS] = {0};
+    for (int i = 0; i < n; i++) {
+        const struct stream_res *s = tui ? &rr[i].tui : &rr[i].text;
+        b[i] = s->tput_bare;
+        r[i] = s->tput_run;
+        q[i] = s->tput_run / s->tput_bare;
+        cpu[i] = s->cpu_run / ((double)len / 1e9);
+    }
+    char x1[96], x2[96], x3[96], x4[96];
+    printf("| %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
+           bu_fmt3(x2, sizeof x2, r, n, 1), bu_fmt3(x3, sizeof x3, q, n, 2),
+           bu_fmt3(x4, sizeof x4, cpu, n, 1));
+}
+
 static void report(const struct round_res *rr, int n, size_t len)
 {
     char a[96], b[96], c3[96], d[96];
@@ -605,10 +639,10 @@ static void report(const struct round_res *rr, int n, size_t len)
 
     /* throughput */
     for (int i = 0; i < n; i++) {
-        v1[i] = rr[i].tput_bare;
-        v2[i] = rr[i].tput_run;
-        v3[i] = rr[i].tput_run / rr[i].tput_bare;
-        v4[i] = rr[i].cpu_run;
+        v1[i] = rr[i].text.tput_bare;
+        v2[i] = rr[i].text.tput_run;
+        v3[i] = rr[i].text.tput_run / rr[i].text.tput_bare;
+        v4[i] = rr[i].text.cpu_run;
     }
     struct bu_stat3 sb = bu_stat3_of(v1, n), sr = bu_stat3_of(v2, n), sc = bu_stat3_of(v4, n);
     printf("Output throughput: %zu bytes (%.0f MB) of base64 text, 76 columns + CRLF, through "
@@ -624,11 +658,22 @@ static void report(const struct round_res *rr, int n, size_t len)
            "core-s/GB at the median.\n\n",
            bu_fmt3(d, sizeof d, v4, n, 2), sc.med / ((double)len / 1e9));
 
+    printf("Both streams (%.0f MB each; the TUI one: bench_vt's full-screen repaint on the "
+           "alternate screen, cursor addressing, 256 colours and truecolour, a scroll region), "
+           "the runner beside the bare PTY in the same round. Cells: min/median/max over "
+           "rounds.\n\n",
+           (double)len / 1e6);
+    printf("| stream | bare PTY MB/s (limit) | runner MB/s | runner ÷ bare PTY, same round | "
+           "runner CPU core-s/GB |\n|---|---|---|---|---|\n");
+    stream_row("76-column text", rr, n, 0, len);
+    stream_row("TUI repaint", rr, n, 1, len);
+    printf("\n");
+
     for (int i = 0; i < n; i++) {
-        v1[i] = rr[i].bare_avg_read;
-        v2[i] = rr[i].bare_max_read;
-        v3[i] = rr[i].run_avg_data;
-        v4[i] = rr[i].run_max_data;
+        v1[i] = rr[i].text.bare_avg_read;
+        v2[i] = rr[i].text.bare_max_read;
+        v3[i] = rr[i].text.run_avg_data;
+        v4[i] = rr[i].text.run_max_data;
     }
     printf("Sizes: bare PTY reads average %s bytes (largest %s); the runner's DATA frames "
            "carry %s bytes on average (largest %s).\n\n",
@@ -699,8 +744,9 @@ static void report(const struct round_res *rr, int n, size_t len)
            "|\n|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < n; i++)
         printf("| %d | %.1f | %.1f | %.2f | %.0f/%.0f | %.0f/%.0f | %ld | %.1f | %ld |\n", i + 1,
-               rr[i].tput_bare, rr[i].tput_run, rr[i].tput_run / rr[i].tput_bare, rr[i].lat_bare[0],
-               rr[i].lat_bare[2], rr[i].lat_run[0], rr[i].lat_run[2], rr[i].m[M_IDLE].rss_kb,
+               rr[i].text.tput_bare, rr[i].text.tput_run,
+               rr[i].text.tput_run / rr[i].text.tput_bare, rr[i].lat_bare[0], rr[i].lat_bare[2],
+               rr[i].lat_run[0], rr[i].lat_run[2], rr[i].m[M_IDLE].rss_kb,
                (double)(rr[i].m[M_TERMS].rss_kb - rr[i].m[M_CONN].rss_kb) / IDLE_TERMS,
                rr[i].m[M_EXITED].rss_kb - rr[i].m[M_PRE].rss_kb);
 }
@@ -721,6 +767,7 @@ static void setup_dir(void)
     }
     snprintf(g.log, sizeof g.log, "%s/runner.log", g.dir);
     snprintf(g.data, sizeof g.data, "%s/stream.txt", g.dir);
+    snprintf(g.tui, sizeof g.tui, "%s/stream-tui.bin", g.dir);
     snprintf(g.jwks, sizeof g.jwks, "%s/jwks.json", g.dir);
     snprintf(g.key, sizeof g.key, "%s/signing-key.pem", g.dir);
     char out[1024];
@@ -777,8 +824,9 @@ int main(int argc, char **argv)
 
     watchdog(120);
     setup_dir();
-    struct dataset d;
-    make_dataset(&d, (size_t)mb * 1000000u);
+    struct dataset d, dt;
+    make_dataset(&d, (size_t)mb * 1000000u, 0);
+    make_dataset(&dt, (size_t)mb * 1000000u, 1);
 
     static struct wsc c;
     bu_ws_init(&c.ctl.ws, "the runner");
@@ -806,26 +854,39 @@ int main(int argc, char **argv)
         port = bu_free_port();
         start_runner(port);
         if (r % 2 == 0)
-            x->tput_run = tput_runner(&c, port, &d, x);
+            x->text.tput_run = tput_runner(&c, port, &d, &x->text, x->m);
         watchdog(phase_s);
-        x->tput_bare = tput_bare(&d, x);
+        x->text.tput_bare = tput_bare(&d, &x->text);
         watchdog(phase_s);
         if (r % 2 != 0)
-            x->tput_run = tput_runner(&c, port, &d, x);
+            x->text.tput_run = tput_runner(&c, port, &d, &x->text, x->m);
+        /* the TUI repaint stream, on the same runner, in the same order */
+        watchdog(phase_s);
+        if (r % 2 == 0)
+            x->tui.tput_run = tput_runner(&c, port, &dt, &x->tui, NULL);
+        watchdog(phase_s);
+        x->tui.tput_bare = tput_bare(&dt, &x->tui);
+        watchdog(phase_s);
+        if (r % 2 != 0)
+            x->tui.tput_run = tput_runner(&c, port, &dt, &x->tui, NULL);
         watchdog(60);
         stop_runner();
         fprintf(stderr,
-                "round %d/%ld: MB/s bare %.1f runner %.1f (%.2f); echo p50/p99 µs bare "
+                "round %d/%ld: MB/s bare %.1f runner %.1f (%.2f), TUI bare %.1f runner %.1f "
+                "(%.2f, %.1f core-s/GB); echo p50/p99 µs bare "
                 "%.0f/%.0f runner %.0f/%.0f; RSS idle %ld KB, %.1f KB per idle terminal, +%ld KB "
                 "over the stream\n",
-                r + 1, runs, x->tput_bare, x->tput_run, x->tput_run / x->tput_bare, x->lat_bare[0],
-                x->lat_bare[2], x->lat_run[0], x->lat_run[2], x->m[M_IDLE].rss_kb,
+                r + 1, runs, x->text.tput_bare, x->text.tput_run,
+                x->text.tput_run / x->text.tput_bare, x->tui.tput_bare, x->tui.tput_run,
+                x->tui.tput_run / x->tui.tput_bare, x->tui.cpu_run / ((double)dt.len / 1e9),
+                x->lat_bare[0], x->lat_bare[2], x->lat_run[0], x->lat_run[2], x->m[M_IDLE].rss_kb,
                 (double)(x->m[M_TERMS].rss_kb - x->m[M_CONN].rss_kb) / IDLE_TERMS,
                 x->m[M_EXITED].rss_kb - x->m[M_PRE].rss_kb);
     }
     alarm(0);
     report(rr, (int)runs, d.len);
     munmap((void *)d.p, d.len);
+    munmap((void *)dt.p, dt.len);
     cleanup_all();
     bu_ws_free(&c.ctl.ws);
     return 0;

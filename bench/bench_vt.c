@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "al_err.h"
+#include "benchutil.h"
 #include "vt.h"
 
 enum { PIECE = 4096, MAX_RUNS = 21, MAX_MB = 1000 };
@@ -44,11 +45,6 @@ static void put(struct gen *g, const char *s, size_t n)
         n = g->cap - g->len;
     memcpy(g->p + g->len, s, n);
     g->len += n;
-}
-
-static void puts_g(struct gen *g, const char *s)
-{
-    put(g, s, strlen(s));
 }
 
 static void gen_text(struct gen *g)
@@ -75,30 +71,8 @@ static void gen_yes(struct gen *g)
 
 static void gen_tui(struct gen *g)
 {
-    char buf[256];
-    uint32_t s = 7;
-    puts_g(g, "\033[?1049h\033[?25l");
-    for (int frame = 0; g->len < g->cap; frame++) {
-        puts_g(g, "\033[H\033[48;2;20;20;30m\033[38;5;214m\xe2\x94\x8c");
-        for (int i = 0; i < 78; i++)
-            puts_g(g, "\xe2\x94\x80");
-        puts_g(g, "\xe2\x94\x90");
-        for (int row = 2; row < 23; row++) {
-            s = s * 1103515245u + 12345u;
-            int n = snprintf(buf, sizeof buf,
-                             "\033[%d;1H\xe2\x94\x82\033[1;38;5;%um %3d \033[22;38;2;%u;%u;200m"
-                             "agent line %d of frame %d: tool call \033[7m ok \033[27m done"
-                             "\033[K\033[%d;80H\xe2\x94\x82",
-                             row, 16 + (s >> 16) % 216, row, (s >> 8) & 255, (s >> 20) & 255, row,
-                             frame, row);
-            put(g, buf, (size_t)n);
-        }
-        int n = snprintf(buf, sizeof buf,
-                         "\033[24;1H\033[7m frame %d  tokens %u  \033[0m\033[K"
-                         "\033[3;22r\033[22;1H\n\n\033[r",
-                         frame, s >> 12);
-        put(g, buf, (size_t)n);
-    }
+    bu_gen_tui(g->p, g->cap); /* shared with bench_runner's TUI stream */
+    g->len = g->cap;
 }
 
 static int cmp_double(const void *a, const void *b)

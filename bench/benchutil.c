@@ -349,6 +349,16 @@ double bu_cpu_of(pid_t pid)
 
 /* ---- the data set -------------------------------------------------------------- */
 
+static void map_dataset(struct bu_dataset *d, const char *path, int fd, size_t len)
+{
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (m == MAP_FAILED)
+        bu_fail("mmap %s: %s", path, strerror(errno));
+    close(fd);
+    d->p = m;
+    d->len = len;
+}
+
 void bu_make_dataset(struct bu_dataset *d, const char *path, size_t len)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -382,12 +392,69 @@ void bu_make_dataset(struct bu_dataset *d, const char *path, size_t len)
         done += n;
     }
     free(buf);
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (m == MAP_FAILED)
-        bu_fail("mmap %s: %s", path, strerror(errno));
-    close(fd);
-    d->p = m;
-    d->len = len;
+    map_dataset(d, path, fd, len);
+}
+
+struct tui_gen {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+static void tui_put(struct tui_gen *g, const char *s, size_t n)
+{
+    if (g->len + n > g->cap)
+        n = g->cap - g->len;
+    memcpy(g->p + g->len, s, n);
+    g->len += n;
+}
+
+static void tui_puts(struct tui_gen *g, const char *s)
+{
+    tui_put(g, s, strlen(s));
+}
+
+void bu_gen_tui(uint8_t *p, size_t cap)
+{
+    struct tui_gen g = {p, 0, cap};
+    char buf[256];
+    uint32_t s = 7;
+    tui_puts(&g, "\033[?1049h\033[?25l");
+    for (int frame = 0; g.len < g.cap; frame++) {
+        tui_puts(&g, "\033[H\033[48;2;20;20;30m\033[38;5;214m\xe2\x94\x8c");
+        for (int i = 0; i < 78; i++)
+            tui_puts(&g, "\xe2\x94\x80");
+        tui_puts(&g, "\xe2\x94\x90");
+        for (int row = 2; row < 23; row++) {
+            s = s * 1103515245u + 12345u;
+            int n = snprintf(buf, sizeof buf,
+                             "\033[%d;1H\xe2\x94\x82\033[1;38;5;%um %3d \033[22;38;2;%u;%u;200m"
+                             "agent line %d of frame %d: tool call \033[7m ok \033[27m done"
+                             "\033[K\033[%d;80H\xe2\x94\x82",
+                             row, 16 + (s >> 16) % 216, row, (s >> 8) & 255, (s >> 20) & 255, row,
+                             frame, row);
+            tui_put(&g, buf, (size_t)n);
+        }
+        int n = snprintf(buf, sizeof buf,
+                         "\033[24;1H\033[7m frame %d  tokens %u  \033[0m\033[K"
+                         "\033[3;22r\033[22;1H\n\n\033[r",
+                         frame, s >> 12);
+        tui_put(&g, buf, (size_t)n);
+    }
+}
+
+void bu_make_tui_dataset(struct bu_dataset *d, const char *path, size_t len)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        bu_fail("cannot create %s: %s", path, strerror(errno));
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        bu_fail("out of memory");
+    bu_gen_tui(buf, len);
+    if (bu_write_all(fd, buf, len) != 0)
+        bu_fail("cannot write %s: %s", path, strerror(errno));
+    free(buf);
+    map_dataset(d, path, fd, len);
 }
 
 void bu_free_dataset(struct bu_dataset *d)

@@ -93,6 +93,14 @@ struct bu_dataset {
     size_t len;
 };
 void bu_make_dataset(struct bu_dataset *d, const char *path, size_t len);
+/* A full-screen TUI repainting, like an agent's UI, for an 80x24 terminal
+ * (deterministic): the alternate screen, cursor addressing, 256 colours
+ * and truecolour, bold and reverse, box drawing, a status line, a scroll
+ * region scrolled; frame after frame until p holds cap bytes (the last
+ * frame cut where cap ends). bench_vt feeds it to the model alone. */
+void bu_gen_tui(uint8_t *p, size_t cap);
+/* The same as a file, written to path and mapped as bu_make_dataset does. */
+void bu_make_tui_dataset(struct bu_dataset *d, const char *path, size_t len);
 void bu_free_dataset(struct bu_dataset *d);
 
 /* ---- the bare PTY ---------------------------------------------------------------- */

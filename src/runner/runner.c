@@ -56,11 +56,20 @@
 #include "vt.h"
 
 #define READ_MAX 65536 /* bytes read from a PTY/pipe at once */
-/* Output bytes one terminal may bring into the loop in one turn (one poll
- * callback): all of them go through the screen model before anything else
- * runs, so this bounds how long one flooding terminal holds the loop
- * (issue 16: a few milliseconds at the model's worst, `yes`). */
+/* Output bytes the terminals may bring into the loop in one turn (one
+ * iteration of the loop), all of them together: every byte goes through
+ * the screen model before anything else runs, so this bounds how long
+ * floods hold the loop (issue 16). Each terminal with output makes one
+ * read per turn whatever the budget says (none starves); the budget
+ * decides whether it reads on. So one flooding terminal reads about
+ * TURN_MAX per turn (each turn also costs a WebSocket send and
+ * libwebsockets' epoll_ctl calls for its writable request: a larger turn
+ * costs less per byte), and eight of them about one read each. */
 #define TURN_MAX 16384
+/* What each read asks for at least: a PTY hands over at most its line
+ * discipline's buffer (4095 bytes here) per read, and a smaller request
+ * would only split one of those in two. */
+#define READ_SLACK 4096
 #define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
 
@@ -96,8 +105,12 @@ struct runner {
     void *link;
     runner_want_write_fn *want_write;
     uv_timer_t tick, grace, snap_timer;
-    uv_idle_t write_due; /* a writable callback to ask of the link, see want_write */
-    size_t screen_used;  /* vt_mem_estimate of every live terminal's model */
+    uv_idle_t write_due;     /* a writable callback to ask of the link, see want_write */
+    uv_prepare_t turn_start; /* starts the count of each turn, before each poll */
+    size_t turn_used;        /* output bytes read in this turn, see TURN_MAX */
+    unsigned turn_readers;   /* terminals that read in this turn */
+    unsigned last_readers;   /* the same, in the turn before */
+    size_t screen_used;      /* vt_mem_estimate of every live terminal's model */
     struct ratelim snap_lim;
     unsigned snap_rr; /* where the pending-snapshot round starts next */
     uv_signal_t sigchld;
@@ -157,6 +170,14 @@ static void on_write_due(uv_idle_t *h)
     if (r->link && r->want_write)
         r->want_write(r->link);
     tick_sooner(r);
+}
+
+static void on_turn_start(uv_prepare_t *h)
+{
+    struct runner *r = h->data;
+    r->turn_used = 0;
+    r->last_readers = r->turn_readers;
+    r->turn_readers = 0;
 }
 
 static void want_write(struct runner *r)
@@ -252,12 +273,16 @@ static void term_read(struct term *t, unsigned stream)
 {
     struct runner *r = t->r;
     int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
-    for (size_t turn = 0; turn < TURN_MAX;) {
+    for (int first = 1;; first = 0) {
         size_t room = ep_writable(r->ep, t->ch, stream);
-        if (room == 0)
+        size_t left = TURN_MAX > r->turn_used ? TURN_MAX - r->turn_used : 0;
+        if (room == 0 || (!first && (left == 0 || r->last_readers > 1)))
             break;
-        if (room > TURN_MAX - turn)
-            room = TURN_MAX - turn;
+        r->turn_readers += first;
+        if (left < READ_SLACK)
+            left = READ_SLACK;
+        if (room > left)
+            room = left;
         ssize_t n = read(fd, r->readbuf, room);
         if (n < 0 && errno == EINTR)
             continue;
@@ -277,9 +302,15 @@ static void term_read(struct term *t, unsigned stream)
             runner_log(r, 0, "channel %u: output lost: %s", (unsigned)t->ch,
                        w < 0 ? al_strerror((int)w) : "short write");
         want_write(r);
-        turn += (size_t)n;
-        if ((size_t)n < room)
-            break;
+        r->turn_used += (size_t)n;
+        if ((size_t)n < READ_SLACK / 2)
+            break; /* a small read: the writer is slow (a keystroke's echo), nothing more is there
+                    */
+        /* A short read is no sign that the fd is drained: the PTY hands
+         * over at most 4 KiB per read while the writer refills it on the
+         * other core. Reading on until EAGAIN or the turn's budget makes
+         * one send and one writable request per turn carry up to TURN_MAX,
+         * not 4 KiB (issue 16). */
     }
     term_update_polls(t);
 }
@@ -965,7 +996,11 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     (void)uv_timer_init(loop, &r->snap_timer);
     (void)uv_signal_init(loop, &r->sigchld);
     (void)uv_idle_init(loop, &r->write_due);
+    (void)uv_prepare_init(loop, &r->turn_start);
     r->tick.data = r->grace.data = r->snap_timer.data = r->sigchld.data = r->write_due.data = r;
+    r->turn_start.data = r;
+    (void)uv_prepare_start(&r->turn_start, on_turn_start);
+    uv_unref((uv_handle_t *)&r->turn_start); /* it never keeps the loop alive */
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
     rc = proxy_start(r);
@@ -980,7 +1015,7 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
 static void free_when_closed(uv_handle_t *h)
 {
     struct runner *r = h->data;
-    if (++r->freeing == 5) {
+    if (++r->freeing == 6) {
         ep_free(r->ep);
         free(r);
     }
@@ -1002,6 +1037,7 @@ void runner_free(struct runner *r)
     uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);
     uv_close((uv_handle_t *)&r->sigchld, free_when_closed);
     uv_close((uv_handle_t *)&r->write_due, free_when_closed);
+    uv_close((uv_handle_t *)&r->turn_start, free_when_closed);
 }
 
 void runner_link_up(struct runner *r, void *link, runner_want_write_fn *ww, int64_t token_exp)

@@ -665,6 +665,29 @@ static int str_esc_byte(struct vtf *f, uint8_t c)
     return esc_byte(f, c);
 }
 
+/* The common case at ground: a run of printable ASCII. Each byte is a code
+ * point of width 1 that put_cp() would append as it is, so the run is
+ * copied whole, as far as the text buffer has room (the caller comes back
+ * for the rest). *took: the bytes taken (at least 1 unless rc != 0). */
+static int ascii_run(struct vtf *f, const uint8_t *p, size_t n, size_t *took)
+{
+    *took = 0;
+    if (f->text_len == sizeof f->text) {
+        int rc = flush_text(f);
+        if (rc)
+            return rc;
+    }
+    size_t room = sizeof f->text - f->text_len, k = 0;
+    while (k < n && k < room && p[k] >= 0x20 && p[k] < 0x7f)
+        k++;
+    memcpy(f->text + f->text_len, p, k);
+    f->text_len += k;
+    f->rep_cp = p[k - 1];
+    f->ncomb = 0;
+    *took = k;
+    return 0;
+}
+
 int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
 {
     if (!f || (!p && n))
@@ -672,6 +695,14 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint8_t c = p[i];
         int rc;
+        if (f->st == ST_GROUND && f->u_need == 0 && c >= 0x20 && c < 0x7f) {
+            size_t took;
+            rc = ascii_run(f, p + i, n - i, &took);
+            if (rc)
+                return rc;
+            i += took - 1;
+            continue;
+        }
         switch (f->st) {
         case ST_GROUND:
             rc = ground_byte(f, c);

@@ -88,11 +88,10 @@ static void blank_cells(struct vts_cell *c, int n, const struct vts_pen *pen)
     }
 }
 
-/* Makes cells [0, upto) of a row real (upto <= cols). 0 or AL_E_NOMEM. */
-static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
+/* Makes room for cells [0, upto) of a row (upto <= cols), not filling
+ * them. 0 or AL_E_NOMEM. */
+static int row_reserve(struct vts *s, struct vts_row *r, int upto)
 {
-    if (upto <= r->len)
-        return 0;
     if (upto > r->cap) {
         struct vts_cell *c = realloc(r->cells, (size_t)s->cols * sizeof *c);
         if (!c) {
@@ -102,6 +101,16 @@ static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
         r->cells = c;
         r->cap = (uint16_t)s->cols;
     }
+    return 0;
+}
+
+/* Makes cells [0, upto) of a row real (upto <= cols). 0 or AL_E_NOMEM. */
+static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
+{
+    if (upto <= r->len)
+        return 0;
+    if (row_reserve(s, r, upto) != 0)
+        return AL_E_NOMEM;
     blank_cells(r->cells + r->len, upto - r->len, &r->fill);
     r->len = (uint16_t)upto;
     return 0;
@@ -464,7 +473,9 @@ int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
     struct vts_row *r = row_at(s, row);
     if (!r || col < 0 || n > (size_t)s->cols || (size_t)col + n > (size_t)s->cols)
         return AL_E_INVAL;
-    if (row_fill_to(s, r, col + (int)n) != 0)
+    /* only the cells before col are blanked: those from col on are written
+     * here, so a row of text written at its end is written once */
+    if (row_fill_to(s, r, col) != 0 || row_reserve(s, r, col + (int)n) != 0)
         return AL_E_NOMEM;
     struct vts_cell *c = r->cells + col;
     for (size_t i = 0; i < n; i++) {
@@ -472,6 +483,8 @@ int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
         c[i].chars[1] = 0;
         c[i].pen = s->pen;
     }
+    if (col + (int)n > r->len)
+        r->len = (uint16_t)(col + (int)n);
     return 0;
 }
 
