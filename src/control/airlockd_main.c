@@ -15,6 +15,7 @@
  *                  (airlockd_serve.c, api.h; a --config file holds
  *                  "key = value" lines named like the flags, which win
  *                  over it: airlockd_conf.c)
+ *   airlockd version | --version                          (al_version.h)
  *   airlockd signer --fd N --data DIR [--log-level N]
  *                  (internal: the key-holding process serve starts,
  *                  airlockd_key.c, signer.h)
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_version.h"
 #include "airlockd_cmd.h"
 #include "airlockd_key.h"
 #include "airlockd_serve.h"
@@ -34,6 +36,7 @@
 #include "keys.h"
 
 static int cmd_help(const struct airlockd_cmd *self, int argc, char **argv);
+static int cmd_version(const struct airlockd_cmd *self, int argc, char **argv);
 
 static const struct airlockd_cmd cmds[] = {
     {"keygen", "[--data DIR] [--rotate]",
@@ -64,6 +67,7 @@ static const struct airlockd_cmd cmds[] = {
      "(docs/security.md)",
      airlockd_key_signer},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
+    {"version", "", "print the version (also --version)", cmd_version},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 
@@ -78,6 +82,17 @@ static void usage_all(FILE *to)
                 "DIR/" DB_FILE_NAME ".\n"
                 "Exit status: 0 ok, 1 failure, 2 usage error.\n",
                 to);
+}
+
+static int cmd_version(const struct airlockd_cmd *self, int argc, char **argv)
+{
+    (void)self;
+    (void)argv;
+    if (argc > 1) {
+        airlockd_cmd_err("version", "takes no argument");
+        return AIRLOCKD_RC_USAGE;
+    }
+    return al_version_print(stdout, "airlockd") == 0 ? 0 : AIRLOCKD_RC_FAIL;
 }
 
 static int cmd_help(const struct airlockd_cmd *self, int argc, char **argv)
@@ -111,6 +126,8 @@ int main(int argc, char **argv)
         usage_all(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "--version") == 0)
+        return al_version_print(stdout, "airlockd") == 0 ? 0 : AIRLOCKD_RC_FAIL;
     for (size_t i = 0; i < NCMDS; i++)
         if (strcmp(cmds[i].name, argv[1]) == 0)
             return cmds[i].run(&cmds[i], argc - 1, argv + 1);

@@ -9,6 +9,7 @@
 #include "runner_opts.h"
 
 #include "runner_proxy.h"
+#include "al_version.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -211,6 +212,7 @@ static void usage(FILE *to)
     fputs("usage: airlock-runner --listen HOST:PORT --identifier ID --jwks FILE [options]\n"
           "       airlock-runner --connect URL --identifier ID --jwks FILE --token-file FILE "
           "[options]\n"
+          "       airlock-runner --version\n"
           "\n"
           "Serves agents' terminals over one airlock.v1 WebSocket. Holds no secret: tokens\n"
           "are checked with the public keys of FILE (a JWKS).\n"
@@ -401,6 +403,9 @@ int runner_opts_parse(struct runner_app *a, int argc, char **argv)
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(o, "--version")) {
+            return al_version_print(stdout, "airlock-runner") == 0 ? 1 : -1;
         }
         if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
             a->rcfg.log_level = 2;
