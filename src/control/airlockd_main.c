@@ -52,7 +52,7 @@ static const struct airlockd_cmd cmds[] = {
     {"serve",
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
      "[--runner PATH] [--no-bwrap] [--web DIR] [--session-ttl SECONDS] [--session-idle SECONDS] "
-     "[--log-level error|info|debug] [--verbose] "
+     "[--log-level error|info|debug] [--log-format text|json] [--verbose] "
      "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
      "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
@@ -62,7 +62,7 @@ static const struct airlockd_cmd cmds[] = {
      "static, reverse), terminals relayed to clients and recorded, the web page, and the "
      "credential proxy of the upstreams --config names",
      airlockd_serve},
-    {"signer", "--fd N --data DIR [--log-level 0|1|2]",
+    {"signer", "--fd N --data DIR [--log-level 0|1|2] [--log-format text|json]",
      "internal: the process serve starts to hold the signing key and mint its tokens "
      "(docs/security.md)",
      airlockd_key_signer},

@@ -116,7 +116,7 @@ void runner_log(const struct runner *r, int level, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    al_vlog("airlock-runner", r->identifier, level, fmt, ap);
+    al_vlog(r->cfg.log_format, "airlock-runner", r->identifier, level, fmt, ap);
     va_end(ap);
 }
 

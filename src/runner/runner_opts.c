@@ -9,6 +9,7 @@
 #include "runner_opts.h"
 
 #include "runner_proxy.h"
+#include "al_log.h"
 #include "al_version.h"
 
 #include <errno.h>
@@ -176,6 +177,16 @@ static int set_identifier_from(struct runner_app *a, const char *v)
     return SET_OK;
 }
 
+/* --log-format text|json (al_log.h) */
+static int set_log_format(struct runner_app *a, const char *v)
+{
+    int f = al_log_format_of(v);
+    if (f < 0)
+        return SET_BAD;
+    a->rcfg.log_format = f;
+    return SET_OK;
+}
+
 static const struct opt opts[] = {
     STR("--listen", listen),
     STR("--connect", connect_url),
@@ -204,6 +215,7 @@ static const struct opt opts[] = {
     FN("--agent-user", set_agent_user),
     FN("--proxy-listen", set_proxy_listen),
     FN("--proxy-socket", set_proxy_socket),
+    FN("--log-format", set_log_format),
     FN("--agent-proxy-fwd", set_proxy_fwd),
 };
 
@@ -259,6 +271,7 @@ static void usage(FILE *to)
           "                         (airlock-proxy-fwd) each agent's jail starts with, so\n"
           "                         that its agents reach the proxy (--proxy-listen's port in\n"
           "                         their own loopback, carried to --proxy-socket)\n"
+          "  --log-format text|json  log lines as text (default) or one JSON object each\n"
           "  -v, --verbose          debug log\n",
           to);
 }
