@@ -30,17 +30,17 @@ DESTDIR=$dest cmake --install "$AL_BIN" --prefix "$prefix" >"$work/install.log" 
     fail "install: $(tail -5 "$work/install.log")"
 r=$dest$prefix
 for f in libexec/airlock/airlockd libexec/airlock/airlock-runner libexec/airlock/airlock-proxy-fwd \
-    bin/airlock libexec/airlock/web/index.html libexec/airlock/web/vendor/xterm.js \
+    bin/airlock share/airlock/web/index.html share/airlock/web/vendor/xterm.js \
     share/man/man1/airlock.1 share/man/man1/airlock-runner.1 share/man/man8/airlockd.8 \
     share/man/man5/airlockd.conf.5 share/bash-completion/completions/airlock \
     share/bash-completion/completions/airlockd share/bash-completion/completions/airlock-runner \
     share/zsh/site-functions/_airlock lib/systemd/system/airlockd.service etc/airlock/airlockd.conf; do
     [ -f "$r/$f" ] || fail "install: $prefix/$f is missing"
 done
-for l in sbin/airlockd bin/airlock-runner; do
+for l in sbin/airlockd bin/airlock-runner libexec/airlock/web; do
     [ -L "$r/$l" ] || fail "$prefix/$l is not a link"
     case $(readlink "$r/$l") in /*) fail "$prefix/$l is an absolute link" ;; esac
-    [ -x "$r/$l" ] || fail "$prefix/$l does not resolve"
+    [ -e "$r/$l/" ] || [ -x "$r/$l" ] || fail "$prefix/$l does not resolve"
 done
 pass "install: programs, links, web page, man pages, completions, unit and config in place"
 
@@ -101,5 +101,6 @@ cp "$AL_BIN/install_manifest.txt" "$work/manifest"
 DESTDIR=$dest cmake -D MANIFEST="$work/manifest" -P "$AL_SRC/cmake/uninstall.cmake" >/dev/null
 left=$(find "$dest" -type f -o -type l)
 [ -z "$left" ] || fail "uninstall left: $left"
-[ ! -e "$r/libexec/airlock" ] && [ ! -e "$r/etc/airlock" ] || fail "uninstall left our directories"
+[ ! -e "$r/libexec/airlock" ] && [ ! -e "$r/etc/airlock" ] && [ ! -e "$r/share/airlock" ] ||
+    fail "uninstall left our directories"
 pass "uninstall removes every file it installed, and our directories"
