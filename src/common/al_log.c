@@ -71,18 +71,18 @@ size_t al_log_json_escape(const char *in, size_t len, char *out, size_t cap)
             rep[n++] = '\\';
             rep[n++] = (char)ch;
         } else if (ch < 0x20 || ch == 0x7f) {
-            memcpy(rep, "\\u00", 4);
-            rep[4] = hex[ch >> 4];
-            rep[5] = hex[ch & 15];
-            n = 6;
+            const char esc[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+            memcpy(rep, esc, sizeof esc);
+            n = sizeof esc;
         } else if (ch < 0x80) {
             rep[n++] = (char)ch;
         } else if ((used = utf8_len(u + i, len - i)) != 0) {
             memcpy(rep, u + i, used);
             n = used;
         } else {
-            memcpy(rep, "\\ufffd", 6);
-            n = 6;
+            static const char replacement[6] = {'\\', 'u', 'f', 'f', 'f', 'd'}; /* U+FFFD */
+            memcpy(rep, replacement, sizeof replacement);
+            n = sizeof replacement;
             used = 1;
         }
         if (o + n >= cap)
