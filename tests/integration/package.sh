@@ -5,7 +5,8 @@
 # system user airlock, /var/lib/airlock 0700, the config 0640
 # root:airlock); systemd-analyze verify accepts the unit; airlockd starts
 # the way the unit says (its User and Group, its UMask, its Environment, its
-# ExecStart; these machines do not boot systemd, so setpriv plays it) and
+# ExecStart, its empty capability bounding set and NoNewPrivileges; these
+# machines do not boot systemd, so setpriv plays it) and
 # the installed CLI opens a terminal in a local sandbox, whose agent cannot
 # read the signing key; --version agrees across the three programs and the
 # API (Server header, /healthz, /metrics, airlock probe); purging removes
@@ -121,7 +122,9 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 (
     umask "$umask_v"
     cd /
+    # CapabilityBoundingSet= (empty), NoNewPrivileges=yes: as systemd would
     exec setpriv --reuid="$user" --regid="$group" --init-groups --no-new-privs --inh-caps=-all \
+        --bounding-set=-all \
         env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${envs[@]}" \
         "${exec_start[@]}" --listen "127.0.0.1:$port"
 ) >"$work/airlockd.log" 2>&1 &
@@ -135,6 +138,7 @@ curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null || fail "airlockd does not
 [ "$(ps -o user= -p "$pid")" = airlock ] || fail "airlockd runs as $(ps -o user= -p "$pid")"
 grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$pid/status" || fail "airlockd may gain privileges"
 grep -q '^CapEff:[[:space:]]*0000000000000000' "/proc/$pid/status" || fail "airlockd has capabilities"
+grep -q '^CapBnd:[[:space:]]*0000000000000000' "/proc/$pid/status" || fail "airlockd's bounding set is not empty"
 head -1 "$work/airlockd.log" | python3 -c 'import json,sys; json.loads(sys.stdin.readline())' ||
     fail "the config's log-format json is not in force: $(head -1 "$work/airlockd.log")"
 pass "airlockd runs as the unit says: user airlock, no new privileges, no capability, JSON logs"
