@@ -73,7 +73,7 @@ pass "lintian: no error or warning ($(grep -c '^[IN]:' "$work/lintian.log" || tr
 debs=()
 for p in airlockd airlock-runner airlock; do debs+=("$(ls "$work/${p}_${version}"_*.deb)"); done
 installed=1
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${debs[@]}" >"$work/apt.log" 2>&1 ||
+DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=120 --no-install-recommends "${debs[@]}" >"$work/apt.log" 2>&1 ||
     fail "apt install: $(tail -20 "$work/apt.log")"
 getent passwd airlock | grep -q ':/var/lib/airlock:/usr/sbin/nologin$' || fail "user airlock: $(getent passwd airlock)"
 [ "$(id -u airlock)" -lt 1000 ] || fail "airlock is not a system user"
@@ -192,7 +192,7 @@ for p in $(pgrep -u "$uid"); do kill -KILL "$p" 2>/dev/null || true; done
 
 # ---- purge: nothing left --------------------------------------------------------------
 files=$(dpkg -L airlockd airlock-runner airlock | grep -vE '^/(usr|usr/share|usr/share/doc|usr/share/man|usr/share/man/man[0-9]|usr/bin|usr/sbin|usr/lib|usr/libexec|etc|usr/lib/systemd|usr/lib/systemd/system|usr/share/bash-completion|usr/share/bash-completion/completions|usr/share/zsh|usr/share/zsh/vendor-completions|\.)$')
-DEBIAN_FRONTEND=noninteractive apt-get purge -y airlockd airlock-runner airlock >"$work/purge.log" 2>&1 ||
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -o DPkg::Lock::Timeout=120 airlockd airlock-runner airlock >"$work/purge.log" 2>&1 ||
     fail "apt purge: $(tail -20 "$work/purge.log")"
 installed=0
 left=
