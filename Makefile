@@ -8,7 +8,7 @@ FUZZ_SECONDS ?= 15
 JOBS         ?= $(shell nproc)
 DATA         ?=
 
-.PHONY: all deps build asan fuzz-build run test check bench soak clean
+.PHONY: all deps build asan fuzz-build run test check bench soak clean install uninstall deb
 
 all: build
 
@@ -63,6 +63,22 @@ bench: build
 SOAK_S ?= 600
 soak: build
 	@AL_BIN=$(BUILD) AL_SRC=. SOAK_S=$(SOAK_S) node tests/soak/soak.mjs
+
+# make install [PREFIX=/usr/local] [DESTDIR=...]: the programs (libexec/airlock,
+# linked from bin/ and sbin/), the web page, man pages, completions, the
+# systemd unit and an example config (docs/install.md). make uninstall
+# removes what the last install wrote.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+uninstall:
+	DESTDIR="$(DESTDIR)" cmake --build $(BUILD) --target uninstall
+
+# The Debian packages airlockd, airlock-runner and airlock in ../ (debian/).
+deb: deps
+	dpkg-buildpackage -us -uc -b
 
 check: deps
 	@tools/check-format.sh && tools/check-banned.sh

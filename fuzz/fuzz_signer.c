@@ -79,7 +79,7 @@ static void fz_request(const uint8_t *p, size_t n)
 static void fz_answer(const uint8_t *p, size_t n)
 {
     static struct signer_resp a, b;
-    sg_answer(fz_key, NULL, -1, p, n, &a);
+    sg_answer(fz_key, NULL, -1, AL_LOG_TEXT, p, n, &a);
     static uint8_t out[SIGNER_RESP_MAX];
     size_t len = 0;
     if (signer_resp_encode(&a, out, sizeof out, &len) != AL_OK ||

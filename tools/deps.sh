@@ -16,6 +16,11 @@ DEB_PKGS=(
   libhttp-parser-dev libcurl4-openssl-dev
   # run: local sandboxes (bubblewrap), make run (curl)
   bubblewrap curl
+  # man pages (scdoc renders man/*.scd; man-db's man -l reads them in the tests),
+  # completions (zsh: the test parses _airlock), the Debian packages (make deb,
+  # tests/integration/package.sh: dpkg-buildpackage, debhelper, lintian, fakeroot,
+  # systemd-analyze verify from systemd; the package's user from passwd/adduser)
+  scdoc man-db zsh build-essential dpkg-dev debhelper lintian fakeroot systemd passwd adduser
   # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests;
   # postgresql: the server binaries tests/tools/pg-temp.sh runs for the PostgreSQL suites;
   # git and lighttpd: the Git smart-HTTP server tests/integration/proxy_git.mjs runs,

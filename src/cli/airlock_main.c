@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_version.h"
 #include "cli_app.h"
 #include "cli_attach.h"
 #include "cli_err.h"
@@ -116,6 +117,7 @@ enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 static void usage(FILE *to)
 {
     fputs("usage: airlock [--url URL] [--key KEY] [--insecure] COMMAND ...\n"
+          "       airlock --version\n"
           "\n"
           "Agents' terminals, from your terminal.\n"
           "\n"
@@ -176,6 +178,8 @@ static int global_opts(struct cli_app *app, int argc, char **argv, int *i)
             usage(stdout);
             return 1;
         }
+        if (!strcmp(a, "--version"))
+            return al_version_print(stdout, "airlock") == 0 ? 1 : CLI_EXIT_OTHER;
         const struct opt *o = NULL;
         for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !o; k++)
             if (!strcmp(opts[k].name, a))

@@ -18,6 +18,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "al_version.h"
 #include "cli_app.h"
 #include "cli_err.h"
 #include "cli_fmt.h"
@@ -246,12 +247,13 @@ static void print_text(const struct probe *p, FILE *out)
 {
     json_t *r = p->report;
     const struct cli_config *c = p->cfg;
+    fprintf(out, "client     airlock %s\n", al_version());
     fprintf(out, "server     %s (%s port %d, %s%s)\n", c->url, c->host, c->port,
             c->tls ? "https" : "http", c->tls && c->insecure ? ", certificate not checked" : "");
     json_t *h = json_object_get(r, "server");
     if (json_is_true(json_object_get(h, "healthy"))) {
         const char *v = str(h, "version"), *peer = str(h, "peer");
-        fprintf(out, "health     ok in %.1f ms from %s (server version: %s)\n", num(h, "ms"),
+        fprintf(out, "health     ok in %.1f ms from %s (server: %s)\n", num(h, "ms"),
                 *peer ? peer : "?", *v ? v : "not reported");
     }
     json_t *k = json_object_get(r, "key");
@@ -308,6 +310,7 @@ int cli_probe(struct cli_net *net, const struct cli_config *cfg, int json, FILE 
         fprintf(stderr, "airlock: probe: out of memory\n");
         return CLI_EXIT_OTHER;
     }
+    (void)json_object_set_new(p.report, "client", json_pack("{s:s}", "version", al_version()));
     if (step_health(&p) == 0 && step_key(&p) == 0)
         (void)step_api(&p);
     cli_probe_finish(p.report, p.exit, p.why, json, out, print_text_of, &p);

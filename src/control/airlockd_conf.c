@@ -22,6 +22,7 @@ static const struct {
     KEY("--listen", listen),
     KEY("--runner", runner),
     KEY("--log-level", log_level),
+    KEY("--log-format", log_format),
     KEY("--tls-cert", tls_cert),
     KEY("--tls-key", tls_key),
     KEY("--web", web),

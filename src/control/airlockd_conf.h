@@ -21,12 +21,13 @@
 #include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
-#define AIRLOCKD_CONF_KEYS 25   /* settings in the table */
+#define AIRLOCKD_CONF_KEYS 26   /* settings in the table */
 
 /* Each a string, NULL while unset; they point into argv or the store
  * airlockd_conf_read was given. */
 struct airlockd_conf {
-    const char *data, *db, *listen, *runner, *log_level, *tls_cert, *tls_key, *web, *no_bwrap;
+    const char *data, *db, *listen, *runner, *log_level, *log_format, *tls_cert, *tls_key, *web;
+    const char *no_bwrap;
     /* limits (api.h): whole numbers, unset = the default */
     const char *max_conns, *max_conns_per_ip, *request_timeout, *audit_keep_days, *audit_keep_rows;
     const char *sbx_user, *sbx_network, *sbx_memory, *sbx_pids, *sbx_cpu;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "al_err.h"
+#include "al_log.h"
 #include "keys.h"
 #include "signer.h"
 #include "tok_sign.h"
@@ -54,21 +55,24 @@ int airlockd_key_gen(const struct airlockd_cmd *self, int argc, char **argv)
 /* The key-holding process: serve execs it with a socket on --fd. */
 int airlockd_key_signer(const struct airlockd_cmd *self, int argc, char **argv)
 {
-    const char *fd_s = NULL, *data = NULL, *level_s = NULL;
-    const struct airlockd_opt opts[] = {
-        {"--fd", &fd_s, NULL}, {"--data", &data, NULL}, {"--log-level", &level_s, NULL}};
+    const char *fd_s = NULL, *data = NULL, *level_s = NULL, *format_s = NULL;
+    const struct airlockd_opt opts[] = {{"--fd", &fd_s, NULL},
+                                        {"--data", &data, NULL},
+                                        {"--log-level", &level_s, NULL},
+                                        {"--log-format", &format_s, NULL}};
     int prc = airlockd_cmd_opts(self, argc, argv, opts, sizeof opts / sizeof opts[0]);
     if (prc != 0)
         return prc == 1 ? 0 : prc;
     long long fd = -1, level = 1;
+    int format = format_s ? al_log_format_of(format_s) : AL_LOG_TEXT;
     if (!fd_s || !airlockd_cmd_int(fd_s, 0, INT_MAX, &fd) || !data ||
-        (level_s && !airlockd_cmd_int(level_s, 0, 2, &level))) {
+        (level_s && !airlockd_cmd_int(level_s, 0, 2, &level)) || format < 0) {
         airlockd_cmd_err(self->name,
-                         "--fd N and --data DIR are required (--log-level 0 to 2); airlockd "
-                         "serve starts this itself");
+                         "--fd N and --data DIR are required (--log-level 0 to 2, --log-format "
+                         "text|json); airlockd serve starts this itself");
         return AIRLOCKD_RC_USAGE;
     }
-    return signer_main((int)fd, data, (int)level);
+    return signer_main((int)fd, data, (int)level, format);
 }
 
 /* Whether the token minted for aud and scope verifies against the key set

@@ -15,6 +15,7 @@
  *                  (airlockd_serve.c, api.h; a --config file holds
  *                  "key = value" lines named like the flags, which win
  *                  over it: airlockd_conf.c)
+ *   airlockd version | --version                          (al_version.h)
  *   airlockd signer --fd N --data DIR [--log-level N]
  *                  (internal: the key-holding process serve starts,
  *                  airlockd_key.c, signer.h)
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "al_version.h"
 #include "airlockd_cmd.h"
 #include "airlockd_key.h"
 #include "airlockd_serve.h"
@@ -34,6 +36,7 @@
 #include "keys.h"
 
 static int cmd_help(const struct airlockd_cmd *self, int argc, char **argv);
+static int cmd_version(const struct airlockd_cmd *self, int argc, char **argv);
 
 static const struct airlockd_cmd cmds[] = {
     {"keygen", "[--data DIR] [--rotate]",
@@ -49,7 +52,7 @@ static const struct airlockd_cmd cmds[] = {
     {"serve",
      "[--config FILE] [--data DIR] [--db URL] --listen HOST:PORT [--tls-cert PEM --tls-key PEM] "
      "[--runner PATH] [--no-bwrap] [--web DIR] [--session-ttl SECONDS] [--session-idle SECONDS] "
-     "[--log-level error|info|debug] [--verbose] "
+     "[--log-level error|info|debug] [--log-format text|json] [--verbose] "
      "[--sandbox-user USER] [--sandbox-network host|none] [--sandbox-memory SIZE] "
      "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
@@ -59,11 +62,12 @@ static const struct airlockd_cmd cmds[] = {
      "static, reverse), terminals relayed to clients and recorded, the web page, and the "
      "credential proxy of the upstreams --config names",
      airlockd_serve},
-    {"signer", "--fd N --data DIR [--log-level 0|1|2]",
+    {"signer", "--fd N --data DIR [--log-level 0|1|2] [--log-format text|json]",
      "internal: the process serve starts to hold the signing key and mint its tokens "
      "(docs/security.md)",
      airlockd_key_signer},
     {"help", "[COMMAND]", "show this help, or a command's", cmd_help},
+    {"version", "", "print the version (also --version)", cmd_version},
 };
 enum { NCMDS = sizeof cmds / sizeof cmds[0] };
 
@@ -78,6 +82,17 @@ static void usage_all(FILE *to)
                 "DIR/" DB_FILE_NAME ".\n"
                 "Exit status: 0 ok, 1 failure, 2 usage error.\n",
                 to);
+}
+
+static int cmd_version(const struct airlockd_cmd *self, int argc, char **argv)
+{
+    (void)self;
+    (void)argv;
+    if (argc > 1) {
+        airlockd_cmd_err("version", "takes no argument");
+        return AIRLOCKD_RC_USAGE;
+    }
+    return al_version_print(stdout, "airlockd") == 0 ? 0 : AIRLOCKD_RC_FAIL;
 }
 
 static int cmd_help(const struct airlockd_cmd *self, int argc, char **argv)
@@ -111,6 +126,8 @@ int main(int argc, char **argv)
         usage_all(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "--version") == 0)
+        return al_version_print(stdout, "airlockd") == 0 ? 0 : AIRLOCKD_RC_FAIL;
     for (size_t i = 0; i < NCMDS; i++)
         if (strcmp(cmds[i].name, argv[1]) == 0)
             return cmds[i].run(&cmds[i], argc - 1, argv + 1);

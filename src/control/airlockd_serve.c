@@ -15,6 +15,7 @@
 
 #include "airlockd_conf.h"
 #include "al_err.h"
+#include "al_log.h"
 #include "api.h"
 #include "endpoint.h"
 #include "lsbx.h"
@@ -57,6 +58,17 @@ static int parse_count(const char *s, unsigned long max, unsigned *out)
     if (errno || end == s || *end || s[0] == '-' || v < 1 || v > max)
         return -1;
     *out = (unsigned)v;
+    return 0;
+}
+
+/* log-format: text (when unset) or json (al_log.h). */
+static int serve_format(const struct airlockd_conf *c, int *format)
+{
+    *format = c->log_format ? al_log_format_of(c->log_format) : AL_LOG_TEXT;
+    if (*format < 0) {
+        airlockd_cmd_err("serve", "log format '%s': text or json", c->log_format);
+        return AIRLOCKD_RC_USAGE;
+    }
     return 0;
 }
 
@@ -215,6 +227,7 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     struct api_config cfg;
     memset(&cfg, 0, sizeof cfg);
     if ((prc = serve_level(&c, &cfg.log_level)) != 0 ||
+        (prc = serve_format(&c, &cfg.log_format)) != 0 ||
         (prc = serve_sandbox(&c, &cfg.sandbox_limits)) != 0 || (prc = serve_limits(&c, &cfg)) != 0)
         return prc;
     if (!c.data)

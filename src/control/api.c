@@ -74,7 +74,7 @@ void api_log(const struct api *a, int level, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    al_vlog("airlockd", a->cfg.listen, level, fmt, ap);
+    al_vlog(a->cfg.log_format, "airlockd", a->cfg.listen, level, fmt, ap);
     va_end(ap);
 }
 
@@ -204,7 +204,7 @@ static void close_walk(uv_handle_t *h, void *arg)
  * untrusted is read, and before the database is opened. */
 static int start_signer(struct api *a, char *err, size_t cap)
 {
-    struct signer_config sc = {NULL, a->data_dir, a->cfg.log_level};
+    struct signer_config sc = {NULL, a->data_dir, a->cfg.log_level, a->cfg.log_format};
     return signer_start(&sc, &a->signer, err, cap);
 }
 
@@ -343,7 +343,7 @@ static int start_relay(struct api *a, char *err, size_t cap)
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN); /* a file over its size limit is a write error, reported */
     /* lws's own lines, rate-limited: a peer can repeat their cause at will */
-    wslog_init(LLL_ERR, "airlockd", "lws", 0);
+    wslog_init(LLL_ERR, a->cfg.log_format, "airlockd", "lws", 0);
     a->loop = uv_default_loop();
     struct lsbx_config sbx_cfg = {
         .loop = a->loop,
@@ -375,6 +375,7 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .no_network = a->cfg.sandbox_no_network,
         .insecure_tls = a->tls, /* local runners dial our own certificate */
         .log_level = a->cfg.log_level,
+        .log_format = a->cfg.log_format,
         .proxy = a->proxy,
         .platforms = a->cfg.platforms,
         .proxy_base = a->proxysrv ? a->proxy_base : NULL,
@@ -426,6 +427,7 @@ static int start_listening(struct api *a, const struct listen_addr *l, char *err
         .prog = "airlockd",
         .instance = a->cfg.listen,
         .log_level = a->cfg.log_level,
+        .log_format = a->cfg.log_format,
     };
     char lerr[256] = "";
     if (!a->ctx || !lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {

@@ -37,6 +37,7 @@ struct api_config {
                                  own get loopback only */
     struct cg_limits sandbox_limits;
     int log_level;        /* 0 errors, 1 info, 2 debug */
+    int log_format;       /* enum al_log_format: text or json lines */
     const char *tls_cert; /* PEM files: serve https/wss (both or neither) */
     const char *tls_key;
     const char *web_dir; /* NULL: web/ beside this program */

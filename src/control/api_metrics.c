@@ -1,8 +1,9 @@
 /*
- * api_metrics: what monitoring reads: GET /healthz (open: "ok") and
+ * api_metrics: what monitoring reads: GET /healthz (open: "ok airlockd
+ * <version>") and
  * GET /metrics (behind a credential), the relay's counters, each
  * sandbox's link and the credential proxy's calls per upstream in the
- * Prometheus text format.
+ * Prometheus text format, and airlock_build_info{version} 1.
  *
  * Not here: the counting itself (relay.c, proxy.c).
  */
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "al_version.h"
 #include "api_local.h"
 #include "proxy.h"
 #include "relay.h"
@@ -93,10 +95,12 @@ int api_metrics_get(struct api *a, struct lws *wsi, struct call *c)
                     "# TYPE airlock_input_bytes_total counter\nairlock_input_bytes_total %llu\n"
                     "# TYPE airlock_resyncs_total counter\nairlock_resyncs_total %llu\n"
                     "# TYPE airlock_recording_errors_total counter\n"
-                    "airlock_recording_errors_total %llu\n",
+                    "airlock_recording_errors_total %llu\n"
+                    "# TYPE airlock_build_info gauge\n"
+                    "airlock_build_info{version=\"%s\"} 1\n",
                     m.sandboxes, m.links_up, m.terminals, m.clients,
                     (unsigned long long)m.bytes_out, (unsigned long long)m.bytes_in,
-                    (unsigned long long)m.resyncs, (unsigned long long)m.rec_errors);
+                    (unsigned long long)m.resyncs, (unsigned long long)m.rec_errors, al_version());
     /* per sandbox: labels are sandbox ids ([a-z0-9._-]), nothing to escape */
     (void)fputs("# TYPE airlock_link_up gauge\n", f);
     relay_each_link(a->relay, metrics_link_up, f);
@@ -118,5 +122,9 @@ int api_metrics_healthz(struct api *a, struct lws *wsi, struct call *c)
 {
     (void)a;
     (void)c;
-    return api_reply(wsi, 200, "text/plain", "ok\n", 3);
+    /* "ok" first: a probe reads that; the version for a person's curl */
+    char body[AL_VERSION_NAME_MAX + 16];
+    int n = snprintf(body, sizeof body, "ok airlockd %s\n", al_version());
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof body ? (size_t)n : sizeof body - 1;
+    return api_reply(wsi, 200, "text/plain", body, len);
 }

@@ -1,9 +1,8 @@
 /*
  * api_reply: the answers of airlockd's HTTP side: a body with our headers
- * (no-store, nosniff, a cookie when asked), JSON values, {"error": ...},
- * the status of an AL_E_* and a list's answer. Each answer ends the
- * request's transaction and arms the deadline of the next one on the same
- * connection (wslisten.h).
+ * (Server: airlockd/<version>, no-store, nosniff, a cookie when asked), JSON values, {"error":
+ * ...}, the status of an AL_E_* and a list's answer. Each answer ends the request's transaction and
+ * arms the deadline of the next one on the same connection (wslisten.h).
  *
  * Not here: what a request is (api_http.c), who may make it (api_auth.c),
  * files streamed from disk (api_static.c, a recording in api_terminal.c).
@@ -14,6 +13,7 @@
 #include <string.h>
 
 #include "al_err.h"
+#include "al_version.h"
 #include "api_local.h"
 #include "wslisten.h"
 
@@ -23,7 +23,11 @@ static int reply_with(struct lws *wsi, unsigned status, const char *type, const 
 {
     uint8_t hdr[LWS_PRE + 1024 + API_MAX_COOKIE + 128];
     uint8_t *start = hdr + LWS_PRE, *p = start, *end = hdr + sizeof hdr - 1;
+    char server[AL_VERSION_NAME_MAX];
+    (void)al_version_name("airlockd", server, sizeof server);
     if (lws_add_http_common_headers(wsi, status, type, len, &p, end) ||
+        lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_SERVER, (const unsigned char *)server,
+                                     (int)strlen(server), &p, end) ||
         lws_add_http_header_by_name(wsi, (const unsigned char *)"cache-control:",
                                     (const unsigned char *)"no-store", 8, &p, end) ||
         lws_add_http_header_by_name(wsi, (const unsigned char *)"x-content-type-options:",

@@ -31,7 +31,7 @@ void relay_log(const struct relay *r, int level, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    al_vlog("airlockd", "relay", level, fmt, ap);
+    al_vlog(r->cfg.log_format, "airlockd", "relay", level, fmt, ap);
     va_end(ap);
 }
 

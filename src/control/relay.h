@@ -117,6 +117,7 @@ struct relay_config {
                              sandbox's row says otherwise (its network) */
     int insecure_tls;     /* self_url is wss:// with a certificate runners cannot check */
     int log_level;
+    int log_format;                    /* enum al_log_format */
     struct proxy *proxy;               /* the credential proxy (borrowed); NULL: no upstreams */
     const struct platforms *platforms; /* aca sandboxes' platforms (borrowed; pings) */
     const char *proxy_base;            /* its direct path as agents reach it

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "al_err.h"
+#include "al_version.h"
 #include "al_limits.h"
 #include "cast.h"
 #include "endpoint.h"
@@ -322,8 +323,9 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
     struct rl_client *c = calloc(1, sizeof *c);
     if (!c)
         return AL_E_NOMEM;
-    int rc = ep_new_with(FR_ROLE_HOST, "airlockd", RL_CLIENT_RING, RL_CLIENT_WINDOW, client_event,
-                         c, &c->ep);
+    char name[AL_VERSION_NAME_MAX];
+    int rc = ep_new_with(FR_ROLE_HOST, al_version_name("airlockd", name, sizeof name),
+                         RL_CLIENT_RING, RL_CLIENT_WINDOW, client_event, c, &c->ep);
     if (rc != AL_OK) {
         free(c);
         return rc;

@@ -7,6 +7,7 @@
  * Not here: the link to the runner (relay_runner.c), the local runner's
  * process (relay_spawn.c), the terminals (relay_terminal.c).
  */
+#include "al_version.h"
 #include "relay_int.h"
 
 #include <signal.h>
@@ -34,7 +35,8 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     sb->rtt_us = -1;
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_CONTROLLER);
-    ec.name = "airlockd";
+    char name[AL_VERSION_NAME_MAX];
+    ec.name = al_version_name("airlockd", name, sizeof name);
     ec.tx_ring = RL_RUNNER_WINDOW;
     ec.window = RL_RUNNER_WINDOW;
     ec.on_event = relay_runner_event;

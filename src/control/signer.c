@@ -361,15 +361,15 @@ int signer_resp_parse(const uint8_t *buf, size_t len, struct signer_resp *a, cha
 /* ---- the signer process ------------------------------------------------------- */
 
 /* One log line from prog (the signer, or the serving side about it). */
-__attribute__((format(printf, 4, 5))) static void sg_log(const char *prog, int max_level, int level,
-                                                         const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static void
+sg_log(const char *prog, int format, int max_level, int level, const char *fmt, ...)
 {
     if (level > max_level)
         return;
     va_list ap;
     va_start(ap, fmt);
     // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): see tok_reason in token.c
-    al_vlog(prog, "signer", level, fmt, ap);
+    al_vlog(format, prog, "signer", level, fmt, ap);
     va_end(ap);
 }
 
@@ -414,7 +414,7 @@ static int sg_mint(const struct keys_signing *k, const struct signer_req *q, str
 
 /* One request in buf[0..n) (n > SIGNER_REQ_MAX: too long) into answer a. */
 static void sg_answer(const struct keys_signing *k, const char *load_err, int log_level,
-                      const uint8_t *buf, size_t n, struct signer_resp *a)
+                      int log_format, const uint8_t *buf, size_t n, struct signer_resp *a)
 {
     struct signer_req q;
     char why[SIGNER_REASON_MAX + 1] = "";
@@ -423,20 +423,20 @@ static void sg_answer(const struct keys_signing *k, const char *load_err, int lo
     a->op = q.op;
     a->id = q.id;
     if (rc != AL_OK) {
-        sg_log(SG_PROG, log_level, 0, "refused a malformed request: %s", why);
+        sg_log(SG_PROG, log_format, log_level, 0, "refused a malformed request: %s", why);
     } else if (!k) {
         rc = AL_E_NOENT;
         (void)snprintf(why, sizeof why, "%s", load_err ? load_err : "no key");
     } else if (q.op == SIGNER_OP_HELLO) {
         (void)snprintf(a->kid, sizeof a->kid, "%s", keys_kid(k));
     } else if ((rc = signer_shape_check(&q, why, sizeof why)) != AL_OK) {
-        sg_log(SG_PROG, log_level, 0, "refused shape=%u aud=%s sub=%s ttl=%u: %s",
+        sg_log(SG_PROG, log_format, log_level, 0, "refused shape=%u aud=%s sub=%s ttl=%u: %s",
                (unsigned)q.shape, q.aud, q.sub, (unsigned)q.ttl, why);
     } else if ((rc = sg_mint(k, &q, a, why, sizeof why)) != AL_OK) {
-        sg_log(SG_PROG, log_level, 0, "minting %s for %s: %s", signer_shape_name(q.shape), q.aud,
-               why);
+        sg_log(SG_PROG, log_format, log_level, 0, "minting %s for %s: %s",
+               signer_shape_name(q.shape), q.aud, why);
     } else {
-        sg_log(SG_PROG, log_level, 1, "minted %s aud=%s sub=%s ttl=%u jti=%s kid=%s",
+        sg_log(SG_PROG, log_format, log_level, 1, "minted %s aud=%s sub=%s ttl=%u jti=%s kid=%s",
                signer_shape_name(q.shape), q.aud, q.sub, (unsigned)q.ttl, a->jti, a->kid);
     }
     if (rc != AL_OK) {
@@ -448,7 +448,8 @@ static void sg_answer(const struct keys_signing *k, const char *load_err, int lo
     }
 }
 
-int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int log_level)
+int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int log_level,
+                 int log_format)
 {
     uint8_t in[SIGNER_REQ_MAX + 1], out[SIGNER_RESP_MAX];
     struct signer_resp *a = malloc(sizeof *a);
@@ -465,7 +466,7 @@ int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int
             rc = n == 0 ? AL_OK : AL_E_IO;
             break;
         }
-        sg_answer(k, load_err, log_level, in, (size_t)n, a);
+        sg_answer(k, load_err, log_level, log_format, in, (size_t)n, a);
         size_t len = 0;
         if (signer_resp_encode(a, out, sizeof out, &len) != AL_OK) {
             memset(a, 0, sizeof *a);
@@ -482,8 +483,8 @@ int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int
 }
 
 /* Load DATA/signing-key.pem, creating the key on first start. */
-static int sg_load_key(const char *data_dir, int log_level, struct keys_signing **k, char *why,
-                       size_t cap)
+static int sg_load_key(const char *data_dir, int log_level, int log_format, struct keys_signing **k,
+                       char *why, size_t cap)
 {
     char path[KEYS_PATH_MAX], reason[256];
     int rc = keys_path(data_dir, KEYS_PRIVATE_FILE, path, sizeof path);
@@ -496,7 +497,7 @@ static int sg_load_key(const char *data_dir, int log_level, struct keys_signing 
         struct keys_init_result res;
         rc = keys_init_dir(data_dir, false, &res, reason, sizeof reason);
         if (rc == AL_OK) {
-            sg_log(SG_PROG, log_level, 1, "created signing key %s", res.kid);
+            sg_log(SG_PROG, log_format, log_level, 1, "created signing key %s", res.kid);
             rc = keys_load_private(path, k, reason, sizeof reason);
         }
     }
@@ -505,13 +506,13 @@ static int sg_load_key(const char *data_dir, int log_level, struct keys_signing 
     return rc;
 }
 
-int signer_main(int fd, const char *data_dir, int log_level)
+int signer_main(int fd, const char *data_dir, int log_level, int log_format)
 {
     int type = 0;
     socklen_t tl = sizeof type;
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_SEQPACKET) {
-        sg_log(SG_PROG, log_level, 0, "fd %d is not the seqpacket socket airlockd serve passes",
-               fd);
+        sg_log(SG_PROG, log_format, log_level, 0,
+               "fd %d is not the seqpacket socket airlockd serve passes", fd);
         return 1;
     }
     /* Not dumpable: no core file, and a process of the same user (the
@@ -519,7 +520,8 @@ int signer_main(int fd, const char *data_dir, int log_level)
      * one nor read /proc/PID/mem. */
     struct rlimit no_core = {0, 0};
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 || setrlimit(RLIMIT_CORE, &no_core) != 0) {
-        sg_log(SG_PROG, log_level, 0, "cannot make the signer undumpable: %s", strerror(errno));
+        sg_log(SG_PROG, log_format, log_level, 0, "cannot make the signer undumpable: %s",
+               strerror(errno));
         return 1;
     }
     /* The serving process stops us by closing the socket; Ctrl-C reaches
@@ -528,10 +530,10 @@ int signer_main(int fd, const char *data_dir, int log_level)
     (void)signal(SIGPIPE, SIG_IGN);
     struct keys_signing *k = NULL;
     char why[SIGNER_REASON_MAX + 1];
-    int rc = sg_load_key(data_dir, log_level, &k, why, sizeof why);
+    int rc = sg_load_key(data_dir, log_level, log_format, &k, why, sizeof why);
     if (rc == AL_OK)
-        sg_log(SG_PROG, log_level, 2, "serving key %s on fd %d", keys_kid(k), fd);
-    rc = signer_serve(fd, k, rc == AL_OK ? NULL : why, log_level);
+        sg_log(SG_PROG, log_format, log_level, 2, "serving key %s on fd %d", keys_kid(k), fd);
+    rc = signer_serve(fd, k, rc == AL_OK ? NULL : why, log_level, log_format);
     bool loaded = k != NULL;
     keys_free(k);
     return rc == AL_OK && loaded ? 0 : 1;
@@ -545,8 +547,9 @@ struct signer {
     char data_dir[PATH_MAX];
     char level[SG_LEVEL_TEXT];
     int log_level;
-    int fd;    /* -1: no signer running */
-    pid_t pid; /* -1: none */
+    int log_format; /* enum al_log_format */
+    int fd;         /* -1: no signer running */
+    pid_t pid;      /* -1: none */
     uint32_t next_id;
     char kid[KEYS_KID_LEN + 1]; /* "" until the first HELLO */
     uint64_t started_ms;        /* monotonic */
@@ -651,8 +654,17 @@ static int sg_spawn(struct signer *s, char *why, size_t cap)
      * exec it calls only async-signal-safe functions (the serving process
      * may have threads: libuv's pool). */
     char fd_text[] = {(char)('0' + SIGNER_CHILD_FD), '\0'};
-    char *argv[] = {s->argv0,    "signer",      "--fd",   fd_text, "--data",
-                    s->data_dir, "--log-level", s->level, NULL};
+    char *argv[] = {s->argv0,
+                    "signer",
+                    "--fd",
+                    fd_text,
+                    "--data",
+                    s->data_dir,
+                    "--log-level",
+                    s->level,
+                    "--log-format",
+                    s->log_format == AL_LOG_JSON ? "json" : "text",
+                    NULL};
     sigset_t none;
     (void)sigemptyset(&none);
     pid_t parent = getpid();
@@ -698,7 +710,8 @@ static int sg_spawn(struct signer *s, char *why, size_t cap)
         rc = AL_E_KID;
     } else if (rc == AL_OK) {
         (void)snprintf(s->kid, sizeof s->kid, "%s", a->kid);
-        sg_log(SG_SERVER, s->log_level, 2, "signer pid %ld serves key %s", (long)pid, s->kid);
+        sg_log(SG_SERVER, s->log_format, s->log_level, 2, "signer pid %ld serves key %s", (long)pid,
+               s->kid);
     }
     free(a);
     if (rc != AL_OK)
@@ -718,6 +731,7 @@ int signer_start(const struct signer_config *cfg, struct signer **out, char *err
     s->pid = -1;
     s->next_id = 1;
     s->log_level = cfg->log_level;
+    s->log_format = cfg->log_format;
     int a = snprintf(s->exe, sizeof s->exe, "%s", cfg->exe ? cfg->exe : SG_SELF_EXE);
     int b = snprintf(s->data_dir, sizeof s->data_dir, "%s", cfg->data_dir);
     ssize_t n = readlink(s->exe, s->argv0, sizeof s->argv0 - 1);
@@ -768,18 +782,20 @@ int signer_mint(struct signer *s, const struct signer_mint *m, struct signer_res
                 return rc;
             }
             if ((rc = sg_spawn(s, link, sizeof link)) != AL_OK) {
-                sg_log(SG_SERVER, s->log_level, 0, "restarting the signer: %s", link);
+                sg_log(SG_SERVER, s->log_format, s->log_level, 0, "restarting the signer: %s",
+                       link);
                 al_errf(why, cap, "signer unavailable: %s", link);
                 return rc;
             }
-            sg_log(SG_SERVER, s->log_level, 0, "signer restarted (pid %ld)", (long)s->pid);
+            sg_log(SG_SERVER, s->log_format, s->log_level, 0, "signer restarted (pid %ld)",
+                   (long)s->pid);
         }
         q.id = s->next_id++;
         rc = sg_exchange(s, &q, out, SIGNER_TIMEOUT_MS, link, sizeof link);
         if (rc == AL_OK)
             break;
-        sg_log(SG_SERVER, s->log_level, 0, "signer pid %ld failed: %s; killing it", (long)s->pid,
-               link);
+        sg_log(SG_SERVER, s->log_format, s->log_level, 0, "signer pid %ld failed: %s; killing it",
+               (long)s->pid, link);
         sg_kill(s);
     }
     if (rc != AL_OK) {

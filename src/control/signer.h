@@ -117,11 +117,12 @@ const char *signer_shape_name(unsigned shape);
 
 /* Answer requests on fd with key k until EOF (AL_OK) or a socket error.
  * now_fn NULL: time(NULL). k NULL: every MINT fails with load_err. */
-int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int log_level);
+int signer_serve(int fd, const struct keys_signing *k, const char *load_err, int log_level,
+                 int log_format);
 /* `airlockd signer`: harden the process (not dumpable, dies with its
  * parent, SIGINT ignored), load or create DATA/signing-key.pem, serve fd.
  * Returns the exit status. */
-int signer_main(int fd, const char *data_dir, int log_level);
+int signer_main(int fd, const char *data_dir, int log_level, int log_format);
 
 /* ---- the serving side -------------------------------------------------------- */
 
@@ -131,6 +132,7 @@ struct signer_config {
     const char *exe;      /* the airlockd binary; NULL: /proc/self/exe */
     const char *data_dir; /* where signing-key.pem is */
     int log_level;        /* passed to the signer */
+    int log_format;       /* enum al_log_format, likewise */
 };
 
 /* Fork and exec the signer, wait for its HELLO (the kid). On failure the

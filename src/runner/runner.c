@@ -46,6 +46,7 @@
 
 #include "al_err.h"
 #include "al_limits.h"
+#include "al_version.h"
 #include "al_log.h"
 #include "endpoint.h"
 #include "frame.h"
@@ -128,7 +129,7 @@ void runner_log(const struct runner *r, int level, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    al_vlog("airlock-runner", r->identifier, level, fmt, ap);
+    al_vlog(r->cfg.log_format, "airlock-runner", r->identifier, level, fmt, ap);
     va_end(ap);
 }
 
@@ -975,7 +976,8 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     ratelim_init(&r->snap_lim, RUNNER_SNAP_INTERVAL_US, RUNNER_SNAP_BURST);
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_HOST);
-    ec.name = "airlock-runner";
+    char name[AL_VERSION_NAME_MAX];
+    ec.name = al_version_name("airlock-runner", name, sizeof name);
     if (cfg->ring)
         ec.tx_ring = cfg->ring;
     if (cfg->window)

@@ -39,6 +39,7 @@ struct runner_config {
     gid_t gid;
     uint64_t max_data;       /* RLIMIT_DATA of each agent process (0: unchanged) */
     int log_level;           /* 0 errors, 1 info, 2 debug */
+    int log_format;          /* enum al_log_format: text or json lines */
     const struct jail *jail; /* borrowed: agents start in it (NULL: as we are) */
     /* heap all screen models together may hold (vt_mem_estimate); 0: the default */
     size_t screen_budget;

@@ -114,7 +114,7 @@ int runner_app_start(struct runner_app *a)
     wslog_init(getenv("AIRLOCK_LWS_DEBUG") ? 0xfff
                : a->rcfg.log_level >= 2    ? LLL_ERR | LLL_WARN | LLL_NOTICE
                                            : LLL_ERR,
-               "airlock-runner", "lws", getenv("AIRLOCK_LWS_DEBUG") != NULL);
+               a->rcfg.log_format, "airlock-runner", "lws", getenv("AIRLOCK_LWS_DEBUG") != NULL);
     struct wsctx_config wc = {
         .loop = a->loop,
         .protocols = runner_conn_protocols,

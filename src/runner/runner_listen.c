@@ -274,6 +274,7 @@ int runner_listen_start(struct runner_app *a)
         .prog = "airlock-runner",
         .instance = a->identifier,
         .log_level = a->rcfg.log_level,
+        .log_format = a->rcfg.log_format,
     };
     char lerr[256] = "";
     if (!lc.vhost || wsl_start(&lc, &a->wsl, lerr, sizeof lerr) != AL_OK) {

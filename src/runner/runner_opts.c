@@ -9,6 +9,8 @@
 #include "runner_opts.h"
 
 #include "runner_proxy.h"
+#include "al_log.h"
+#include "al_version.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -175,6 +177,16 @@ static int set_identifier_from(struct runner_app *a, const char *v)
     return SET_OK;
 }
 
+/* --log-format text|json (al_log.h) */
+static int set_log_format(struct runner_app *a, const char *v)
+{
+    int f = al_log_format_of(v);
+    if (f < 0)
+        return SET_BAD;
+    a->rcfg.log_format = f;
+    return SET_OK;
+}
+
 static const struct opt opts[] = {
     STR("--listen", listen),
     STR("--connect", connect_url),
@@ -203,6 +215,7 @@ static const struct opt opts[] = {
     FN("--agent-user", set_agent_user),
     FN("--proxy-listen", set_proxy_listen),
     FN("--proxy-socket", set_proxy_socket),
+    FN("--log-format", set_log_format),
     FN("--agent-proxy-fwd", set_proxy_fwd),
 };
 
@@ -211,6 +224,7 @@ static void usage(FILE *to)
     fputs("usage: airlock-runner --listen HOST:PORT --identifier ID --jwks FILE [options]\n"
           "       airlock-runner --connect URL --identifier ID --jwks FILE --token-file FILE "
           "[options]\n"
+          "       airlock-runner --version\n"
           "\n"
           "Serves agents' terminals over one airlock.v1 WebSocket. Holds no secret: tokens\n"
           "are checked with the public keys of FILE (a JWKS).\n"
@@ -257,6 +271,7 @@ static void usage(FILE *to)
           "                         (airlock-proxy-fwd) each agent's jail starts with, so\n"
           "                         that its agents reach the proxy (--proxy-listen's port in\n"
           "                         their own loopback, carried to --proxy-socket)\n"
+          "  --log-format text|json  log lines as text (default) or one JSON object each\n"
           "  -v, --verbose          debug log\n",
           to);
 }
@@ -401,6 +416,9 @@ int runner_opts_parse(struct runner_app *a, int argc, char **argv)
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(o, "--version")) {
+            return al_version_print(stdout, "airlock-runner") == 0 ? 1 : -1;
         }
         if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
             a->rcfg.log_level = 2;

@@ -41,6 +41,8 @@ void upgrade_decide(const struct upgrade_config *cfg, const struct upgrade_reque
     if (!req->is_upgrade) {
         if (!strcmp(path, "/healthz"))
             answer(out, 200, "ok\n", "health check");
+        else if (!strcmp(path, "/readyz"))
+            answer(out, 200, "ready\n", "readiness check");
         else
             answer(out, 404, "Not Found\n", "plain HTTP request");
         return;

@@ -5,7 +5,10 @@
  * The runner accepts exactly what a managed sandbox platform forwards:
  *   GET /?identifier=ID&api-version=2024-02-02-preview
  *   Authorization: Bearer <token>            (header name configurable)
- * Decisions, in order: GET /healthz -> 200 (no auth, reveals nothing);
+ * Decisions, in order: GET /healthz -> 200 (liveness) and GET /readyz ->
+ * 200 (readiness: the runner answers only once its key set is loaded and
+ * it listens, so both are true together; two paths for the platforms'
+ * two probes), no auth, revealing nothing;
  * another path -> 404; api-version missing or unknown -> 400; a
  * Sec-WebSocket-Protocol offer without airlock.v1 -> 400; no token ->
  * 403 "Unauthenticated"; a token that does not verify (aud = our ID, scope

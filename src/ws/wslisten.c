@@ -45,7 +45,7 @@ __attribute__((format(printf, 3, 4))) static void wlog(const struct wsl *l, int 
         return;
     va_list ap;
     va_start(ap, fmt);
-    al_vlog(l->cfg.prog, l->cfg.instance, level, fmt, ap);
+    al_vlog(l->cfg.log_format, l->cfg.prog, l->cfg.instance, level, fmt, ap);
     va_end(ap);
 }
 

@@ -56,6 +56,7 @@ struct wsl_config {
     const char *prog;       /* for log lines: "airlockd" */
     const char *instance;
     int log_level;
+    int log_format; /* enum al_log_format */
 };
 
 struct wsl;

@@ -20,8 +20,9 @@
 static struct {
     const char *prog, *inst;
     int verbatim;
+    int format; /* enum al_log_format */
     struct al_lograte rate[WSLOG_LEVELS];
-} wslog = {"airlock", "lws", 0, {{0, 0}}};
+} wslog = {"airlock", "lws", 0, AL_LOG_TEXT, {{0, 0}}};
 
 static int slot_of(int level)
 {
@@ -50,7 +51,7 @@ static void emit_line(const char *prog, const char *inst, int level, const char 
 {
     va_list ap;
     va_start(ap, fmt);
-    al_vlog(prog, inst, level, fmt, ap);
+    al_vlog(wslog.format, prog, inst, level, fmt, ap);
     va_end(ap);
 }
 
@@ -68,8 +69,9 @@ static void wslog_emit(int level, const char *line)
         emit_line(wslog.prog, wslog.inst, al_level, "%s", text);
 }
 
-void wslog_init(int levels, const char *prog, const char *inst, int verbatim)
+void wslog_init(int levels, int format, const char *prog, const char *inst, int verbatim)
 {
+    wslog.format = format;
     wslog.prog = prog;
     wslog.inst = inst;
     wslog.verbatim = verbatim;

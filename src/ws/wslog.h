@@ -22,8 +22,9 @@
 
 /* Send lws's lines of the levels in `levels` (LLL_*) to our log as program
  * prog, instance inst (both kept: static strings, or strings that live as
- * long as the process). verbatim != 0: no rate limit (AIRLOCK_LWS_DEBUG). */
-void wslog_init(int levels, const char *prog, const char *inst, int verbatim);
+ * long as the process), in format (enum al_log_format). verbatim != 0:
+ * no rate limit (AIRLOCK_LWS_DEBUG). */
+void wslog_init(int levels, int format, const char *prog, const char *inst, int verbatim);
 
 /* The line an lws line becomes (for tests): writes to out at most cap
  * bytes, NUL-terminated; returns 0 when the line is to be dropped (its

@@ -6,7 +6,7 @@
 // cell; API permissions on the new routes.
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { run, check, tmpdir, BIN, startRunner, sleep, onCleanup, addLog, pollUntil } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, screenBytes, screenOf, diffScreens } from '../interop/airlockd.mjs';
 
@@ -223,6 +223,12 @@ await run('airlockd_relay', async () => {
     `the audit log has attach, takeover, creation, link and mint events (${[...actions].join(',')})`);
   r = await api(d.port, 'GET', '/metrics', viewer);
   check(r.status === 200 && /airlock_terminals \d+/.test(r.body) && /airlock_links_up 3/.test(r.body), 'GET /metrics in Prometheus text');
+  // one version everywhere: --version, /metrics, /healthz, the Server header
+  const ver = execFileSync(path.join(process.env.AL_BIN, 'airlockd'), ['--version']).toString().trim().split(' ')[1];
+  check(r.body.includes(`airlock_build_info{version="${ver}"} 1`), `/metrics: airlock_build_info{version="${ver}"}`);
+  const hz = await api(d.port, 'GET', '/healthz');
+  check(hz.status === 200 && hz.body === `ok airlockd ${ver}\n` && new RegExp(`^server: airlockd/${ver.replace(/[.+]/g, '\\$&')}$`, 'im').test(hz.head),
+    `/healthz says its version in the body and the Server header (${JSON.stringify(hz.body)})`);
   const logText = fs.readFileSync(d.log, 'utf8');
   check(![admin, op, op2, viewer].some((k) => logText.includes(k.slice(4))), 'no API key appears in the log');
   const st = await d.stop();

@@ -3,6 +3,8 @@
 // timings, as text and as --json; and each failure with its own exit code:
 // a wrong or missing key (77), a server that is down (69), a URL whose
 // path is not airlockd's (66).
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
 import { run, check, closedPort } from '../interop/harness.mjs';
 import { api } from '../interop/airlockd.mjs';
 import { cliServer, runCli as cli, EXIT } from '../interop/cli.mjs';
@@ -19,8 +21,16 @@ await run('cli_probe', async () => {
   check(r.code === 0 && /^probe: ok$/m.test(r.out) && r.err === '', `probe: exit 0, "ok" (${r.code} ${r.err})`);
   check(new RegExp(`^server\\s+${url.replace(/[.]/g, '\\.')} \\(127\\.0\\.0\\.1 port ${d.port}, http\\)`, 'm').test(r.out),
     'probe shows the server address');
-  check(/^health\s+ok in [0-9.]+ ms from 127\.0\.0\.1 \(server version: not reported\)$/m.test(r.out),
-    'probe shows the health check, its time and the address that answered');
+  check(/^health\s+ok in [0-9.]+ ms from 127\.0\.0\.1 \(server: airlockd\/\S+\)$/m.test(r.out),
+    'probe shows the health check, its time, the address that answered and the server\'s version');
+  // both sides' versions: the CLI's own, and airlockd's Server header, each
+  // what that program's --version says
+  const ver = (bin, args) => execFileSync(path.join(process.env.AL_BIN, bin), args).toString().trim();
+  const vd = ver('airlockd', ['--version']), vc = ver('airlock', ['--version']);
+  check(/^airlockd \S+$/.test(vd) && /^airlock \S+$/.test(vc) && vd.split(' ')[1] === vc.split(' ')[1],
+    `airlockd --version and airlock --version agree (${vd} / ${vc})`);
+  check(r.out.includes(`(server: airlockd/${vd.split(' ')[1]})`) && new RegExp(`^client\\s+${vc.replace(/[.+]/g, '\\$&')}$`, 'm').test(r.out),
+    'probe prints both sides\' versions');
   check(/^key\s+accepted in [0-9.]+ ms: ada, role admin$/m.test(r.out), 'probe shows who the key is and its role');
   check(/^sandboxes\s+2 \(1 with the link up\)$/m.test(r.out), 'probe counts the sandboxes and the links up');
   check(/^\s+box\s+local\s+link up\s+since \S+\s+rtt (\d+\.\dms|-)$/m.test(r.out) &&
@@ -38,6 +48,8 @@ await run('cli_probe', async () => {
   const box = j.sandboxes.find((s) => s.id === 'box'), rev = j.sandboxes.find((s) => s.id === 'rev1');
   check(box && box.link_up === true && box.kind === 'local' && (box.rtt_ms === null || box.rtt_ms > 0) &&
     rev && rev.link_up === false && rev.rtt_ms === null, 'probe --json: sandboxes with link state and RTT');
+  check(j.client.version === vc.split(' ')[1] && j.server.version === `airlockd/${vd.split(' ')[1]}`,
+    'probe --json: both sides\' versions');
   check(typeof j.api.sandboxes_ms === 'number' && j.terminals.total === 1 && j.terminals.running === 1,
     'probe --json: API timings and terminals');
 

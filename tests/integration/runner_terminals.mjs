@@ -3,6 +3,8 @@
 // exit codes, resize, pipes, environment scrubbing, snapshots, errors.
 // The same scenario runs twice: the runner listening (a platform ingress
 // dials in), and the runner dialing out to a test listener.
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
 import { run, check, tmpdir, keygen, mint, startRunner, startDialRunner } from '../interop/harness.mjs';
 import { Controller } from '../interop/airlock.mjs';
 
@@ -20,6 +22,11 @@ async function scenario(mode) {
   } else {
     ({ ctl, token } = await startDialRunner({ dir, env: runnerEnv, Controller }));
   }
+
+  // the runner's HELLO names it and its version, the one --version prints
+  const ver = execFileSync(path.join(process.env.AL_BIN, 'airlock-runner'), ['--version']).toString().trim();
+  check(/^airlock-runner \S+$/.test(ver) && ctl.peerName === ver.replace(' ', '/'),
+    `the runner's HELLO name is its version (${ctl.peerName}; --version: ${ver})`);
 
   // two terminals over one connection
   const a = ctl.open(['sh', '-c', 'echo one; exit 3']);

@@ -53,6 +53,8 @@ await run('runner_upgrade', async () => {
 
   res = await rawHttp(r.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
   check(res.status === 200 && res.body.trim() === 'ok', 'GET /healthz: 200 without auth');
+  res = await rawHttp(r.port, 'GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n');
+  check(res.status === 200 && res.body.trim() === 'ready', 'GET /readyz: 200 without auth (the platforms\' readiness probe)');
   res = await rawHttp(r.port, 'GET /anything HTTP/1.1\r\nHost: x\r\n\r\n');
   check(res.status === 404, 'other plain GET: 404');
 

@@ -111,7 +111,8 @@ export function decode(buf) {
   if (plen !== buf.length - 10) throw new Error('length mismatch');
   const p = buf.subarray(10);
   switch (f.type) {
-    case T.HELLO: f.vmin = p.readUInt16BE(0); f.vmax = p.readUInt16BE(2); f.role = p[4]; f.maxFrame = p.readUInt32BE(5); break;
+    case T.HELLO: f.vmin = p.readUInt16BE(0); f.vmax = p.readUInt16BE(2); f.role = p[4]; f.maxFrame = p.readUInt32BE(5);
+      f.name = p.length >= 11 ? p.subarray(11, 11 + p.readUInt16BE(9)).toString('utf8') : ''; break;
     case T.PING: case T.PONG: f.ts = p.readBigUInt64BE(0); break;
     case T.TOKEN: f.token = p.toString('latin1'); break;
     case T.OPEN: {
@@ -274,7 +275,7 @@ export class Controller {
     ws.on('message', (data, isBinary) => {
       if (!isBinary) throw new Error('text message from host');
       const f = decode(data);
-      if (f.type === T.HELLO) { this.ready = true; this.onReady(); onHello(); }
+      if (f.type === T.HELLO) { this.peerName = f.name; this.ready = true; this.onReady(); onHello(); }
       this.handle(f);
     });
     ws.on('close', (code, reason) => {

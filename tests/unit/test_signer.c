@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "al_log.h"
+
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -291,7 +293,7 @@ static struct peer fork_signer(const struct keys_signing *k)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(sv[0]);
-        int rc = signer_serve(sv[1], k, "no key here", 0);
+        int rc = signer_serve(sv[1], k, "no key here", 0, AL_LOG_TEXT);
         _exit(rc == AL_OK ? 0 : 3);
     }
     close(sv[1]);
@@ -472,7 +474,7 @@ static int teardown(void **state)
 
 static struct signer *start(const char *dir)
 {
-    struct signer_config c = {NULL, dir, 0};
+    struct signer_config c = {NULL, dir, 0, AL_LOG_TEXT};
     struct signer *s = NULL;
     char err[512];
     int rc = signer_start(&c, &s, err, sizeof err);
@@ -544,7 +546,7 @@ static void test_client_refuses_readable_key(void **state)
     char path[KEYS_PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", f->dir, KEYS_PRIVATE_FILE);
     assert_int_equal(chmod(path, 0644), 0);
-    struct signer_config c = {NULL, f->dir, 0};
+    struct signer_config c = {NULL, f->dir, 0, AL_LOG_TEXT};
     struct signer *s = NULL;
     char err[512] = "";
     assert_int_not_equal(signer_start(&c, &s, err, sizeof err), AL_OK);
@@ -642,12 +644,13 @@ static int broken_signer(int fd, const char *mode)
 
 int main(int argc, char **argv)
 {
-    /* exec'd by signer_start: "signer --fd 3 --data DIR --log-level N" */
-    if (argc == 8 && strcmp(argv[1], "signer") == 0) {
+    /* exec'd by signer_start: "signer --fd 3 --data DIR --log-level N
+     * --log-format text" */
+    if (argc == 10 && strcmp(argv[1], "signer") == 0) {
         const char *mode = getenv(TS_MODE_ENV);
         if (mode)
             return broken_signer(SIGNER_CHILD_FD, mode);
-        return signer_main(SIGNER_CHILD_FD, argv[5], 0);
+        return signer_main(SIGNER_CHILD_FD, argv[5], 0, AL_LOG_TEXT);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_req_roundtrip),

@@ -101,6 +101,10 @@ static void test_matrix(void **state)
     assert_int_equal(r.claims.exp, NOW + 300);
 
     assert_int_equal(decide(f, "/healthz", 0, NULL, NULL, NULL, &r), 200);
+    assert_int_equal(decide(f, "/readyz", 0, NULL, NULL, NULL, &r), 200);
+    assert_string_equal(r.body, "ready\n");
+    assert_int_equal(decide(f, "/readyz", 1, "sbx-1", api, good, &r),
+                     404); /* not an upgrade path */
     assert_int_equal(decide(f, "/", 0, "sbx-1", api, good, &r), 404);
     assert_int_equal(decide(f, "/x", 1, "sbx-1", api, good, &r), 404);
     assert_int_equal(decide(f, "/", 1, "sbx-1", NULL, good, &r), 400);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <libwebsockets.h>
 
+#include "al_log.h"
 #include "wslog.h"
 
 /* A peer repeating an lws error at will gets one line per interval, with
@@ -17,7 +18,7 @@ static void test_rate(void **state)
 {
     (void)state;
     char out[64];
-    wslog_init(LLL_ERR, "test", "lws", 0);
+    wslog_init(LLL_ERR, AL_LOG_TEXT, "test", "lws", 0);
     const unsigned long long t0 = 1000000;
     assert_int_equal(wslog_filter(LLL_ERR, "Ran out of header data space\n", t0, out, sizeof out),
                      1);
@@ -41,10 +42,10 @@ static void test_cut_and_verbatim(void **state)
 {
     (void)state;
     char out[8];
-    wslog_init(LLL_ERR, "test", "lws", 0);
+    wslog_init(LLL_ERR, AL_LOG_TEXT, "test", "lws", 0);
     assert_int_equal(wslog_filter(LLL_ERR, "0123456789abcdef", 5, out, sizeof out), 1);
     assert_string_equal(out, "0123456");
-    wslog_init(0xfff, "test", "lws", 1);
+    wslog_init(0xfff, AL_LOG_TEXT, "test", "lws", 1);
     for (int i = 0; i < 10; i++)
         assert_int_equal(wslog_filter(LLL_ERR, "x\n", 5, out, sizeof out), 1);
     lws_set_log_level(0, NULL);
