@@ -86,13 +86,17 @@ static int cred_of(const struct proxyreq_hdr *hd, char *out, size_t cap)
             size_t bl = strlen(b);
             if (bl == 0 || bl % 4 != 0 || bl / 4 * 3 >= sizeof basic)
                 return -1;
-            int dl = EVP_DecodeBlock((unsigned char *)basic, (const unsigned char *)b, (int)bl);
-            if (dl < 0)
+            /* base64's padding: at most two '=', at the end only (an agent's
+             * header: "eD====…" once made the decoded length negative) */
+            size_t pad = 0;
+            while (pad < bl && b[bl - 1 - pad] == '=')
+                pad++;
+            if (pad > 2 || memchr(b, '=', bl - pad))
                 return -1;
-            while (bl > 0 && b[bl - 1] == '=') { /* EVP_DecodeBlock counts padding as zeros */
-                bl--;
-                dl--;
-            }
+            int dl = EVP_DecodeBlock((unsigned char *)basic, (const unsigned char *)b, (int)bl);
+            if (dl < (int)pad)
+                return -1;
+            dl -= (int)pad; /* EVP_DecodeBlock counts padding as zeros */
             basic[dl] = '\0';
             const char *colon = memchr(basic, ':', (size_t)dl);
             if (!colon)

@@ -43,7 +43,7 @@ struct cast;
 struct lsbx_proc;
 struct tok_keyset;
 
-#define RL_IN_CAP (2 * RL_CLIENT_WINDOW)
+#define RL_IN_CAP ((size_t)2 * RL_CLIENT_WINDOW)
 #define RL_IN_KEEP 4096 /* an input buffer this small is kept once empty; larger ones are freed */
 #define RL_PATH_MAX 4096
 #define RL_ACA_API_VERSION "2024-02-02-preview" /* the pool endpoint's api-version */

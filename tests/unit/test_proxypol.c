@@ -115,6 +115,17 @@ static void test_order_of_answers(void **state)
     assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/messages", two, &c), 401);
     const char *const cookie[] = {"authorization", "Digest x", NULL};
     assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/messages", cookie, &c), 401);
+    /* Basic with padding that is not base64's (found by fuzz_proxyreq: more
+     * '=' than the decoded bytes once wrote below the decode buffer), '='
+     * inside, or three of them: 401, nothing read or written out of place */
+    static const char *const bad_basic[] = {
+        "Basic eD======================", "Basic ====", "Basic eD=A", "Basic eA===",
+        "Basic ========================================================================",
+    };
+    for (size_t i = 0; i < sizeof bad_basic / sizeof bad_basic[0]; i++) {
+        const char *const h[] = {"authorization", bad_basic[i], NULL};
+        assert_int_equal(route("GET", "/v1/proxy/github/org/repo.git/info/refs", h, &c), 401);
+    }
     /* path or method not allowed: 403 */
     assert_int_equal(route("POST", "/v1/proxy/anthropic/admin/keys", with_key, &c), 403);
     assert_int_equal(route("POST", "/v1/proxy/anthropic/v1", with_key, &c), 403);
