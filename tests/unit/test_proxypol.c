@@ -119,7 +119,10 @@ static void test_order_of_answers(void **state)
      * '=' than the decoded bytes once wrote below the decode buffer), '='
      * inside, or three of them: 401, nothing read or written out of place */
     static const char *const bad_basic[] = {
-        "Basic eD======================", "Basic ====", "Basic eD=A", "Basic eA===",
+        "Basic eD======================",
+        "Basic ====",
+        "Basic eD=A",
+        "Basic eA===",
         "Basic ========================================================================",
     };
     for (size_t i = 0; i < sizeof bad_basic / sizeof bad_basic[0]; i++) {
