@@ -23,11 +23,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, onCleanup, SRC, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, onCleanup, scaled, SRC, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { Target, runMatrix, upgradeRequest } from '../interop/abuse.mjs';
 
 const LINK_MS = 10000;     // a static sandbox's link comes up within this
+const RUN_MS = 15000;      // a new terminal reaches "running" within this
 const SECRET = 'TOP-SECRET-NOT-TO-BE-SERVED';
 
 // A throw-away PostgreSQL (tests/tools/pg-temp.sh, as airlockd_pg.mjs):
@@ -161,12 +162,16 @@ await run('abuse_api', async () => {
     throw new Error('no terminal on stat1');
   };
   const stateOf = async (id) => (await api(d.port, 'GET', `/v1/terminals/${id}`, A)).json?.state;
+  // running within RUN_MS (scaled: the sanitizer build under a loaded CI
+  // once needed more than 5 s); how long it took is part of the verdict
   const running = async (id) => {
-    for (let i = 0; i < 50 && (await stateOf(id)) !== 'running'; i++) await sleep(100);
+    const t0 = Date.now();
+    while (Date.now() - t0 < scaled(RUN_MS) && (await stateOf(id)) !== 'running') await sleep(100);
+    running.ms = Date.now() - t0;
     return (await stateOf(id)) === 'running';
   };
   const T0 = await newTerm();
-  check(await running(T0), `otto's terminal ${T0} runs`);
+  check(await running(T0), `otto's terminal ${T0} runs (after ${running.ms} ms)`);
   const sandboxIds = async () => ((await api(d.port, 'GET', '/v1/sandboxes', A)).json || []).map((s) => s.id).sort();
 
   const daemon = new Target({ name: 'airlockd', pid: d.p.pid, port: d.port, log: d.log,
