@@ -616,7 +616,7 @@ static void cli_attach(struct cli *c, const char *who, const char *id, const cha
     bu_ws_connect(&c->ctl.ws, g.port, target, hdr);
     bu_ctl_new(&c->ctl, "bench_relay", cli_event, c);
     c->ch = 1;
-    int rc = ep_adopt(c->ctl.ep, c->ch, FR_MODE_PTY, 0, 0);
+    int rc = ep_attach_new(c->ctl.ep, c->ch, FR_MODE_PTY);
     if (rc != AL_OK)
         bu_fail("ep_adopt: %s", al_strerror(rc));
     bu_ctl_link(&c->ctl);

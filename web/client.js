@@ -82,11 +82,12 @@ export const enc = {
     v.setUint16(0, code); v.setUint16(2, mb.length); p.set(mb, 4);
     return frame(T.ERROR, 0, p); // channel 0: about the connection
   },
-  attach(outNext, outLimit, errNext = 0, errLimit = 0, cols = 0, rows = 0) {
+  // resume: flag RESUME, "this page holds what comes before outNext, even 0"
+  attach(outNext, outLimit, errNext = 0, errLimit = 0, cols = 0, rows = 0, resume = false) {
     const p = new Uint8Array(36); const v = new DataView(p.buffer);
     u64(v, 0, outNext); u64(v, 8, outLimit); u64(v, 16, errNext); u64(v, 24, errLimit);
     v.setUint16(32, cols); v.setUint16(34, rows);
-    return frame(T.ATTACH, 0, p);
+    return frame(T.ATTACH, resume ? 1 : 0, p);
   },
   data(stream, off, bytes) {
     const p = new Uint8Array(8 + bytes.length); u64(new DataView(p.buffer), 0, off); p.set(bytes, 8);
@@ -200,7 +201,7 @@ export class TerminalLink {
     this.out = this.rx[STDOUT];
     this.in = { base: 0, buf: new Uint8Array(0), sent: 0, limit: 0 };
     this.role = VIEWER; this.viewers = []; this.state = 'idle';
-    this.ws = null; this.ready = false; this.linked = false; this.stopped = false;
+    this.ws = null; this.ready = false; this.linked = false; this.held = false; this.stopped = false;
     this.reconnects = 0; this.connections = 0; this.attempt = 0;
     this.exit = null; this.eof = false; this.rtt = null;
     this.snapParts = []; this.snapLen = 0; this.snapshots = 0; this.gaps = [];
@@ -304,7 +305,9 @@ export class TerminalLink {
         r.limitSent = Math.max(r.next, r.delivered + WINDOW);
         r.acked = r.delivered;
       }
-      this.send(enc.attach(this.rx[1].next, this.rx[1].limitSent, this.rx[2].next, this.rx[2].limitSent));
+      // RESUME once ATTACHED came: a page that reconnects holds what it
+      // showed, even when nothing came yet (no snapshot in its place)
+      this.send(enc.attach(this.rx[1].next, this.rx[1].limitSent, this.rx[2].next, this.rx[2].limitSent, 0, 0, this.held));
       this.ping();
       return;
     }
@@ -327,6 +330,7 @@ export class TerminalLink {
         break;
       case T.ATTACHED:
         this.linked = true;
+        this.held = true;
         this.attached = f.state;
         this.stdinAt(f.inNext, f.inLimit, false);
         this.setStatus('live');

@@ -167,7 +167,7 @@ int cli_attach(uv_loop_t *loop, struct cli_net *net, const struct cli_attach_opt
     }
     (void)snprintf(a->path, sizeof a->path, "/v1/terminals/%s/attach%s", o->term_id,
                    o->read_only ? "?mode=read" : "");
-    (void)ep_adopt(a->ep, CH, o->pipe_mode ? FR_MODE_PIPES : FR_MODE_PTY, 0, 0);
+    (void)ep_attach_new(a->ep, CH, o->pipe_mode ? FR_MODE_PIPES : FR_MODE_PTY);
     if (!o->pipe_mode) {
         cli_session_local_size(a);
         if (a->size_known)

@@ -55,7 +55,8 @@ enum ep_ev_type {
     EP_EV_WRITABLE,     /* room freed in an outgoing stream (ev->stream) */
     /* relay sessions (docs/protocol.md, "Relay sessions") */
     EP_EV_ATTACH,   /* host: ATTACH of a channel it does not hold; ev->offset =
-                     * out_next, ev->to = err_next, ev->cols/rows (0,0: none).
+                     * out_next, ev->to = err_next, ev->cols/rows (0,0: none),
+                     * ev->resume: the controller holds what comes before.
                      * Call ep_host_adopt() in the callback to serve it. */
     EP_EV_TAKEOVER, /* host: the controller asks to become the writer */
     EP_EV_ROLE,     /* controller: ev->state = enum fr_relay_role; stdin goes
@@ -79,7 +80,7 @@ struct ep_event {
     const struct fr_frame *list; /* the LIST_REPLY or VIEWERS frame */
     uint32_t pid;
     uint16_t cols, rows, code, version;
-    uint8_t state, signo, scope, core;
+    uint8_t state, signo, scope, core, resume;
     int32_t exit_code;
     uint64_t rtt_us;
 };
@@ -298,9 +299,16 @@ unsigned ep_proxy_count(const struct ep *ep);
 long ep_open(struct ep *ep, const struct fr_open *o);
 /*
  * Re-adopt a channel known from before a restart: the next output bytes
- * wanted are out_next/err_next. The host's offsets decide where stdin goes on.
+ * wanted are out_next/err_next (its ATTACHes say RESUME). The host's
+ * offsets decide where stdin goes on.
  */
 int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next);
+/*
+ * Attach a channel this controller never held (a relay client's first
+ * attach): its ATTACH asks from 0 without RESUME, so a host with a screen
+ * may start it with a snapshot; once ATTACHED came, later ATTACHes resume.
+ */
+int ep_attach_new(struct ep *ep, uint32_t ch, uint8_t mode);
 int ep_resize(struct ep *ep, uint32_t ch, uint16_t cols, uint16_t rows);
 int ep_signal(struct ep *ep, uint32_t ch, uint8_t signo, uint8_t scope);
 int ep_request_snapshot(struct ep *ep, uint32_t ch);

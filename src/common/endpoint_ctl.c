@@ -55,7 +55,8 @@ long ep_open(struct ep *ep, const struct fr_open *o)
     return (long)id;
 }
 
-int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next)
+static int adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next,
+                 int held)
 {
     if (ep_is_host(ep) || ch == 0 || fr_is_proxy_channel(ch) || mode > FR_MODE_PIPES)
         return AL_E_INVAL;
@@ -67,11 +68,22 @@ int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64
     (void)ep_chan_set_state(ep, c, CH_DETACHED, "adopted by the application");
     c->rx[FR_STDOUT].next = c->rx[FR_STDOUT].consumed = out_next;
     c->rx[FR_STDERR].next = c->rx[FR_STDERR].consumed = err_next;
+    c->held = held;
     if (ep_ready(ep))
         c->pending |= P_ATTACH;
     if (ch >= ep->next_id)
         ep->next_id = ch + 1;
     return AL_OK;
+}
+
+int ep_adopt(struct ep *ep, uint32_t ch, uint8_t mode, uint64_t out_next, uint64_t err_next)
+{
+    return adopt(ep, ch, mode, out_next, err_next, 1);
+}
+
+int ep_attach_new(struct ep *ep, uint32_t ch, uint8_t mode)
+{
+    return adopt(ep, ch, mode, 0, 0, 0);
 }
 
 int ep_resize(struct ep *ep, uint32_t ch, uint16_t cols, uint16_t rows)

@@ -99,6 +99,7 @@ static int on_attached(struct ep *ep, struct chan *c, const struct fr_frame *f)
      * writer typed in between; either way stdin goes on there */
     (void)ep_stream_resume(&c->tx[FR_STDIN], f->u.attached.in_next, f->u.attached.in_limit, 1);
     (void)ep_chan_set_state(ep, c, CH_LINKED, "ATTACHED received");
+    c->held = 1;
     struct ep_event ev = {.type = EP_EV_ATTACHED, .channel = c->id, .state = f->u.attached.state};
     ep_emit(ep, &ev);
     return AL_OK;
@@ -268,6 +269,7 @@ static int dispatch_chan(struct ep *ep, struct chan *c, const struct fr_typeinfo
             return ep_fail_proto(ep, "unexpected OPENED", f);
         (void)ep_chan_set_state(ep, c, CH_LINKED, "OPENED received");
         c->pid = f->u.opened.pid;
+        c->held = 1;
         /* a new channel starts with no credit: grant it afresh, even if an
          * ATTACH refused by the host claimed to */
         for (unsigned st = FR_STDOUT; st <= FR_STDERR; st++) {
@@ -359,7 +361,8 @@ static struct chan *offer_attach(struct ep *ep, const struct fr_frame *f)
                           .offset = f->u.attach.out_next,
                           .to = f->u.attach.err_next,
                           .cols = f->u.attach.cols,
-                          .rows = f->u.attach.rows};
+                          .rows = f->u.attach.rows,
+                          .resume = (uint8_t)(f->flags & FR_ATTACH_RESUME)};
     ep->attach_ch = f->channel;
     ep_emit(ep, &ev);
     ep->attach_ch = 0;

@@ -133,6 +133,7 @@ struct chan {
     int viewer;       /* host: a relay viewer, its stdin never gets credit (a role) */
     int close_answer; /* proxy channel: our CLOSE answers the peer's: forget it once sent */
     int in_stale;     /* host: stdin sent before our last ROLE may still come (this link) */
+    int held;         /* controller: held before (OPENED, ATTACHED, adopted): ATTACH says RESUME */
     uint32_t pending;
     uint32_t pid;
     uint16_t cols, rows;

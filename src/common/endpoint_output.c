@@ -79,6 +79,7 @@ static long out_setup(struct ep *ep, struct chan *c, struct fr_frame *f, uint8_t
         ep_stream_grant(ep, &c->rx[FR_STDOUT]);
         ep_stream_grant(ep, &c->rx[FR_STDERR]);
         f->type = FR_ATTACH;
+        f->flags = c->held ? FR_ATTACH_RESUME : 0;
         f->u.attach.out_next = c->rx[FR_STDOUT].next;
         f->u.attach.out_limit = c->rx[FR_STDOUT].limit_sent;
         f->u.attach.err_next = c->rx[FR_STDERR].next;

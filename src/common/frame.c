@@ -411,11 +411,11 @@ static const struct ftype types[] = {
     [FR_EOF] = {{"EOF", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED | FR_T_LATE | PX}, NULL},
     [FR_EXIT] = {{"EXIT", CHAN, HOST, FR_T_LINKED}, exit_ok},
     [FR_CLOSE] = {{"CLOSE", CHAN, BOTH, FR_T_NO_CHANNEL | FR_T_LATE | PX}, NULL},
-    [FR_ATTACH] = {{"ATTACH", CHAN, CTL, FR_T_NO_CHANNEL}, attach_ok},
+    [FR_ATTACH] = {{"ATTACH", CHAN, CTL, FR_T_FLAG0 | FR_T_NO_CHANNEL}, attach_ok},
     [FR_ATTACHED] = {{"ATTACHED", CHAN, HOST, 0}, attached_ok},
     [FR_GAP] = {{"GAP", CHAN, BOTH, FR_T_STREAM | FR_T_LINKED}, gap_ok},
     [FR_SNAPSHOT_REQ] = {{"SNAPSHOT_REQ", CHAN, CTL, FR_T_LINKED | FR_T_NO_CHANNEL}, NULL},
-    [FR_SNAPSHOT] = {{"SNAPSHOT", CHAN, HOST, FR_T_MORE | FR_T_LINKED}, snapshot_ok},
+    [FR_SNAPSHOT] = {{"SNAPSHOT", CHAN, HOST, FR_T_FLAG0 | FR_T_LINKED}, snapshot_ok},
     /* relay sessions (§9) */
     [FR_ROLE] = {{"ROLE", CHAN, HOST, FR_T_RELAY | FR_T_LINKED}, role_ok},
     [FR_TAKEOVER] = {{"TAKEOVER", CHAN, CTL, FR_T_RELAY | FR_T_LINKED | FR_T_NO_CHANNEL}, NULL},
@@ -459,8 +459,8 @@ static int header_ok(const struct fr_typeinfo *t, unsigned flags, uint32_t chann
         return 0;
     if (t->props & FR_T_STREAM)
         return flags < FR_NSTREAMS;
-    if (t->props & FR_T_MORE)
-        return (flags & ~FR_SNAPSHOT_MORE) == 0;
+    if (t->props & FR_T_FLAG0)
+        return (flags & ~1u) == 0;
     return flags == 0;
 }
 

@@ -93,7 +93,7 @@ enum fr_scope {
 /* Properties of a type (fr_typeinfo.props). */
 enum {
     FR_T_STREAM = 1 << 0,     /* flags name a stream (enum fr_stream) */
-    FR_T_MORE = 1 << 1,       /* flags may hold FR_SNAPSHOT_MORE */
+    FR_T_FLAG0 = 1 << 1,      /* flags may hold bit 0: FR_SNAPSHOT_MORE, FR_ATTACH_RESUME */
     FR_T_RELAY = 1 << 2,      /* a relay-session frame (§9) */
     FR_T_LINKED = 1 << 3,     /* only about a channel opened or attached on this link */
     FR_T_NO_CHANNEL = 1 << 4, /* a host answers it for a channel it lacks with NO_CHANNEL */
@@ -117,6 +117,9 @@ enum fr_chstate { FR_CH_RUNNING = 1, FR_CH_EXITED = 2 };
  * reaches the terminal. */
 enum fr_relay_role { FR_WRITER = 1, FR_VIEWER = 2 };
 #define FR_SNAPSHOT_MORE 0x01 /* SNAPSHOT flag: another chunk follows */
+/* ATTACH flag: the controller holds every byte before out_next and
+ * err_next (it attached this channel before), even when they are 0 */
+#define FR_ATTACH_RESUME 0x01
 /* What a PROBE asks and a PROBE_REPLY answers (§13). */
 enum fr_probe_op {
     FR_PROBE_HEADERS = 1, /* the upgrade request's headers, as the host saw them */
@@ -185,7 +188,7 @@ struct fr_open {
 
 struct fr_frame {
     uint8_t type;  /* enum fr_type */
-    uint8_t flags; /* stream for DATA/ACK/EOF/GAP, FR_SNAPSHOT_MORE, else 0 */
+    uint8_t flags; /* stream for DATA/ACK/EOF/GAP, FR_SNAPSHOT_MORE, FR_ATTACH_RESUME, else 0 */
     uint32_t channel;
     union {
         struct {

@@ -194,8 +194,9 @@ static void client_event(void *ud, const struct ep_event *ev)
             out_next = out_next < l->base ? l->base : out_next;
             err_next = err_next < le->base ? le->base : err_next;
         } else {
-            /* a fresh client, or one the log no longer serves, starts from a snapshot */
-            resync = (out_next == 0 && l->end > 0) || out_next < l->base;
+            /* a fresh client (offset 0, no RESUME), or one the log no
+             * longer serves, starts from a snapshot */
+            resync = (!ev->resume && out_next == 0 && l->end > 0) || out_next < l->base;
         }
         int rc = ep_host_adopt(c->ep, ev->channel, t->mode, out_next, err_next,
                                relay_terminal_in_next(t));

@@ -15,7 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { run, check, tmpdir, rawHttp, sleep } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach, addLocalSandbox } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, api, attach, addLocalSandbox, screenBytes } from '../interop/airlockd.mjs';
 import { enc } from '../interop/airlock.mjs';
 
 const MAX_CLIENTS = 64, PER_USER = 8, RESERVED = 8; // relay.h
@@ -69,7 +69,9 @@ async function typeSecret(port, sandbox, creatorKey, secret) {
   if (r.status !== 201) throw new Error(`create: ${r.status} ${r.body}`);
   const a = await attach(port, r.json.id, creatorKey);
   await a.ch.wait(() => a.ch.role === 1, 'writer role');
-  await a.ch.waitOutput(/ECHO-OFF/, 10000);
+  // on the screen: output or, when the shell printed it before the attach,
+  // the snapshot a fresh client starts from
+  await a.ch.wait(() => /ECHO-OFF/.test(screenBytes(a.ch).toString('latin1')), 'ECHO-OFF on the screen', 10000);
   a.ch.write(`${secret}\r`);
   await a.ch.waitOutput(new RegExp(`got ${secret.toUpperCase()}`), 10000);
   a.ctl.ws.close();

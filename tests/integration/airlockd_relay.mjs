@@ -58,6 +58,27 @@ await run('airlockd_relay', async () => {
   check(r.status === 403, 'a viewer key cannot create a terminal: 403');
   r = await api(d.port, 'POST', '/v1/terminals', undefined, { sandbox: 'box', argv: ['true'] });
   check(r.status === 401, 'no key: 401');
+
+  // ---- RESUME (protocol §7): a client that held the terminal and got
+  // nothing yet (an idle terminal behind a cut) comes back at offset 0 and
+  // gets the bytes themselves; a fresh client at 0 starts from the screen
+  {
+    const t = await api(d.port, 'POST', '/v1/terminals', op,
+      { sandbox: 'box', argv: ['sh', '-c', 'stty raw -echo; printf "resume-me\\n"; exec sleep 300'] });
+    check(t.status === 201, 'a terminal that prints one line');
+    const first = await attach(d.port, t.json.id, op, { read: true });
+    await first.ch.wait(() => /resume-me/.test(screenBytes(first.ch).toString()), 'the line', 10000);
+    const back = await attach(d.port, t.json.id, op, { read: true, resume: true });
+    await back.ch.waitOutput(/resume-me/, 10000);
+    check(back.ch.snapshots === 0 && back.ch.output().toString() === 'resume-me\n',
+      `ATTACH at 0 with RESUME: the bytes from 0, no snapshot (${back.ch.snapshots} snapshots, ${JSON.stringify(back.ch.output().toString())})`);
+    const fresh = await attach(d.port, t.json.id, op, { read: true });
+    await fresh.ch.wait(() => fresh.ch.snapshots === 1, 'a snapshot', 10000);
+    check(/resume-me/.test(fresh.ch.snapshot.bytes.toString()) && fresh.ch.output().length === 0,
+      'ATTACH at 0 without RESUME: the screen as a snapshot');
+    for (const c of [first, back, fresh]) c.ctl.ws.close();
+    check((await api(d.port, 'DELETE', `/v1/terminals/${t.json.id}`, op)).status < 300, 'the terminal is deleted');
+  }
   r = await api(d.port, 'POST', '/v1/terminals', 'alk_' + 'B'.repeat(43), { sandbox: 'box', argv: ['true'] });
   check(r.status === 401, 'a wrong key: 401');
   r = await api(d.port, 'POST', '/v1/terminals', op, { sandbox: 'nope', argv: ['true'] });

@@ -117,6 +117,7 @@ await run('web_codec', async () => {
   recv(hostHello);
   const att = sent.find((x) => x.type === C.T.ATTACH);
   check(att && att.d.getBigUint64(10) === 0n && att.d.getBigUint64(18) === BigInt(C.WINDOW), 'ATTACH channel 1 from 0 with a window of credit');
+  check(att.d.getUint8(1) === 0, 'the first ATTACH does not say RESUME (a fresh page may get a snapshot)');
   link.handle({ type: C.T.ATTACHED, state: 1, inNext: 0, inLimit: 0 });
   link.handle({ type: C.T.ROLE, role: C.VIEWER, inNext: 0, inLimit: 0 });
   check(link.input('ls\r') === false && !sent.some((x) => x.type === C.T.DATA), "a viewer's keystrokes are dropped, nothing is sent");
@@ -142,6 +143,7 @@ await run('web_codec', async () => {
   sent.length = 0; ws2.readyState = 1; ws2.onopen(); recv(hostHello);
   const att2 = sent.find((x) => x.type === C.T.ATTACH);
   check(att2 && Number(att2.d.getBigUint64(10)) === off, `the new ATTACH asks for stdout from ${off}, what the page holds`);
+  check(att2.d.getUint8(1) === 1, 'a reconnect ATTACH says RESUME (the page holds what came before, even none)');
   // writer: stdin within credit, resent from the host's in_next
   link.handle({ type: C.T.ATTACHED, state: 1, inNext: 5, inLimit: 5 });
   link.handle({ type: C.T.ROLE, role: C.WRITER, inNext: 5, inLimit: 8 });

@@ -69,9 +69,10 @@ export const enc = {
   signal: (ch, signo, scope = 0) => frame(T.SIGNAL, 0, ch, Buffer.from([signo, scope])),
   eof: (ch, stream, off) => frame(T.EOF, stream, ch, u64(off)),
   close: (ch) => frame(T.CLOSE, 0, ch),
-  attach: (ch, outNext, outLimit, errNext, errLimit, cols = 0, rows = 0) => {
+  // resume: flag RESUME, "I hold what comes before next, even at 0" (§7)
+  attach: (ch, outNext, outLimit, errNext, errLimit, cols = 0, rows = 0, resume = false) => {
     const p = Buffer.alloc(4); p.writeUInt16BE(cols, 0); p.writeUInt16BE(rows, 2);
-    return frame(T.ATTACH, 0, ch, Buffer.concat([u64(outNext), u64(outLimit), u64(errNext), u64(errLimit), p]));
+    return frame(T.ATTACH, resume ? 1 : 0, ch, Buffer.concat([u64(outNext), u64(outLimit), u64(errNext), u64(errLimit), p]));
   },
   snapshotReq: (ch) => frame(T.SNAPSHOT_REQ, 0, ch),
   takeover: (ch) => frame(T.TAKEOVER, 0, ch),
@@ -309,14 +310,16 @@ export class Controller {
       if (!c.openSent) { c.openSent = true; this.send(enc.open(c.id, c.argv, c.opts)); continue; }
       c.limitSent[STDOUT] = c.next[STDOUT] + WINDOW; c.limitSent[STDERR] = c.next[STDERR] + WINDOW;
       if (c.paused) { c.limitSent[STDOUT] = c.next[STDOUT] + 1; c.limitSent[STDERR] = c.next[STDERR] + 1; }
-      this.send(enc.attach(c.id, c.next[STDOUT], c.limitSent[STDOUT], c.next[STDERR], c.limitSent[STDERR]));
+      this.send(enc.attach(c.id, c.next[STDOUT], c.limitSent[STDOUT], c.next[STDERR], c.limitSent[STDERR], 0, 0, c.held));
     }
   }
   // Take over a channel known from elsewhere (a controller that restarted):
   // the next link ATTACHes it wanting stdout from outNext.
-  adoptChannel(id, { outNext = 0, errNext = 0, mode = 0 } = {}) {
+  // resume: it held the channel before (ATTACH says RESUME); a fresh relay
+  // client does not (airlockd may start it from a snapshot)
+  adoptChannel(id, { outNext = 0, errNext = 0, mode = 0, resume = false } = {}) {
     const c = new Channel(this, id, ['(adopted)'], { mode });
-    c.openSent = true; c.opened = true; c.next = [0, outNext, errNext];
+    c.openSent = true; c.opened = true; c.next = [0, outNext, errNext]; c.held = resume;
     this.channels.set(id, c);
     if (id >= this.nextId) this.nextId = id + 1;
     return c;
@@ -340,11 +343,11 @@ export class Controller {
         if (this.onError) this.onError(f);
         break;
       case T.OPENED:
-        c.opened = true; c.pid = f.pid; c.linked = true; c.limitSent = [0, 0, 0]; c.ackSent = [...c.next];
+        c.opened = true; c.pid = f.pid; c.linked = true; c.held = true; c.limitSent = [0, 0, 0]; c.ackSent = [...c.next];
         c.grant(STDOUT); if (c.opts.mode === 1) c.grant(STDERR); c.pump();
         break;
       case T.ATTACHED:
-        c.opened = true; c.linked = true;
+        c.opened = true; c.linked = true; c.held = true;
         if (f.inNext < c.inBase) throw new Error('host wants stdin we dropped');
         if (f.inNext > c.inBase + c.inBuf.length) {
           // beyond what we wrote: a relay host merged another writer's input

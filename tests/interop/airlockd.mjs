@@ -172,9 +172,10 @@ export async function api(port, method, target, key, body) {
 
 // Attach to a terminal: a Controller whose channel 1 is the terminal.
 // { ctl, ch } with ch.role / ch.viewers / ch.out as the JS client keeps them.
-export async function attach(port, termId, key, { read = false, outNext = 0, mode = 0 } = {}) {
+// resume: the client held the terminal before (ATTACH says RESUME).
+export async function attach(port, termId, key, { read = false, outNext = 0, mode = 0, resume = false } = {}) {
   const ctl = new Controller();
-  const ch = ctl.adoptChannel(1, { outNext, mode });
+  const ch = ctl.adoptChannel(1, { outNext, mode, resume });
   const url = `ws://127.0.0.1:${port}/v1/terminals/${termId}/attach${read ? '?mode=read' : ''}`;
   await ctl.connect(url, { Authorization: `Bearer ${key}` });
   onCleanup(async () => { try { ctl.ws.terminate(); } catch { /* gone */ } });

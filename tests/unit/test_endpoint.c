@@ -97,6 +97,7 @@ struct app {
     int attaches, takeovers; /* host */
     uint64_t attach_out, attach_err;
     uint16_t attach_cols, attach_rows;
+    uint8_t attach_resume;
     int roles; /* controller */
     uint8_t role;
     uint64_t role_next, role_limit;
@@ -223,6 +224,7 @@ static void on_event(void *ud, const struct ep_event *ev)
         a->attach_err = ev->to;
         a->attach_cols = ev->cols;
         a->attach_rows = ev->rows;
+        a->attach_resume = ev->resume;
         if (a->relay) {
             assert_int_equal(ep_host_adopt(a->ep, ch, FR_MODE_PTY, a->out_base, ev->to, a->in_next),
                              0);
@@ -1388,6 +1390,76 @@ static void test_relay_adopt_on_attach(void **state)
     probe_free(&p);
 }
 
+/* The flags of the ATTACHes a controller sends now, by channel (-1: none). */
+static void attach_flags(struct probe *p, int flags[3])
+{
+    long n;
+    struct fr_frame f;
+    for (int i = 0; i < 3; i++)
+        flags[i] = -1;
+    while ((n = ep_output(p->ep, p->out, sizeof p->out, 0)) > 0) {
+        assert_int_equal(fr_decode(p->out, (size_t)n, &f), 0);
+        if (f.type == FR_ATTACH && f.channel < 3)
+            flags[f.channel] = f.flags;
+    }
+}
+
+/*
+ * RESUME: a controller's ATTACH says it once the channel was held (OPENED,
+ * ATTACHED, or adopted from before a restart), even at offset 0; a relay
+ * client's first attach does not. The host's event carries the flag.
+ */
+static void test_attach_resume(void **state)
+{
+    (void)state;
+    struct probe p;
+    int fl[3];
+    probe_init(&p, FR_ROLE_CONTROLLER);
+    assert_int_equal(ep_attach_new(p.ep, 1, FR_MODE_PTY), 0);
+    assert_int_equal(ep_adopt(p.ep, 2, FR_MODE_PTY, 0, 0), 0);
+    assert_int_equal(ep_attach_new(p.ep, 2, FR_MODE_PTY), AL_E_EXISTS);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    attach_flags(&p, fl);
+    assert_int_equal(fl[1], 0);                /* fresh */
+    assert_int_equal(fl[2], FR_ATTACH_RESUME); /* adopted: held before a restart */
+    /* the link drops before ATTACHED: channel 1 still holds nothing */
+    ep_link_down(p.ep);
+    ep_link_up(p.ep, 0);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    attach_flags(&p, fl);
+    assert_int_equal(fl[1], 0);
+    /* ATTACHED (nothing came yet): the next link's ATTACH resumes at 0 */
+    struct fr_frame f;
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACHED;
+    f.channel = 1;
+    f.u.attached.state = 1;
+    assert_int_equal(probe_send(&p, &f, 0), 0);
+    ep_link_down(p.ep);
+    ep_link_up(p.ep, 0);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    attach_flags(&p, fl);
+    assert_int_equal(fl[1], FR_ATTACH_RESUME);
+    probe_free(&p);
+
+    /* the host's EP_EV_ATTACH has the flag */
+    for (int resume = 0; resume <= 1; resume++) {
+        struct probe h;
+        probe_init(&h, FR_ROLE_HOST);
+        h.app.relay = 1;
+        probe_hello(&h, FR_ROLE_CONTROLLER, 1, 1);
+        memset(&f, 0, sizeof f);
+        f.type = FR_ATTACH;
+        f.flags = resume ? FR_ATTACH_RESUME : 0;
+        f.channel = 1;
+        f.u.attach.out_limit = 4096;
+        assert_int_equal(probe_send(&h, &f, 0), 0);
+        assert_int_equal(h.app.attaches, 1);
+        assert_int_equal(h.app.attach_resume, resume);
+        probe_free(&h);
+    }
+}
+
 /* A resync: unsent output is dropped, GAP, SNAPSHOT at the new offset, DATA. */
 static void test_relay_resync(void **state)
 {
@@ -2380,6 +2452,7 @@ int main(void)
         cmocka_unit_test(test_open_failed_and_limits),
         cmocka_unit_test(test_exit_after_all_output),
         cmocka_unit_test(test_relay_adopt_on_attach),
+        cmocka_unit_test(test_attach_resume),
         cmocka_unit_test(test_relay_resync),
         cmocka_unit_test(test_snapshot_order),
         cmocka_unit_test(test_relay_viewer_has_no_credit),

@@ -803,6 +803,33 @@ static void test_rejects(void **state)
     assert_int_equal(fr_frame_len((const uint8_t *)"\x02\x00", 2), AL_E_AGAIN);
 }
 
+/* ATTACH's flag RESUME (bit 0) decodes and re-encodes; other bits are refused. */
+static void test_attach_resume(void **state)
+{
+    (void)state;
+    struct fr_frame f, g;
+    uint8_t buf[128];
+    build_vector("ATTACH", &f);
+    f.flags = FR_ATTACH_RESUME;
+    long n = fr_encode(&f, buf, sizeof buf);
+    assert_true(n > 0);
+    assert_int_equal(buf[1], 0x01);
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), 0);
+    assert_int_equal(g.flags, FR_ATTACH_RESUME);
+    assert_int_equal(g.u.attach.out_next, f.u.attach.out_next);
+    for (unsigned bit = 1; bit < 8; bit++) {
+        buf[1] = (uint8_t)(1u << bit);
+        assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+        buf[1] = (uint8_t)((1u << bit) | FR_ATTACH_RESUME);
+        assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+    }
+    /* ATTACHED has no flag */
+    build_vector("ATTACHED", &f);
+    n = fr_encode(&f, buf, sizeof buf);
+    buf[1] = 0x01;
+    assert_int_equal(fr_decode(buf, (size_t)n, &g), AL_E_PROTO);
+}
+
 static void test_limits(void **state)
 {
     (void)state;
@@ -914,7 +941,7 @@ static void test_type_table(void **state)
     assert_true(fr_type_info(FR_CLOSE)->props & FR_T_NO_CHANNEL);
     assert_true(fr_type_info(FR_CLOSE)->props & FR_T_LATE);
     assert_false(fr_type_info(FR_GAP)->props & (FR_T_NO_CHANNEL | FR_T_LATE));
-    assert_true(fr_type_info(FR_SNAPSHOT)->props & FR_T_MORE);
+    assert_true(fr_type_info(FR_SNAPSHOT)->props & FR_T_FLAG0);
 }
 
 /* Every truncation of every vector is rejected, never accepted or crashing. */
@@ -942,6 +969,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_vectors_round_trip),
         cmocka_unit_test(test_decoded_fields),
         cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_attach_resume),
         cmocka_unit_test(test_proxy_frames),
         cmocka_unit_test(test_relay_frames),
         cmocka_unit_test(test_probe_frames),
