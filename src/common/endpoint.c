@@ -227,9 +227,12 @@ void ep_link_down(struct ep *ep)
     ep_chan_reap(ep);
 }
 
+/* Not our own HELLO: ep_output sends it before anything else, and the
+ * peer's may come first. An OPEN queued in between waited for a link that
+ * was never to come (the peer's HELLO had resumed the channels already). */
 int ep_ready(const struct ep *ep)
 {
-    return ep->up && ep->hello_sent && ep->peer_hello;
+    return ep->up && ep->peer_hello;
 }
 
 int ep_closing(const struct ep *ep, int *code, const char **reason)

@@ -140,7 +140,8 @@ void ep_free(struct ep *ep);
 void ep_link_up(struct ep *ep, uint64_t now_us);
 /* The connection is gone; any half-received state of it is dropped. */
 void ep_link_down(struct ep *ep);
-/* Whether HELLOs have been exchanged on the current link. */
+/* Whether the peer's HELLO came on the current link: what is queued from
+ * then on goes out (after our own HELLO, which always goes first). */
 int ep_ready(const struct ep *ep);
 
 /*

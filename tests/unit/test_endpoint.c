@@ -1390,6 +1390,41 @@ static void test_relay_adopt_on_attach(void **state)
     probe_free(&p);
 }
 
+/*
+ * The peer's HELLO before ours went out (the host answers at once, the
+ * controller's loop is slow): a channel opened or adopted in between goes
+ * out right after our HELLO, not at the next link.
+ */
+static void test_open_between_hellos(void **state)
+{
+    (void)state;
+    struct probe p;
+    probe_init(&p, FR_ROLE_CONTROLLER);
+    probe_hello(&p, FR_ROLE_HOST, 1, 1);
+    assert_true(ep_ready(p.ep));
+    static struct fr_open o; /* large: not on the stack */
+    memset(&o, 0, sizeof o);
+    o.cols = 80;
+    o.rows = 24;
+    o.argc = 1;
+    o.argv[0] = (struct fr_str){"sh", 2};
+    assert_int_equal(ep_open(p.ep, &o), 1);
+    assert_int_equal(ep_adopt(p.ep, 7, FR_MODE_PTY, 10, 0), 0);
+    long n;
+    struct fr_frame f;
+    uint8_t types[8];
+    unsigned nt = 0;
+    while ((n = ep_output(p.ep, p.out, sizeof p.out, 0)) > 0 && nt < sizeof types) {
+        assert_int_equal(fr_decode(p.out, (size_t)n, &f), 0);
+        types[nt++] = f.type;
+    }
+    assert_int_equal(nt, 3);
+    assert_int_equal(types[0], FR_HELLO);
+    assert_int_equal(types[1], FR_OPEN);
+    assert_int_equal(types[2], FR_ATTACH);
+    probe_free(&p);
+}
+
 /* The flags of the ATTACHes a controller sends now, by channel (-1: none). */
 static void attach_flags(struct probe *p, int flags[3])
 {
@@ -2453,6 +2488,7 @@ int main(void)
         cmocka_unit_test(test_exit_after_all_output),
         cmocka_unit_test(test_relay_adopt_on_attach),
         cmocka_unit_test(test_attach_resume),
+        cmocka_unit_test(test_open_between_hellos),
         cmocka_unit_test(test_relay_resync),
         cmocka_unit_test(test_snapshot_order),
         cmocka_unit_test(test_relay_viewer_has_no_credit),
