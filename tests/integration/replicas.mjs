@@ -191,7 +191,8 @@ await run('replicas', async () => {
     return v && !v.alive ? Date.now() - killedAt : 0;
   }, STALE_MS + SLACK_MS, 'the killed replica to be listed not alive', 100);
   check(gone <= scaled(STALE_MS + SLACK_MS), `the killed replica is listed not alive ${gone} ms after kill -9 (at most ${STALE_MS} + ${SLACK_MS})`);
-  check(gone >= STALE_MS - BEAT_MS - 500, `... and not before its last beat was stale (${gone} ms)`);
+  // its last beat came at most one interval (and a late timer) before the kill
+  check(gone >= STALE_MS - BEAT_MS - 2000, `... and not before its last beat was stale (${gone} ms)`);
   check(answered > 10 && !selves.has(victim) && selves.size === 2,
     `the front answered all ${answered} requests meanwhile, from the two others`);
 
