@@ -15,7 +15,7 @@
 // replicas dial runners.
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { run, check, tmpdir, rawHttp, closedPort, waitFor, scaled, addLog, onCleanup, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
@@ -163,7 +163,8 @@ await run('replicas', async () => {
       `the signed-out session is refused (401) at once at port ${r.port}`);
 
   // ---- a clean stop: listed gone at once
-  await rs[2].stop();
+  const st = await rs[2].stop();
+  check(st.code === 0, `a replica stops cleanly on SIGTERM (exit ${st.code}, signal ${st.sig})`);
   list = await replicas(rs[0].port, admin);
   const stopped = list.find((x) => x.id === ids[2]);
   check(stopped && !stopped.alive && stopped.stopped_at >= stopped.started_at,
@@ -211,7 +212,10 @@ await run('replicas', async () => {
   }, 10000, 'the front to send requests to the restarted replica', 50);
   check(true, 'the front sends requests to the restarted replica again');
 
-  for (const r of rs) await r.stop();
-  list = execFileSync(path.join(BIN, 'airlockd'), ['user', 'ls', '--db', db]).toString();
-  check(/^ada +admin /m.test(list), 'the database outlives the replicas');
+  for (const r of rs) {
+    const e = await r.stop();
+    check(e.code === 0, `replica on port ${r.port} stops cleanly (exit ${e.code}, signal ${e.sig})`);
+  }
+  const cli = spawnSync(path.join(BIN, 'airlockd'), ['user', 'ls', '--db', db]);
+  check(cli.status === 0 && /^ada +admin /m.test(cli.stdout), 'the database outlives the replicas');
 }, 60000);
