@@ -1812,6 +1812,8 @@ static void test_names_and_enums(void **state)
     assert_null(db_term_state_name((enum db_term_state)5));
 }
 
+static int collect_replica(void *ctx, const struct db_replica *r);
+
 static void test_null_db(void **state)
 {
     (void)state;
@@ -1856,6 +1858,13 @@ static void test_null_db(void **state)
     assert_int_equal(db_proxy_revoke_terminal(NULL, "t"), AL_E_INVAL);
     assert_int_equal(db_proxy_revoke_ended(NULL), AL_E_INVAL);
     assert_int_equal(db_proxy_of_terminal(NULL, "t", &px), AL_E_INVAL);
+    char rid[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(NULL, rid, sizeof rid), AL_E_INVAL);
+    assert_int_equal(db_replica_beat(NULL, "r-0123456789abcdef01234567", "ws://h:1"), AL_E_INVAL);
+    assert_int_equal(db_replica_stop(NULL, "r-0123456789abcdef01234567"), AL_E_INVAL);
+    assert_int_equal(db_replica_list(NULL, 1000, collect_replica, NULL), AL_E_INVAL);
+    assert_int_equal(db_replica_prune(NULL, 1000), AL_E_INVAL);
+    assert_false(db_replica_address_valid(NULL));
 }
 
 /* ---- web sessions ---------------------------------------------------------------- */
