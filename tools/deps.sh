@@ -24,8 +24,9 @@ DEB_PKGS=(
   # tests (vim: a full-screen program for the late-joiner test; chromium: web UI tests;
   # postgresql: the server binaries tests/tools/pg-temp.sh runs for the PostgreSQL suites;
   # git and lighttpd: the Git smart-HTTP server tests/integration/proxy_git.mjs runs,
-  # git http-backend behind lighttpd's CGI)
-  nodejs openssl procps util-linux tmux vim chromium postgresql git lighttpd
+  # git http-backend behind lighttpd's CGI; haproxy: the front tests/integration/replicas.mjs
+  # starts on 127.0.0.1 before airlockd replicas)
+  nodejs openssl procps util-linux tmux vim chromium postgresql git lighttpd haproxy
 )
 
 missing=()

@@ -43,6 +43,7 @@ static const struct {
     KEY("--idle-timeout", idle_timeout),
     KEY("--proxy-listen", proxy_listen),
     KEY("--proxy-path", proxy_path),
+    KEY("--advertise", advertise),
 #undef KEY
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };

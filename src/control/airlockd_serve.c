@@ -17,6 +17,7 @@
 #include "al_err.h"
 #include "al_log.h"
 #include "api.h"
+#include "db.h"
 #include "endpoint.h"
 #include "lsbx.h"
 
@@ -204,6 +205,11 @@ static int serve_settings(const struct airlockd_cmd *self, int argc, char **argv
         airlockd_cmd_err("serve", "--config %s: %s", config, why);
         return AIRLOCKD_RC_USAGE;
     }
+    if (c->advertise && !db_replica_address_valid(c->advertise)) {
+        airlockd_cmd_err("serve", "advertise: a ws:// or wss:// URL of at most %d characters",
+                         DB_REPLICA_ADDR_MAX);
+        return AIRLOCKD_RC_USAGE;
+    }
     if (!c->listen) {
         airlockd_cmd_err("serve", "--listen HOST:PORT is required (or listen = in --config)");
         return AIRLOCKD_RC_USAGE;
@@ -250,6 +256,7 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.platforms = &platforms;
     cfg.proxy_listen = c.proxy_listen;
     cfg.proxy_direct = c.proxy_path && !strcmp(c.proxy_path, "direct");
+    cfg.advertise = c.advertise;
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     platforms_clear(&platforms);

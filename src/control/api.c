@@ -15,6 +15,7 @@
  *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
  *   api_proxy.c     the credential proxy: started, stopped, its route
+ *   api_replica.c   this replica: registered, its heartbeat, GET /v1/replicas
  *
  * api_local.h is what they share; nothing outside src/control/api*.c
  * includes it.
@@ -467,6 +468,7 @@ static void run(struct api *a, const struct listen_addr *l)
 
     uv_run(a->loop, UV_RUN_DEFAULT);
 
+    api_replica_stop(a); /* a clean stop: others see it gone at once */
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->tick, NULL);
@@ -506,6 +508,8 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
         rc = start_relay(a, err, cap);
     if (rc == AL_OK)
         rc = start_listening(a, &l, err, cap);
+    if (rc == AL_OK && (rc = api_replica_start(a, err, cap)) != AL_OK)
+        teardown(a);
     if (rc == AL_OK) {
         run(a, &l);
         rc = db_close(a->db);

@@ -64,6 +64,9 @@ struct api_config {
     /* the platforms aca sandboxes run on, their tokens' cache (checked by
      * platform_finish; NULL or none: no aca sandbox can be added) */
     struct platforms *platforms;
+    /* the address other replicas reach this one at, a ws:// or wss:// URL
+     * (docs/scale-out.md); NULL: the address local runners dial back */
+    const char *advertise;
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

@@ -66,6 +66,11 @@ struct api {
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint;
     uv_timer_t tick;
+    /* this replica (api_replica.c): its id, its address, its heartbeat */
+    char replica_id[DB_REPLICA_ID_LEN + 1];
+    char advertise[DB_REPLICA_ADDR_MAX + 1];
+    uv_timer_t beat;
+    int beat_on, beat_failing;
     /* an accepted upgrade, handed from CONFIRM_UPGRADE to ESTABLISHED */
     struct lws *pending_wsi;
     struct conn *pending;
@@ -208,6 +213,13 @@ void api_wsess_forget(struct api *a, struct lws *wsi, struct conn *c);
 void api_wsess_signed_out(struct api *a, const char *sid);
 void api_wsess_expired(struct api *a, const char *sid);
 void api_wsess_tick(struct api *a);
+
+/* api_replica.c: this replica registered (after listening: its address
+ * may name the kernel's port) with its heartbeat started, and stopped
+ * (marked so in the database) when the loop ends; GET /v1/replicas */
+int api_replica_start(struct api *a, char *err, size_t cap);
+void api_replica_stop(struct api *a);
+int api_replica_list(struct api *a, struct lws *wsi, struct call *c);
 
 /* api_proxy.c: the credential proxy started (after the database, before
  * the relay) and stopped; a terminal's view of its upstreams */

@@ -3,7 +3,7 @@
  * pattern, the minimum role with the 403's text below it, and the handler
  * (in the file of its resource: api_sandbox.c, api_terminal.c,
  * api_session.c, api_audit.c, api_metrics.c, api_static.c, api_runner.c,
- * api_proxy.c);
+ * api_proxy.c, api_replica.c);
  * docs/api.md says what each answers, and tests/integration/api_doc.mjs
  * checks that both tables have the same rows. One dispatch for HTTP
  * (api_route_http) and one for upgrades (api_route_upgrade) alone compare
@@ -109,6 +109,7 @@ static const struct route routes[] = {
     {M_GET, "/v1/proxy/upstreams", DB_ROLE_OPERATOR, 0,
      "the proxy's upstreams are listed for operators and admins", api_proxy_upstreams},
     {M_GET, "/v1/audit", DB_ROLE_ADMIN, 0, "the audit log is for admins", api_audit_list},
+    {M_GET, "/v1/replicas", DB_ROLE_ADMIN, 0, "replicas are listed for admins", api_replica_list},
     {M_UPGRADE, "/v1/runners/connect", ROUTE_OPEN, 0, NULL, api_runner_connect},
 };
 

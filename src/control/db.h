@@ -56,6 +56,17 @@
  *              revoked_at, created_at. A credential opens an upstream only
  *              while it is not revoked and its terminal is opening or
  *              running.
+ *   replicas   (schema 7) the airlockd processes serving this database
+ *              (db_replica.c; docs/scale-out.md): id ("r-" + 24 hex,
+ *              random at each start of a process), the address other
+ *              replicas reach it at (a ws:// or wss:// URL), started_at,
+ *              beat_at (its last heartbeat), stopped_at (set by a clean
+ *              stop; NULL while it runs). Every time in this table is the
+ *              database's clock, never a replica's: replicas' clocks may
+ *              differ, the database's is the one they share. A replica is
+ *              alive while it is not stopped and its beat is younger
+ *              than the caller's staleness; rows whose beat is older than
+ *              the caller's horizon are deleted (db_replica_prune).
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -83,7 +94,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 6,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 7,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -107,10 +118,14 @@ enum {
     DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
     /* "a,b,...": the stored list of upstreams, without its NUL */
     DB_PROXY_UPSTREAMS_TEXT_MAX = DB_PROXY_UPSTREAMS_MAX * (DB_PROXY_NAME_MAX + 1) - 1,
-    DB_PROXY_HASH_HEX = 64, /* hex SHA-256 of a proxy credential */
-    DB_PLATFORM_MAX = 32,   /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
-    DB_IDENT_MIN = 4,       /* a platform session identifier: 4..128 */
-    DB_IDENT_MAX = 128,     /* of [A-Za-z0-9_-] (what ACA accepts) */
+    DB_PROXY_HASH_HEX = 64,     /* hex SHA-256 of a proxy credential */
+    DB_PLATFORM_MAX = 32,       /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
+    DB_IDENT_MIN = 4,           /* a platform session identifier: 4..128 */
+    DB_IDENT_MAX = 128,         /* of [A-Za-z0-9_-] (what ACA accepts) */
+    DB_REPLICA_ID_RANDOM = 12,  /* random bytes in a replica id */
+    DB_REPLICA_ID_LEN = 26,     /* "r-" + 24 hex digits */
+    DB_REPLICA_ADDR_MAX = 256,  /* a replica's address: a ws:// or wss:// URL */
+    DB_REPLICAS_LIST_MAX = 1000 /* rows one db_replica_list returns at most */
 };
 
 #define DB_SESSION_PREFIX "als_"
@@ -239,6 +254,16 @@ struct db_proxy {
     int64_t created_at;
 };
 
+/* A replica as db_replica_list reads it; times are the database's clock. */
+struct db_replica {
+    char id[DB_REPLICA_ID_LEN + 1];
+    char address[DB_REPLICA_ADDR_MAX + 1];
+    int64_t started_at, beat_at;
+    int64_t stopped_at; /* 0 while it runs */
+    bool alive;         /* not stopped, and its beat younger than the staleness asked */
+};
+
+typedef int (*db_replica_cb)(void *ctx, const struct db_replica *r);
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -385,5 +410,25 @@ int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb c
  * log of an exposed server grows with what peers send: this bounds it by
  * age and by size. */
 int db_audit_prune(struct db *db, int64_t before_at, uint64_t keep_rows);
+
+/* Replicas (schema 7): the processes serving this database. Every time is
+ * the database's own clock (PostgreSQL's now(), SQLite's 'now'), so that
+ * replicas on hosts whose clocks differ agree on who is gone.
+ * db_replica_new_id writes a fresh random id ("r-" + 24 hex) to out
+ * (cap > DB_REPLICA_ID_LEN). */
+int db_replica_new_id(struct db *db, char *out, size_t cap);
+/* A ws:// or wss:// URL of 1..DB_REPLICA_ADDR_MAX printable characters
+ * without spaces: what a replica's address must be. */
+bool db_replica_address_valid(const char *s);
+/* A heartbeat: the replica's row made (started_at = beat_at = now) or its
+ * beat_at moved to now (never backwards) and its address updated. */
+int db_replica_beat(struct db *db, const char *id, const char *address);
+/* A clean stop: stopped_at = now (AL_E_NOENT when there is no such row). */
+int db_replica_stop(struct db *db, const char *id);
+/* Every replica (at most DB_REPLICAS_LIST_MAX, oldest start first), alive
+ * when not stopped and beat within stale_ms (1..) of the database's now. */
+int db_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
+/* Delete the rows whose beat is older than keep_ms (1..) before now. */
+int db_replica_prune(struct db *db, int64_t keep_ms);
 
 #endif

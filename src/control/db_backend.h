@@ -85,6 +85,12 @@ struct db_backend {
     int (*proxy_revoke_ended)(struct db *db, int64_t now);
     int (*proxy_of_terminal)(struct db *db, const char *terminal_id, struct db_proxy *out);
 
+    /* Replicas: now is the database's clock, read in the statement. */
+    int (*replica_beat)(struct db *db, const char *id, const char *address);
+    int (*replica_stop)(struct db *db, const char *id);
+    int (*replica_list)(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
+    int (*replica_prune)(struct db *db, int64_t keep_ms);
+
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
                      const char *target, const char *detail_json);
     int (*audit_query)(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);

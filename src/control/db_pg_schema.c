@@ -140,6 +140,20 @@ static const char *const dbp_schema_v6[] = {
     "    AND (identifier IS NULL OR identifier ~ '^[A-Za-z0-9_-]{4,128}$'))",
     NULL,
 };
+/* Schema 7, as db_sqlite_schema.c's dbs_schema_v7: the replicas serving
+ * this database (db.h), their times from the database's clock. A step of
+ * its own, touching no other table. */
+static const char *const dbp_schema_v7[] = {
+    "CREATE TABLE replicas ("
+    "  id text CONSTRAINT replicas_pkey PRIMARY KEY CHECK (id ~ '^r-[0-9a-f]{24}$'),"
+    "  address text NOT NULL CHECK (length(address) BETWEEN 1 AND 256"
+    "    AND address ~ '^wss?://[!-~]+$'),"
+    "  started_at bigint NOT NULL CHECK (started_at >= 0),"
+    "  beat_at bigint NOT NULL CHECK (beat_at >= 0),"
+    "  stopped_at bigint CHECK (stopped_at >= 0))",
+    "CREATE INDEX replicas_beat ON replicas (beat_at)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -151,12 +165,14 @@ const struct dbp_migration dbp_migrations[] = {
     {"sandbox network", dbp_schema_v4},
     {"proxy credentials", dbp_schema_v5},
     {"sandboxes on a platform", dbp_schema_v6},
+    {"replicas", dbp_schema_v7},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,
                "one migration per schema version");
 _Static_assert(AL_MAX_COLS == 4096 && AL_MAX_ROWS == 4096, "the CHECKs on cols and rows");
 _Static_assert(DB_PROXY_UPSTREAMS_TEXT_MAX == 527, "the CHECK on proxy_credentials.upstreams");
+_Static_assert(DB_REPLICA_ADDR_MAX == 256 && DB_REPLICA_ID_LEN == 26, "the CHECKs on replicas");
 
 /* Where the version lives; created with the first migration, in its
  * transaction. */

@@ -544,6 +544,58 @@ static int dbp_proxy_of_terminal(struct db *db, const char *terminal_id, struct 
     return rc;
 }
 
+/* ---- replicas ------------------------------------------------------------------ */
+
+/* The database's clock in Unix ms: every replica reads the same one. */
+#define DBP_NOW_MS "(extract(epoch FROM now()) * 1000)::bigint"
+
+static int dbp_replica_beat(struct db *db, const char *id, const char *address)
+{
+    const char *const v[] = {id, address};
+    return dbp_run(
+        db, "replica heartbeat",
+        "INSERT INTO replicas (id, address, started_at, beat_at) VALUES ($1, $2, " DBP_NOW_MS
+        ", " DBP_NOW_MS ") ON CONFLICT (id) DO UPDATE SET"
+        " address = EXCLUDED.address,"
+        " beat_at = greatest(replicas.beat_at, EXCLUDED.beat_at)",
+        2, v);
+}
+
+static int dbp_replica_stop(struct db *db, const char *id)
+{
+    const char *const v[] = {id};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "replica stop",
+                      "UPDATE replicas SET stopped_at = " DBP_NOW_MS " WHERE id = $1", 1, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no replica %s", id);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx)
+{
+    char stale[DBP_INT_TEXT], lim[DBP_INT_TEXT];
+    dbp_i64_text(stale, sizeof stale, stale_ms);
+    dbp_i64_text(lim, sizeof lim, DB_REPLICAS_LIST_MAX);
+    const char *const v[] = {stale, lim};
+    struct db_row_list l = {.cb.replica = cb, .ctx = ctx};
+    return dbp_list(db, "list replicas",
+                    "SELECT id, address, started_at, beat_at, stopped_at,"
+                    " (stopped_at IS NULL AND beat_at > " DBP_NOW_MS " - $1::bigint) AS alive"
+                    " FROM replicas ORDER BY started_at, id COLLATE \"C\" LIMIT $2::bigint",
+                    2, v, db_row_list_replica, &l);
+}
+
+static int dbp_replica_prune(struct db *db, int64_t keep_ms)
+{
+    char keep[DBP_INT_TEXT];
+    dbp_i64_text(keep, sizeof keep, keep_ms);
+    const char *const v[] = {keep};
+    return dbp_run(db, "forget replicas",
+                   "DELETE FROM replicas WHERE beat_at < " DBP_NOW_MS " - $1::bigint", 1, v);
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -575,6 +627,10 @@ const struct db_backend db_pg_backend = {
     .proxy_revoke_terminal = dbp_proxy_revoke_terminal,
     .proxy_revoke_ended = dbp_proxy_revoke_ended,
     .proxy_of_terminal = dbp_proxy_of_terminal,
+    .replica_beat = dbp_replica_beat,
+    .replica_stop = dbp_replica_stop,
+    .replica_list = dbp_replica_list,
+    .replica_prune = dbp_replica_prune,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

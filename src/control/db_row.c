@@ -201,6 +201,26 @@ int db_row_list_audit(const struct db_row *r, void *ctx)
     return rc == AL_OK ? l->cb.audit(l->ctx, l->row) : rc;
 }
 
+/* A replica (db_row.h): stopped_at NULL reads as 0 (running). */
+int db_row_list_replica(const struct db_row *r, void *ctx)
+{
+    const struct db_row_list *l = ctx;
+    struct db_replica p;
+    const int64_t zero = 0;
+    int rc = r->ops->text(r, 0, p.id, sizeof p.id, false);
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 1, p.address, sizeof p.address, false);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 2, 0, INT64_MAX, NULL, &p.started_at);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 3, 0, INT64_MAX, NULL, &p.beat_at);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 4, 0, INT64_MAX, &zero, &p.stopped_at);
+    if (rc == AL_OK)
+        rc = r->ops->flag(r, 5, &p.alive);
+    return rc == AL_OK ? l->cb.replica(l->ctx, &p) : rc;
+}
+
 int db_row_one_user(const struct db_row *r, void *out)
 {
     return db_row_user(r, out);

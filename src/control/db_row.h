@@ -76,6 +76,7 @@ struct db_row_list {
         db_sandbox_cb sandbox;
         db_terminal_cb terminal;
         db_audit_cb audit;
+        db_replica_cb replica;
     } cb;
     void *ctx;
     void *row;
@@ -88,6 +89,9 @@ int db_row_list_user(const struct db_row *r, void *ctx);
 int db_row_list_sandbox(const struct db_row *r, void *ctx);
 int db_row_list_terminal(const struct db_row *r, void *ctx);
 int db_row_list_audit(const struct db_row *r, void *ctx);
+/* A replica's columns: id, address, started_at, beat_at, stopped_at and
+ * alive, a boolean each backend's query computes from its own clock. */
+int db_row_list_replica(const struct db_row *r, void *ctx);
 
 /* For a lookup of one row (out: the struct to fill): the decoders with a
  * db_row_fn's signature. A session's out is a struct db_row_session_out. */

@@ -166,6 +166,20 @@ static const char dbs_schema_v6[] =
     "  network FROM sandboxes;"
     "DROP TABLE sandboxes;"
     "ALTER TABLE sandboxes_v6 RENAME TO sandboxes;";
+/* Schema 7: the replicas serving this database (db.h); with SQLite there
+ * is one, but the table and its calls are the same. A step of its own,
+ * touching no other table. */
+static const char dbs_schema_v7[] =
+    "CREATE TABLE replicas ("
+    "  id TEXT PRIMARY KEY CHECK (length(id) = 26 AND id GLOB 'r-*'"
+    "    AND substr(id, 3) NOT GLOB '*[^0-9a-f]*'),"
+    "  address TEXT NOT NULL CHECK (length(address) BETWEEN 1 AND 256"
+    "    AND (address GLOB 'ws://?*' OR address GLOB 'wss://?*')),"
+    "  started_at INTEGER NOT NULL CHECK (started_at >= 0),"
+    "  beat_at INTEGER NOT NULL CHECK (beat_at >= 0),"
+    "  stopped_at INTEGER CHECK (stopped_at >= 0)"
+    ") STRICT;"
+    "CREATE INDEX replicas_beat ON replicas (beat_at);";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -177,6 +191,7 @@ const struct dbs_migration dbs_migrations[] = {
     {"sandbox network", dbs_schema_v4},
     {"proxy credentials", dbs_schema_v5},
     {"sandboxes on a platform", dbs_schema_v6},
+    {"replicas", dbs_schema_v7},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,
@@ -184,3 +199,4 @@ _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VER
 _Static_assert(DBS_APP_ID == 1098009707, "the application_id in dbs_schema_v1");
 _Static_assert(AL_MAX_COLS == 4096 && AL_MAX_ROWS == 4096, "the CHECKs on cols and rows");
 _Static_assert(DB_PROXY_UPSTREAMS_TEXT_MAX == 527, "the CHECK on proxy_credentials.upstreams");
+_Static_assert(DB_REPLICA_ADDR_MAX == 256 && DB_REPLICA_ID_LEN == 26, "the CHECKs on replicas");

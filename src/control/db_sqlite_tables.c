@@ -489,6 +489,48 @@ static int dbs_proxy_of_terminal(struct db *db, const char *terminal_id, struct 
     return rc;
 }
 
+/* ---- replicas ------------------------------------------------------------------ */
+
+/* The database's clock in Unix ms (SQLite's 'now': this host's, the only
+ * one an embedded database has). */
+#define DBS_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+
+static int dbs_replica_beat(struct db *db, const char *id, const char *address)
+{
+    const struct dbs_arg a[] = {dbs_text(id), dbs_text(address)};
+    return dbs_run(
+        db,
+        "INSERT INTO replicas (id, address, started_at, beat_at) VALUES (?1, ?2, " DBS_NOW_MS
+        ", " DBS_NOW_MS ") ON CONFLICT (id) DO UPDATE SET"
+        " address = excluded.address, beat_at = max(beat_at, excluded.beat_at)",
+        a, DBS_NARGS(a), NULL, NULL);
+}
+
+static int dbs_replica_stop(struct db *db, const char *id)
+{
+    const struct dbs_arg a[] = {dbs_text(id)};
+    return dbs_change(db, "UPDATE replicas SET stopped_at = " DBS_NOW_MS " WHERE id = ?1", a,
+                      DBS_NARGS(a), "replica", id, NULL);
+}
+
+static int dbs_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_int(stale_ms), dbs_int(DB_REPLICAS_LIST_MAX)};
+    struct db_row_list l = {.cb.replica = cb, .ctx = ctx};
+    return dbs_list(db,
+                    "SELECT id, address, started_at, beat_at, stopped_at,"
+                    " (stopped_at IS NULL AND beat_at > " DBS_NOW_MS " - ?1) AS alive"
+                    " FROM replicas ORDER BY started_at, id LIMIT ?2",
+                    a, DBS_NARGS(a), db_row_list_replica, &l);
+}
+
+static int dbs_replica_prune(struct db *db, int64_t keep_ms)
+{
+    const struct dbs_arg a[] = {dbs_int(keep_ms)};
+    return dbs_run(db, "DELETE FROM replicas WHERE beat_at < " DBS_NOW_MS " - ?1", a, DBS_NARGS(a),
+                   NULL, NULL);
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -520,6 +562,10 @@ const struct db_backend db_sqlite_backend = {
     .proxy_revoke_terminal = dbs_proxy_revoke_terminal,
     .proxy_revoke_ended = dbs_proxy_revoke_ended,
     .proxy_of_terminal = dbs_proxy_of_terminal,
+    .replica_beat = dbs_replica_beat,
+    .replica_stop = dbs_replica_stop,
+    .replica_list = dbs_replica_list,
+    .replica_prune = dbs_replica_prune,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

@@ -21,29 +21,15 @@
 // | SQL metacharacters | airlockd on SQLite, and on PostgreSQL | 8 payloads in a sandbox url, a terminal's argv/cwd/env/term, the sign-in key, an API key, a sandbox id, a signal, a terminal id, a user name | stored and read back verbatim, or refused 400/401/404 by the field's rule; nothing else changed |
 import fs from 'node:fs';
 import path from 'node:path';
-import os from 'node:os';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, onCleanup, scaled, SRC, BIN } from '../interop/harness.mjs';
+import { execFileSync } from 'node:child_process';
+import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep, waitFor, scaled, SRC, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { Target, runMatrix, upgradeRequest } from '../interop/abuse.mjs';
+import { startPostgres } from '../interop/pg.mjs';
 
 const LINK_MS = 10000;     // a static sandbox's link comes up within this
 const RUN_MS = 15000;      // a new terminal reaches "running" within this
 const SECRET = 'TOP-SECRET-NOT-TO-BE-SERVED';
-
-// A throw-away PostgreSQL (tests/tools/pg-temp.sh, as airlockd_pg.mjs):
-// its URL; stopped and removed at clean-up.
-function startPostgres() {
-  const script = path.join(SRC, 'tests', 'tools', 'pg-temp.sh');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-pgdb-'));
-  const r = spawnSync('bash', [script, 'start', dir, String(process.pid)], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60000 });
-  if (r.status !== 0) {
-    fs.rmSync(dir, { recursive: true, force: true });
-    throw new Error(`cannot start a throw-away PostgreSQL (tools/deps.sh installs it): ${r.stderr}`);
-  }
-  onCleanup(() => execFileSync('bash', [script, 'stop', dir], { stdio: 'inherit', timeout: 60000 }));
-  return r.stdout.toString().trim();
-}
 
 // The router's table, from the source: [{ method, path }]
 function routesOfSource() {
@@ -239,6 +225,8 @@ await run('abuse_api', async () => {
       want: W(401, 401, 101, 101, 101, 101) },
     'GET /v1/proxy/upstreams': { req: () => ({ method: 'GET', target: '/v1/proxy/upstreams' }), want: W(401, 401, 403, 200, 200, 200) },
     'GET /v1/audit': { req: () => ({ method: 'GET', target: '/v1/audit' }), want: W(401, 401, 403, 403, 403, 200) },
+    'GET /v1/replicas': { req: () => ({ method: 'GET', target: '/v1/replicas' }), want: W(401, 401, 403, 403, 403, 200),
+      after: async (role, g) => g.status !== 200 || JSON.parse(g.body).some((x) => x.self && x.alive) },
     // a user's key is no runner's token, whoever holds it
     'UPGRADE /v1/runners/connect': { req: () => ({ upgrade: true, target: '/v1/runners/connect?identifier=rev2' }),
       want: W(403, 403, 403, 403, 403, 403) },

@@ -8,37 +8,16 @@
 // once, and so does the recording. The URL's password appears in no log,
 // no error and nothing the runner can see.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { run, check, tmpdir, sleep, pollUntil, onCleanup, BIN, SRC } from '../interop/harness.mjs';
+import { run, check, tmpdir, sleep, pollUntil, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
+import { startPostgres } from '../interop/pg.mjs';
 
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const PASSWORD = 'pw-Secret-7q';
 const STREAM_BYTES = 5e6;
-
-// A PostgreSQL server of our own; its URL with a password (the server
-// trusts local connections, so the password is never checked, only carried).
-function startPostgres() {
-  const script = path.join(SRC, 'tests', 'tools', 'pg-temp.sh');
-  // its own directory under /tmp: the server's user must be able to reach it
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'airlock-pgdb-'));
-  const r = spawnSync('bash', [script, 'start', dir, String(process.pid)],
-    { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60000 });
-  if (r.status !== 0) {
-    fs.rmSync(dir, { recursive: true, force: true });
-    throw new Error(`cannot start a throw-away PostgreSQL (tools/deps.sh installs it): ${r.stderr}`);
-  }
-  onCleanup(() => {
-    execFileSync('bash', [script, 'stop', dir], { stdio: 'inherit', timeout: 60000 });
-    check(!fs.existsSync(dir), 'the PostgreSQL server is stopped and its directory removed');
-  });
-  const url = r.stdout.toString().trim();
-  check(url.startsWith('postgresql://postgres@/postgres?host='), `a throw-away PostgreSQL at ${url}`);
-  return url.replace('postgresql://postgres@', `postgresql://postgres:${PASSWORD}@`);
-}
 
 async function waitLink(port, key, id, ms = 20000) {
   for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
@@ -50,7 +29,7 @@ async function waitLink(port, key, id, ms = 20000) {
 }
 
 await run('airlockd_pg', async () => {
-  const db = startPostgres();
+  const db = startPostgres(PASSWORD);
   const base = tmpdir('pg');
   const dir = path.join(base, 'data');
 

@@ -1812,6 +1812,8 @@ static void test_names_and_enums(void **state)
     assert_null(db_term_state_name((enum db_term_state)5));
 }
 
+static int collect_replica(void *ctx, const struct db_replica *r);
+
 static void test_null_db(void **state)
 {
     (void)state;
@@ -1856,6 +1858,13 @@ static void test_null_db(void **state)
     assert_int_equal(db_proxy_revoke_terminal(NULL, "t"), AL_E_INVAL);
     assert_int_equal(db_proxy_revoke_ended(NULL), AL_E_INVAL);
     assert_int_equal(db_proxy_of_terminal(NULL, "t", &px), AL_E_INVAL);
+    char rid[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(NULL, rid, sizeof rid), AL_E_INVAL);
+    assert_int_equal(db_replica_beat(NULL, "r-0123456789abcdef01234567", "ws://h:1"), AL_E_INVAL);
+    assert_int_equal(db_replica_stop(NULL, "r-0123456789abcdef01234567"), AL_E_INVAL);
+    assert_int_equal(db_replica_list(NULL, 1000, collect_replica, NULL), AL_E_INVAL);
+    assert_int_equal(db_replica_prune(NULL, 1000), AL_E_INVAL);
+    assert_false(db_replica_address_valid(NULL));
 }
 
 /* ---- web sessions ---------------------------------------------------------------- */
@@ -2076,8 +2085,16 @@ static void test_session_bad_inputs(void **state)
  * proxy credentials. */
 /* Take a closed database back to schema 5: sandboxes without platform
  * (SQLite rebuilds the table as schema 5 had it; PostgreSQL drops). */
+static void undo_v7(const struct fx *f)
+{
+    raw_exec(f, "DROP TABLE replicas");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 7");
+    raw_set_version(f, 6);
+}
+
 static void undo_v6(const struct fx *f)
 {
+    undo_v7(f);
     if (pg.on) {
         pg_exec(f->path,
                 "ALTER TABLE sandboxes DROP COLUMN platform, DROP COLUMN identifier,"
@@ -2718,6 +2735,170 @@ static void test_migration_5_to_6(void **state)
     assert_int_equal(raw_int(f, "SELECT count(*) FROM sandboxes"), 3);
 }
 
+static int collect_replica(void *ctx, const struct db_replica *r)
+{
+    struct db_replica *out = ctx;
+    size_t i = 0;
+    while (i < 4 && out[i].id[0])
+        i++;
+    assert_true(i < 4);
+    out[i] = *r;
+    return 0;
+}
+
+/* Up to 4 replicas into out (zeroed first); how many. */
+static size_t list_replicas(struct fx *f, int64_t stale_ms, struct db_replica *out)
+{
+    memset(out, 0, 4 * sizeof *out);
+    assert_int_equal(db_replica_list(f->db, stale_ms, collect_replica, out), AL_OK);
+    size_t n = 0;
+    while (n < 4 && out[n].id[0])
+        n++;
+    return n;
+}
+
+/* Replicas: a random id each, a beat that makes or renews the row with
+ * the database's clock, a clean stop, alive from the beat's age, and the
+ * deletion of rows long gone. */
+static void test_replicas(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(f->db, a, sizeof a), AL_OK);
+    assert_int_equal(db_replica_new_id(f->db, b, sizeof b), AL_OK);
+    assert_int_equal(strlen(a), DB_REPLICA_ID_LEN);
+    assert_memory_equal(a, "r-", 2);
+    assert_string_not_equal(a, b);
+    struct timespec ts;
+    assert_int_equal(clock_gettime(CLOCK_REALTIME, &ts), 0);
+    int64_t before = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    assert_int_equal(db_replica_beat(f->db, a, "ws://127.0.0.1:1"), AL_OK);
+    assert_int_equal(clock_gettime(CLOCK_REALTIME, &ts), 0);
+    int64_t after = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    struct db_replica r[4];
+    assert_int_equal(list_replicas(f, 60000, r), 1);
+    assert_string_equal(r[0].id, a);
+    assert_string_equal(r[0].address, "ws://127.0.0.1:1");
+    assert_true(r[0].alive);
+    assert_int_equal(r[0].stopped_at, 0);
+    assert_int_equal(r[0].started_at, r[0].beat_at);
+    /* the database's clock, which here is this host's */
+    assert_true(r[0].beat_at >= before - 1000 && r[0].beat_at <= after + 1000);
+    int64_t started = r[0].started_at;
+    usleep(20000);
+    assert_int_equal(db_replica_beat(f->db, a, "wss://h.example:443/x"), AL_OK);
+    assert_int_equal(db_replica_beat(f->db, b, "ws://127.0.0.1:2"), AL_OK);
+    assert_int_equal(list_replicas(f, 60000, r), 2);
+    assert_string_equal(r[0].id, a); /* oldest start first */
+    assert_int_equal(r[0].started_at, started);
+    assert_true(r[0].beat_at > started);
+    assert_string_equal(r[0].address, "wss://h.example:443/x");
+    assert_true(r[0].alive && r[1].alive);
+    /* a clean stop: gone at once, whatever its beat's age */
+    assert_int_equal(db_replica_stop(f->db, b), AL_OK);
+    assert_int_equal(list_replicas(f, 60000, r), 2);
+    assert_true(r[0].alive);
+    assert_false(r[1].alive);
+    assert_true(r[1].stopped_at >= r[1].started_at);
+    char c[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(f->db, c, sizeof c), AL_OK);
+    assert_int_equal(db_replica_stop(f->db, c), AL_E_NOENT);
+    /* a beat older than the staleness asked: not alive */
+    usleep(20000);
+    assert_int_equal(list_replicas(f, 5, r), 2);
+    assert_false(r[0].alive || r[1].alive);
+    /* a replica that stopped beating long ago (its beat moved back behind
+     * the interface) is deleted; the others stay */
+    char sql[160];
+    (void)snprintf(sql, sizeof sql,
+                   "UPDATE replicas SET beat_at = beat_at - 100000, started_at = started_at - "
+                   "100000 WHERE id = '%s'",
+                   a);
+    raw_exec(f, sql);
+    assert_int_equal(list_replicas(f, 60000, r), 2);
+    assert_false(r[0].alive);
+    assert_true(r[1].stopped_at > 0);
+    assert_int_equal(db_replica_prune(f->db, 50000), AL_OK);
+    assert_int_equal(list_replicas(f, 60000, r), 1);
+    assert_string_equal(r[0].id, b);
+    /* a beat after the row was deleted registers it anew */
+    assert_int_equal(db_replica_beat(f->db, a, "ws://127.0.0.1:1"), AL_OK);
+    assert_int_equal(list_replicas(f, 60000, r), 2);
+    assert_true(r[1].alive && r[1].started_at == r[1].beat_at);
+    usleep(5000);
+    assert_int_equal(db_replica_prune(f->db, 1), AL_OK);
+    assert_int_equal(list_replicas(f, 60000, r), 0);
+}
+
+static void test_replica_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(f->db, id, DB_REPLICA_ID_LEN), AL_E_INVAL);
+    assert_int_equal(db_replica_new_id(f->db, id, sizeof id), AL_OK);
+    static const char *const bad_ids[] = {"",
+                                          "r-",
+                                          "x-0123456789abcdef01234567",
+                                          "r-0123456789ABCDEF01234567",
+                                          "r-0123456789abcdef012345678",
+                                          "r-0123456789abcdef0123456"};
+    for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+        assert_int_equal(db_replica_beat(f->db, bad_ids[i], "ws://h:1"), AL_E_INVAL);
+        assert_int_equal(db_replica_stop(f->db, bad_ids[i]), AL_E_INVAL);
+    }
+    assert_int_equal(db_replica_beat(f->db, NULL, "ws://h:1"), AL_E_INVAL);
+    char longurl[DB_REPLICA_ADDR_MAX + 2];
+    memset(longurl, 'a', sizeof longurl - 1);
+    memcpy(longurl, "ws://", 5);
+    longurl[sizeof longurl - 1] = '\0';
+    const char *const bad_addrs[] = {NULL,        "",           "ws://",        "http://h:1",
+                                     "ws://h :1", "ws://h\n:1", "ws://h\x7f:1", longurl};
+    for (size_t i = 0; i < sizeof bad_addrs / sizeof bad_addrs[0]; i++)
+        assert_int_equal(db_replica_beat(f->db, id, bad_addrs[i]), AL_E_INVAL);
+    longurl[DB_REPLICA_ADDR_MAX] = '\0'; /* at the limit: accepted */
+    assert_true(db_replica_address_valid(longurl));
+    assert_int_equal(db_replica_beat(f->db, id, longurl), AL_OK);
+    struct db_replica r[4];
+    assert_int_equal(db_replica_list(f->db, 0, collect_replica, r), AL_E_INVAL);
+    assert_int_equal(db_replica_list(f->db, 1000, NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_replica_prune(f->db, 0), AL_E_INVAL);
+    assert_int_equal(list_replicas(f, 60000, r), 1);
+    /* the database refuses what db_replica.c would, behind the interface */
+    assert_int_not_equal(raw_try(f, "INSERT INTO replicas (id, address, started_at, beat_at)"
+                                    " VALUES ('r-zz', 'ws://h:1', 0, 0)"),
+                         0);
+    assert_int_not_equal(raw_try(f, "INSERT INTO replicas (id, address, started_at, beat_at)"
+                                    " VALUES ('r-0123456789abcdef01234567', 'http://h:1', 0, 0)"),
+                         0);
+}
+
+/* A schema 6 database gains the replicas table, and keeps its rows. */
+static void test_migration_6_to_7(void **state)
+{
+    struct fx *f = *state;
+    char key[DB_KEY_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, key, sizeof key), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "st", DB_SANDBOX_STATIC, "wss://h:1/x"), AL_OK);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v7(f);
+    assert_int_equal(raw_version(f), 6);
+    assert_int_not_equal(raw_try(f, "DELETE FROM replicas"), 0);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 7"), 1);
+    struct db_user u;
+    assert_int_equal(db_user_by_key(f->db, key, &u), AL_OK);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "st", &sb), AL_OK);
+    char id[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(f->db, id, sizeof id), AL_OK);
+    assert_int_equal(db_replica_beat(f->db, id, "ws://127.0.0.1:1"), AL_OK);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM replicas"), 1);
+}
+
 int main(int argc, char **argv)
 {
     bool want_pg = argc == 2 && strcmp(argv[1], "pg") == 0;
@@ -2752,6 +2933,9 @@ int main(int argc, char **argv)
         BOTH(test_migration_4_to_5),
         BOTH(test_migration_5_to_6),
         BOTH(test_aca_sandbox),
+        BOTH(test_replicas),
+        BOTH(test_replica_bad_inputs),
+        BOTH(test_migration_6_to_7),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
