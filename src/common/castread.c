@@ -583,7 +583,7 @@ static int rd_pread(struct castread *r, int64_t off, uint8_t *buf, size_t n)
             return rd_fail(r, AL_E_IO, r->line, "read: %s", strerror(errno));
         if (k == 0)
             return rd_fail(r, AL_E_FORMAT, r->line, "the file ends before byte %lld",
-                           (long long)(off + (int64_t)n));
+                           (long long)off + (long long)n);
         got += (size_t)k;
     }
     return AL_OK;
