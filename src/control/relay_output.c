@@ -154,16 +154,20 @@ void relay_output_sync(struct rl_term *t)
             now.off = t->rec_base + st.out_durable;
         }
     }
-    if (!t->nhist || t->hist[t->nhist - 1].off != now.off) {
-        if (t->nhist >= 2 && t->hist[t->nhist - 1].off - t->hist[t->nhist - 2].off < RL_HIST_STEP) {
-            t->hist[t->nhist - 1] = now; /* the newest was too close to the one before */
-        } else {
-            if (t->nhist == RL_HIST) {
-                memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
-                t->nhist--;
-            }
-            t->hist[t->nhist++] = now;
+    /* The newest pair is replaced when it has the same offset (no new
+     * output, but maybe more recording: a marker, a resize, the exit, which
+     * a restart would cut off if it were not stored) or lies too close to
+     * the one before. */
+    const struct rl_pair *last = t->nhist ? &t->hist[t->nhist - 1] : NULL;
+    if (last && (last->off == now.off ||
+                 (t->nhist >= 2 && last->off - t->hist[t->nhist - 2].off < RL_HIST_STEP))) {
+        t->hist[t->nhist - 1] = now;
+    } else {
+        if (t->nhist == RL_HIST) {
+            memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
+            t->nhist--;
         }
+        t->hist[t->nhist++] = now;
     }
     uint64_t target = term_floor(t, now.off);
     struct rl_pair pick = t->persisted;
