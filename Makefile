@@ -54,6 +54,7 @@ bench: build
 	$(BUILD)/bench_vt $(BENCH_MB) $(BENCH_RUNS)
 	$(BUILD)/bench_relay $(BENCH_MB) $(BENCH_RUNS) $(BUILD)
 	$(BUILD)/bench_proxy $(BENCH_PROXY_MB) $(BENCH_RUNS) $(BUILD)
+	$(BUILD)/bench_resume 4 $(BENCH_MB) $(BENCH_RUNS)
 	AL_BIN=$(BUILD) AL_SRC=. node bench/bench_peers.mjs $(BENCH_PEERS_MB) $(BENCH_RUNS)
 
 # The soak (tests/soak/soak.mjs): SOAK_S seconds (default 600) of paced,

@@ -47,6 +47,8 @@ struct castread {
     size_t cap, start, end, scanned;
 
     unsigned long line; /* lines read so far */
+    int64_t line_at;    /* >= 0: the line looked at is the one at this byte
+                           offset, its number unknown (castread_prefix_tail) */
     int last_nl;        /* the last line read ended with '\n' */
     int64_t time_us;    /* time of the last event */
     json_t *cur;        /* owned: the current event (ev->data points into it) */
@@ -67,7 +69,10 @@ static int rd_fail(struct castread *r, int code, unsigned long line, const char 
     if (vsnprintf(why, sizeof why, fmt, ap) < 0)
         why[0] = '\0';
     va_end(ap);
-    al_errf(r->msg, sizeof r->msg, "line %lu: %s", line, why);
+    if (r->line_at >= 0)
+        al_errf(r->msg, sizeof r->msg, "line at byte %lld: %s", (long long)r->line_at, why);
+    else
+        al_errf(r->msg, sizeof r->msg, "line %lu: %s", line, why);
     r->err = code;
     return code;
 }
@@ -458,6 +463,7 @@ static struct castread *rd_new(void)
     if (r) {
         r->fd = -1;
         r->limit = -1;
+        r->line_at = -1;
     }
     return r;
 }
@@ -560,6 +566,101 @@ int castread_prefix(int fd, int64_t limit, int version, int64_t *last_us, int *e
     if (rc == 0)
         *last_us = r->time_us;
     else
+        al_errf(err, cap, "%s", r->msg);
+    castread_close(r);
+    return rc;
+}
+
+/* Read buf[0..n) at byte off of r's file, which must hold them. */
+static int rd_pread(struct castread *r, int64_t off, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = pread(r->fd, buf + got, n - got, (off_t)(off + (int64_t)got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return rd_fail(r, AL_E_IO, r->line, "read: %s", strerror(errno));
+        if (k == 0)
+            return rd_fail(r, AL_E_FORMAT, r->line, "the file ends before byte %lld",
+                           (long long)off + (long long)n);
+        got += (size_t)k;
+    }
+    return AL_OK;
+}
+
+/* After the header: the last line of the first limit bytes, read from at
+ * most max_line + 1 bytes before limit (the line and the '\n' before it). */
+static int rd_tail(struct castread *r, int64_t limit, size_t max_line, int64_t *last_us,
+                   int *last_exit)
+{
+    int64_t hdr_end = r->foff - (int64_t)(r->end - r->start);
+    if (hdr_end == limit)
+        return AL_OK; /* the header alone: no event */
+    int64_t lo = limit - (int64_t)max_line - 1;
+    if (lo < hdr_end)
+        lo = hdr_end;
+    size_t n = (size_t)(limit - lo);
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        return rd_fail(r, AL_E_NOMEM, r->line, "out of memory");
+    r->line_at = limit;
+    int rc = rd_pread(r, lo, buf, n);
+    if (rc == AL_OK && buf[n - 1] != '\n')
+        rc = rd_fail(r, AL_E_FORMAT, 0, "the size to resume at is not at a line end");
+    size_t s = n - 1;
+    while (rc == AL_OK && s > 0 && buf[s - 1] != '\n')
+        s--;
+    if (rc == AL_OK && s == 0 && lo > hdr_end)
+        rc = rd_fail(r, AL_E_FORMAT, 0, "the last line is longer than %zu bytes", max_line);
+    struct castread_event ev;
+    memset(&ev, 0, sizeof ev);
+    if (rc == AL_OK) {
+        r->line_at = lo + (int64_t)s;
+        if (r->info.version == 3 && s < n - 1 && buf[s] == '#')
+            rc = rd_fail(r, AL_E_FORMAT, 0, "the last line is a comment, not an event");
+    }
+    if (rc == AL_OK) {
+        r->cur = rd_json(r, buf + s, n - 1 - s);
+        rc = r->cur ? rd_event(r, r->cur, &ev) : r->err;
+    }
+    if (rc == AL_OK) {
+        *last_us = ev.time_us;
+        *last_exit = ev.kind == CASTREAD_EV_EXIT;
+    }
+    free(buf);
+    return rc;
+}
+
+int castread_prefix_tail(int fd, int64_t limit, int version, size_t max_line, int64_t *last_us,
+                         int *last_exit, char *err, size_t cap)
+{
+    if (fd < 0 || limit < 0 || max_line < 2 || max_line > (size_t)CASTREAD_MAX_LINE || !last_us ||
+        !last_exit) {
+        al_errf(err, cap, "invalid argument");
+        return AL_E_INVAL;
+    }
+    *last_us = -1;
+    *last_exit = 0;
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        int e = errno;
+        al_errf(err, cap, "seek: %s", strerror(e));
+        return AL_E_IO;
+    }
+    struct castread *r = rd_new();
+    if (!r || rd_attach_fd(r, fd, 0, limit) != AL_OK) {
+        castread_close(r);
+        al_errf(err, cap, "out of memory");
+        return AL_E_NOMEM;
+    }
+    int rc = rd_header(r);
+    if (rc == AL_OK && r->info.version != version)
+        rc = rd_fail(r, AL_E_VERSION, 1, "only a v%d recording can be resumed", version);
+    if (rc == AL_OK && !r->last_nl)
+        rc = rd_fail(r, AL_E_FORMAT, 1, "the size to resume at is not at a line end");
+    if (rc == AL_OK)
+        rc = rd_tail(r, limit, max_line, last_us, last_exit);
+    if (rc != AL_OK)
         al_errf(err, cap, "%s", r->msg);
     castread_close(r);
     return rc;

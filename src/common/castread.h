@@ -102,4 +102,19 @@ void castread_close(struct castread *r);
 int castread_prefix(int fd, int64_t limit, int version, int64_t *last_us, int *exited, char *err,
                     size_t cap);
 
+/* The bounded form of that check, for a caller that stored the time of the
+ * prefix's last event beside its size: only the header line (of the given
+ * version) and the prefix's last line are read, whatever limit is. fd is
+ * a regular file, read from its start (its offset moves). The last line
+ * must end with '\n' exactly at limit, be at most max_line bytes with its
+ * '\n' (the longest line the caller's writer produces, at most
+ * CASTREAD_MAX_LINE) and be a valid event, not a comment. *last_us is then
+ * that event's own time (v3: its interval; v2: its time), -1 if the prefix
+ * is the header alone; *last_exit whether it is an "x" event. The lines
+ * between are not read: their validity is the caller's to vouch for. On
+ * error, err gets "line N: reason" (the header) or "line at byte N:
+ * reason" (the last line). */
+int castread_prefix_tail(int fd, int64_t limit, int version, size_t max_line, int64_t *last_us,
+                         int *last_exit, char *err, size_t cap);
+
 #endif

@@ -16,7 +16,13 @@
  *   integer microseconds printed as "S.UUUUUU", so the times a reader adds
  *   up are exact. The first failed write/fsync sets err; from then on every
  *   call only counts what it was given as lost and returns err.
- *   Resuming checks the file's durable prefix with castread_prefix() first.
+ *   time_us is the recording's own time, the sum of the intervals written
+ *   (what a reader adds up); time_durable and exited_durable are time_us
+ *   and exited at the last successful sync (cast_sync's mark).
+ *   Resuming checks the file's durable prefix first: all of it with
+ *   castread_prefix() when the caller knows only its size, its header and
+ *   last line with castread_prefix_tail() when it also stored the time,
+ *   so that a restart does not read recordings whole.
  *
  * Escaping is ours (strict, no allocation per event): '"', '\\', C0
  * controls, DEL, C1 controls and U+2028/U+2029 are escaped, so "any
@@ -432,7 +438,10 @@ struct cast {
     int err;              /* AL_OK, or what failed the writer */
     int sys_errno;        /* errno of that failure */
     int exited;           /* the "x" event was written */
+    int exited_durable;   /* ... and made durable */
     int64_t prev_us;      /* caller's clock at the previous event */
+    int64_t time_us;      /* the recording's time: the sum of the intervals */
+    int64_t time_durable; /* time_us at the last successful fdatasync */
     int64_t file_size;    /* bytes handed to write() (the fd's offset) */
     int64_t durable_size; /* file_size at the last successful fdatasync */
     size_t wlen;          /* bytes used in wbuf */
@@ -488,7 +497,10 @@ static uint64_t cast_interval(struct cast *c, int64_t now_us)
     if (now_us > c->prev_us)
         d = (uint64_t)now_us - (uint64_t)c->prev_us;
     c->prev_us = now_us;
-    return d > (uint64_t)CAST_MAX_INTERVAL_US ? (uint64_t)CAST_MAX_INTERVAL_US : d;
+    if (d > (uint64_t)CAST_MAX_INTERVAL_US)
+        d = (uint64_t)CAST_MAX_INTERVAL_US;
+    c->time_us = c->time_us > INT64_MAX - (int64_t)d ? INT64_MAX : c->time_us + (int64_t)d;
+    return d;
 }
 
 static int cast_emit(struct cast *c, int64_t now_us, char code, const uint8_t *text, size_t n)
@@ -613,7 +625,7 @@ int cast_exit(struct cast *c, int64_t now_us, int status)
     return rc;
 }
 
-int cast_sync(struct cast *c, int64_t *durable_size)
+int cast_sync(struct cast *c, struct cast_mark *durable)
 {
     if (!c)
         return AL_E_INVAL;
@@ -633,9 +645,14 @@ int cast_sync(struct cast *c, int64_t *durable_size)
         c->out_durable = c->out_total - c->out_u8.len;
         c->in_durable = c->in_total - c->in_u8.len;
         c->events_durable = c->events;
+        c->time_durable = c->time_us;
+        c->exited_durable = c->exited;
     }
-    if (durable_size)
-        *durable_size = c->durable_size;
+    if (durable) {
+        durable->size = c->durable_size;
+        durable->time_us = c->time_durable;
+        durable->exited = c->exited_durable;
+    }
     return rc;
 }
 
@@ -766,7 +783,31 @@ static int cast_create(const char *path, const struct cast_header *h, struct cas
     return AL_OK;
 }
 
-static int cast_resume(const char *path, const struct cast_header *h, int64_t resume_size,
+/* The bounded check: the header and the last line of the first at->size
+ * bytes, against the time and exit stored with that size. */
+static int cast_check_tail(int fd, const struct cast_mark *at, char *why, size_t cap)
+{
+    int64_t line_us = -1;
+    int line_x = 0;
+    int rc = castread_prefix_tail(fd, at->size, CAST_VERSION, CAST_LINE_OUT_MAX, &line_us, &line_x,
+                                  why, cap);
+    if (rc != AL_OK)
+        return rc;
+    if (line_us < 0 ? at->time_us != 0 || at->exited : line_us > at->time_us) {
+        al_errf(why, cap, "the stored time %lld us does not match the last line (%s %lld us)",
+                (long long)at->time_us, line_us < 0 ? "no event," : "interval",
+                (long long)(line_us < 0 ? 0 : line_us));
+        return AL_E_FORMAT;
+    }
+    if (line_x != (at->exited != 0)) {
+        al_errf(why, cap, "the stored exit flag (%d) does not match the last line (%s)",
+                at->exited != 0, line_x ? "an exit" : "not an exit");
+        return AL_E_FORMAT;
+    }
+    return AL_OK;
+}
+
+static int cast_resume(const char *path, const struct cast_header *h, const struct cast_mark *at,
                        struct cast **out, char *err, size_t cap)
 {
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -774,8 +815,9 @@ static int cast_resume(const char *path, const struct cast_header *h, int64_t re
         return al_errf_errno(err, cap, errno, "%s", path);
     struct stat sb;
     int rc = AL_OK;
-    int64_t last_us = 0;
-    int exited = 0;
+    const int64_t resume_size = at->size;
+    int64_t last_us = at->time_us;
+    int exited = at->exited != 0;
     if (fstat(fd, &sb) != 0) {
         al_errf(err, cap, "%s: %s", path, strerror(errno));
         rc = AL_E_IO;
@@ -788,7 +830,10 @@ static int cast_resume(const char *path, const struct cast_header *h, int64_t re
         rc = AL_E_FORMAT;
     } else {
         char why[CASTREAD_ERR_MAX];
-        rc = castread_prefix(fd, resume_size, CAST_VERSION, &last_us, &exited, why, sizeof why);
+        if (at->time_us >= 0)
+            rc = cast_check_tail(fd, at, why, sizeof why);
+        else
+            rc = castread_prefix(fd, resume_size, CAST_VERSION, &last_us, &exited, why, sizeof why);
         if (rc != AL_OK)
             al_errf(err, cap, "resume: %s", why);
     }
@@ -808,21 +853,22 @@ static int cast_resume(const char *path, const struct cast_header *h, int64_t re
     /* Continue the time base at the last kept event (saturating). */
     c->prev_us = h->start_us > INT64_MAX - last_us ? INT64_MAX : h->start_us + last_us;
     c->file_size = c->durable_size = resume_size;
-    c->exited = exited;
+    c->time_us = c->time_durable = last_us;
+    c->exited = c->exited_durable = exited;
     *out = c;
     return AL_OK;
 }
 
-int cast_open(const char *path, const struct cast_header *h, int64_t resume_size, struct cast **out,
-              char *err, size_t cap)
+int cast_open(const char *path, const struct cast_header *h, const struct cast_mark *at,
+              struct cast **out, char *err, size_t cap)
 {
     if (out)
         *out = NULL;
-    if (!path || !h || !out || resume_size < 0) {
+    if (!path || !h || !out || (at && (at->size < 0 || at->time_us < -1))) {
         al_errf(err, cap, "invalid argument");
         return AL_E_INVAL;
     }
-    if (resume_size == 0)
+    if (!at || at->size == 0)
         return cast_create(path, h, out, err, cap);
-    return cast_resume(path, h, resume_size, out, err, cap);
+    return cast_resume(path, h, at, out, err, cap);
 }

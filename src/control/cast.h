@@ -109,23 +109,38 @@ struct cast_status {
     uint64_t lost_out, lost_in, lost_events;
 };
 
+/* A point of a recording: what cast_sync reports as durable, and what a
+ * caller persists to resume there. */
+struct cast_mark {
+    int64_t size;    /* bytes, ending on a line boundary */
+    int64_t time_us; /* the time of the last event within size: the sum of
+                        the intervals (0 if none); -1: not known */
+    int exited;      /* the "x" event lies within size (it is the last) */
+};
+
 /*
  * Open a recording at path.
- * resume_size == 0: create it (O_CREAT|O_EXCL, mode 0600, O_CLOEXEC, a
- *   symlink is not followed; AL_E_EXISTS if present), write the header and
- *   make file and directory entry durable before returning, so that
+ * at NULL (or at->size 0): create it (O_CREAT|O_EXCL, mode 0600, O_CLOEXEC,
+ *   a symlink is not followed; AL_E_EXISTS if present), write the header
+ *   and make file and directory entry durable before returning, so that
  *   cast_status().durable_size is the header's size.
- * resume_size > 0: reopen an existing v3 recording written by this module,
- *   check that its first resume_size bytes are a header and whole valid
- *   event lines (AL_E_FORMAT otherwise, also when the file is shorter),
- *   truncate it there and append. Time continues from the last kept event:
- *   its time is h->start_us plus the sum of the kept intervals. Only
- *   h->start_us is used; the header fields come from the file.
+ * at->size > 0: reopen an existing v3 recording written by this module,
+ *   truncate it at at->size and append, after a check (AL_E_FORMAT if it
+ *   fails, also when the file is shorter):
+ *   - at->time_us < 0 (not known): the first at->size bytes must be a
+ *     header and whole valid event lines, all read; the time and the exit
+ *     are learnt from them;
+ *   - at->time_us >= 0 (stored with the size): only the header and the last
+ *     line are read: the header must be v3, the last line a valid event
+ *     ending exactly at at->size, its interval at most at->time_us, and an
+ *     "x" event exactly when at->exited (with no event: time 0, no exit).
+ *   Time continues from the last kept event: h->start_us plus its time.
+ *   Only h->start_us is used; the header fields come from the file.
  * On failure nothing is left open, and a file created by this call is
  * removed.
  */
-int cast_open(const char *path, const struct cast_header *h, int64_t resume_size, struct cast **out,
-              char *err, size_t cap);
+int cast_open(const char *path, const struct cast_header *h, const struct cast_mark *at,
+              struct cast **out, char *err, size_t cap);
 /* Start a new recording on an open, empty, writable fd, which the writer
  * takes over (closed by cast_close, or here on failure). Nothing is written
  * before the first flush; no directory fsync. For sinks the caller opened
@@ -144,11 +159,11 @@ int cast_marker(struct cast *c, int64_t now_us, const char *label);
  * U+FFFD first. Later events get AL_E_STATE. */
 int cast_exit(struct cast *c, int64_t now_us, int status);
 
-/* Write the buffer and fdatasync. *durable_size (may be NULL) is the file
- * size now durable; it always ends on a line boundary. The pair to persist
- * for resume is (stream bytes before this writer + status.out_durable,
- * durable_size). */
-int cast_sync(struct cast *c, int64_t *durable_size);
+/* Write the buffer and fdatasync. *durable (may be NULL) is the point now
+ * durable (after a failure: the last good one); its size always ends on a
+ * line boundary, and its time is known. What to persist for resume is
+ * (stream bytes before this writer + status.out_durable, *durable). */
+int cast_sync(struct cast *c, struct cast_mark *durable);
 void cast_status(const struct cast *c, struct cast_status *st);
 /* Write the buffer, fdatasync and close; frees c. Incomplete UTF-8 is not
  * written (a resumed writer gets those bytes again). Returns the writer's

@@ -94,7 +94,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 7,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 8,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -214,6 +214,18 @@ struct db_terminal {
     uint64_t rec_bytes;              /* the recording's size with them */
     char creator[DB_NAME_MAX + 1];   /* "": unknown (made before schema 2) */
     bool record_input;
+    int64_t rec_time_us; /* the time of the recording's last event within
+                            rec_bytes (µs since its start); -1: not stored
+                            (a row from before schema 8) */
+    bool rec_exited;     /* the recording's exit event lies within rec_bytes */
+};
+
+/* What db_terminal_set_offsets stores in one update. */
+struct db_term_offsets {
+    uint64_t out_offset, err_offset; /* stream bytes durably delivered */
+    uint64_t rec_bytes;              /* the recording's durable size with them */
+    int64_t rec_time_us;             /* its last event's time then; -1: not known */
+    bool rec_exited;                 /* it holds its exit event (needs the time) */
 };
 
 struct db_audit {
@@ -340,10 +352,10 @@ int db_terminal_set_state(struct db *db, const char *id, enum db_term_state stat
 /* To exited with the EXIT frame's status: signo 0 and code 0..255, or signo
  * 1..127 and code -1. Repeating the same status is a no-op. */
 int db_terminal_set_exit(struct db *db, const char *id, int code, int signo);
-/* Both offsets and the recording size in one atomic, durable (fsync'ed)
- * update; AL_E_STATE if any of them would go backwards. */
-int db_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset, uint64_t err_offset,
-                            uint64_t rec_bytes);
+/* Both offsets and the recording's size, time and exit in one atomic,
+ * durable (fsync'ed) update; AL_E_STATE if an offset, the size or a known
+ * time would go backwards (a time not known is stored as such). */
+int db_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o);
 /* Only a closed or lost terminal (AL_E_STATE otherwise). */
 int db_terminal_remove(struct db *db, const char *id);
 

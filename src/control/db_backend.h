@@ -54,9 +54,9 @@ struct db_backend {
                               enum db_term_state to, int64_t now);
     int (*terminal_cas_exit)(struct db *db, const char *id, enum db_term_state from, int code,
                              int signo, int64_t now);
-    /* AL_E_STATE if a stored value is larger than the new one. */
-    int (*terminal_set_offsets)(struct db *db, const char *id, uint64_t out_offset,
-                                uint64_t err_offset, uint64_t rec_bytes);
+    /* AL_E_STATE if a stored value is larger than the new one (a time:
+     * when both are known); rec_time_us -1 is stored as NULL. */
+    int (*terminal_set_offsets)(struct db *db, const char *id, const struct db_term_offsets *o);
     int (*terminal_cas_remove)(struct db *db, const char *id, enum db_term_state from);
 
     /* Web sessions, by hex SHA-256 of the secret. add: AL_E_LIMIT when the

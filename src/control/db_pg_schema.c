@@ -154,6 +154,14 @@ static const char *const dbp_schema_v7[] = {
     "CREATE INDEX replicas_beat ON replicas (beat_at)",
     NULL,
 };
+/* Schema 8, as db_sqlite_schema.c's dbs_schema_v8. */
+static const char *const dbp_schema_v8[] = {
+    "ALTER TABLE terminals ADD COLUMN rec_time_us bigint"
+    "  CONSTRAINT terminals_rec_time_us_check CHECK (rec_time_us >= 0),"
+    "  ADD COLUMN rec_exited boolean NOT NULL DEFAULT false,"
+    "  ADD CONSTRAINT terminals_rec_exited_check CHECK (NOT rec_exited OR rec_time_us IS NOT NULL)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -166,6 +174,7 @@ const struct dbp_migration dbp_migrations[] = {
     {"proxy credentials", dbp_schema_v5},
     {"sandboxes on a platform", dbp_schema_v6},
     {"replicas", dbp_schema_v7},
+    {"recording time and exit", dbp_schema_v8},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,

@@ -295,35 +295,40 @@ static int dbp_offsets_missed(struct db *db, const char *id)
 {
     const char *const v[] = {id};
     struct dbp_res r;
-    int rc =
-        dbp_exec(db, "read offsets",
-                 "SELECT out_offset, err_offset, rec_bytes FROM terminals WHERE id = $1", 1, v, &r);
+    int rc = dbp_exec(db, "read offsets",
+                      "SELECT out_offset, err_offset, rec_bytes, coalesce(rec_time_us, -1)"
+                      " FROM terminals WHERE id = $1",
+                      1, v, &r);
     if (rc == AL_OK && PQntuples(r.res) == 0)
         rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
     else if (rc == AL_OK)
         rc = db_fail(db, AL_E_STATE,
                      "offsets of terminal %s may not go backwards (stored: out %s, err %s, "
-                     "recording %s bytes)",
-                     id, PQgetvalue(r.res, 0, 0), PQgetvalue(r.res, 0, 1), PQgetvalue(r.res, 0, 2));
+                     "recording %s bytes, time %s us)",
+                     id, PQgetvalue(r.res, 0, 0), PQgetvalue(r.res, 0, 1), PQgetvalue(r.res, 0, 2),
+                     PQgetvalue(r.res, 0, 3));
     PQclear(r.res);
     return rc;
 }
 
-static int dbp_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset,
-                                    uint64_t err_offset, uint64_t rec_bytes)
+static int dbp_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
 {
     /* One statement, one commit, synchronous (see the top of this file). */
-    char o[DBP_INT_TEXT], e[DBP_INT_TEXT], rb[DBP_INT_TEXT];
-    dbp_i64_text(o, sizeof o, (int64_t)out_offset);
-    dbp_i64_text(e, sizeof e, (int64_t)err_offset);
-    dbp_i64_text(rb, sizeof rb, (int64_t)rec_bytes);
-    const char *const v[] = {id, o, e, rb};
+    char out[DBP_INT_TEXT], e[DBP_INT_TEXT], rb[DBP_INT_TEXT], tu[DBP_INT_TEXT];
+    dbp_i64_text(out, sizeof out, (int64_t)o->out_offset);
+    dbp_i64_text(e, sizeof e, (int64_t)o->err_offset);
+    dbp_i64_text(rb, sizeof rb, (int64_t)o->rec_bytes);
+    dbp_i64_text(tu, sizeof tu, o->rec_time_us);
+    const char *const v[] = {
+        id, out, e, rb, o->rec_time_us >= 0 ? tu : NULL, o->rec_exited ? "true" : "false"};
     struct dbp_res r;
     int rc = dbp_exec(db, "set offsets",
-                      "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4"
+                      "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4,"
+                      " rec_time_us = $5, rec_exited = $6"
                       " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
-                      " AND rec_bytes <= $4",
-                      4, v, &r);
+                      " AND rec_bytes <= $4"
+                      " AND ($5::bigint IS NULL OR rec_time_us IS NULL OR rec_time_us <= $5)",
+                      6, v, &r);
     bool changed = rc == AL_OK && dbp_one_changed(r.res);
     PQclear(r.res);
     return rc == AL_OK && !changed ? dbp_offsets_missed(db, id) : rc;

@@ -8,7 +8,8 @@
  * Ranges checked on the way out (a row outside them is corrupt, not
  * trusted): channel 1..UINT32_MAX, cols and rows 1..AL_MAX_COLS/ROWS, an
  * exit code -1..255 and signal 0..127 (NULL: -1 and 0, not exited yet),
- * times and offsets >= 0, rtt >= -1.
+ * times and offsets >= 0 (a recording's time NULL: -1, not stored), rtt
+ * >= -1.
  */
 #include "db_row.h"
 
@@ -108,6 +109,11 @@ int db_row_terminal(const struct db_row *r, struct db_terminal *t)
         rc = r->ops->text(r, 17, t->creator, sizeof t->creator, false);
     if (rc == AL_OK)
         rc = r->ops->flag(r, 18, &t->record_input);
+    static const int64_t unknown = -1;
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 19, 0, INT64_MAX, &unknown, &t->rec_time_us);
+    if (rc == AL_OK)
+        rc = r->ops->flag(r, 20, &t->rec_exited);
     t->channel = (uint32_t)v[0];
     t->cols = (uint16_t)v[1];
     t->rows = (uint16_t)v[2];

@@ -26,7 +26,8 @@
     " platform, identifier"
 #define DB_TERM_COLS                                                                               \
     "id, sandbox_id, channel, argv, cwd, env, cols, rows, mode, state, exit_code, exit_signal,"    \
-    " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input"
+    " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input,"             \
+    " rec_time_us, rec_exited"
 #define DB_AUDIT_COLS "id, at, actor, action, target, detail"
 /* A session with its user (sessions s JOIN users u). */
 #define DB_SESSION_COLS                                                                            \

@@ -180,6 +180,15 @@ static const char dbs_schema_v7[] =
     "  stopped_at INTEGER CHECK (stopped_at >= 0)"
     ") STRICT;"
     "CREATE INDEX replicas_beat ON replicas (beat_at);";
+/* Schema 8: beside its durable size, the time of the recording's last
+ * event within it (µs since its start; NULL: not stored, rows from before,
+ * whose recording is then read whole on resume) and whether its exit event
+ * is among them, so that a resume reads only the header and the last
+ * line (docs/recording.md). */
+static const char dbs_schema_v8[] =
+    "ALTER TABLE terminals ADD COLUMN rec_time_us INTEGER CHECK (rec_time_us >= 0);"
+    "ALTER TABLE terminals ADD COLUMN rec_exited INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (rec_exited IN (0, 1) AND (rec_exited = 0 OR rec_time_us IS NOT NULL));";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -192,6 +201,7 @@ const struct dbs_migration dbs_migrations[] = {
     {"proxy credentials", dbs_schema_v5},
     {"sandboxes on a platform", dbs_schema_v6},
     {"replicas", dbs_schema_v7},
+    {"recording time and exit", dbs_schema_v8},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,

@@ -255,12 +255,13 @@ static int dbs_terminal_cas_exit(struct db *db, const char *id, enum db_term_sta
                    a, DBS_NARGS(a));
 }
 
-/* The stored offsets, as the message of a refused update: out, err, rec. */
+/* The stored offsets, as the message of a refused update: out, err, rec,
+ * the recording's time (-1: not stored). */
 static int dbs_get_offsets(const struct db_row *r, void *out)
 {
     int64_t *v = out;
     int rc = AL_OK;
-    for (int i = 0; i < 3 && rc == AL_OK; i++)
+    for (int i = 0; i < 4 && rc == AL_OK; i++)
         rc = r->ops->i64(r, i, INT64_MIN, INT64_MAX, NULL, &v[i]);
     return rc;
 }
@@ -269,35 +270,42 @@ static int dbs_get_offsets(const struct db_row *r, void *out)
 static int dbs_offsets_missed(struct db *db, const char *id)
 {
     const struct dbs_arg a[] = {dbs_text(id)};
-    int64_t v[3] = {0};
+    int64_t v[4] = {0};
     bool found = false;
-    int rc = dbs_one(db, "SELECT out_offset, err_offset, rec_bytes FROM terminals WHERE id = ?1", a,
-                     DBS_NARGS(a), dbs_get_offsets, v, &found);
+    int rc = dbs_one(db,
+                     "SELECT out_offset, err_offset, rec_bytes, coalesce(rec_time_us, -1)"
+                     " FROM terminals WHERE id = ?1",
+                     a, DBS_NARGS(a), dbs_get_offsets, v, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
     else if (rc == AL_OK)
         rc = db_fail(db, AL_E_STATE,
                      "offsets of terminal %s may not go backwards (stored: out %lld, err %lld, "
-                     "recording %lld bytes)",
-                     id, (long long)v[0], (long long)v[1], (long long)v[2]);
+                     "recording %lld bytes, time %lld us)",
+                     id, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
     return rc;
 }
 
-static int dbs_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset,
-                                    uint64_t err_offset, uint64_t rec_bytes)
+static int dbs_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
 {
     /* FULL: this one commit is fsync'ed (see the top of db_sqlite.c). */
     int rc = dbs_exec(db, "PRAGMA synchronous = FULL");
     if (rc != AL_OK)
         return rc;
-    const struct dbs_arg a[] = {dbs_text(id), dbs_int((int64_t)out_offset),
-                                dbs_int((int64_t)err_offset), dbs_int((int64_t)rec_bytes)};
+    const struct dbs_arg a[] = {dbs_text(id),
+                                dbs_int((int64_t)o->out_offset),
+                                dbs_int((int64_t)o->err_offset),
+                                dbs_int((int64_t)o->rec_bytes),
+                                o->rec_time_us >= 0 ? dbs_int(o->rec_time_us) : dbs_text(NULL),
+                                dbs_int(o->rec_exited ? 1 : 0)};
     bool changed = false;
-    rc = dbs_run(db,
-                 "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4"
-                 " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
-                 " AND rec_bytes <= ?4",
-                 a, DBS_NARGS(a), NULL, &changed);
+    rc =
+        dbs_run(db,
+                "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4,"
+                " rec_time_us = ?5, rec_exited = ?6"
+                " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
+                " AND rec_bytes <= ?4 AND (?5 IS NULL OR rec_time_us IS NULL OR rec_time_us <= ?5)",
+                a, DBS_NARGS(a), NULL, &changed);
     if (rc == AL_OK && !changed)
         rc = dbs_offsets_missed(db, id);
     if (rc != AL_OK) {

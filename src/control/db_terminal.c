@@ -211,17 +211,22 @@ int db_terminal_set_exit(struct db *db, const char *id, int code, int signo)
     return db->be->terminal_cas_exit(db, id, from, code, signo, now);
 }
 
-int db_terminal_set_offsets(struct db *db, const char *id, uint64_t out_offset, uint64_t err_offset,
-                            uint64_t rec_bytes)
+int db_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
 {
     int rc = db_begin(db);
     if (rc != AL_OK)
         return rc;
     if ((rc = db_check_name(db, "terminal id", id)) != AL_OK)
         return rc;
-    if (out_offset > INT64_MAX || err_offset > INT64_MAX || rec_bytes > INT64_MAX)
+    if (!o)
+        return db_fail(db, AL_E_INVAL, "no offsets");
+    if (o->out_offset > INT64_MAX || o->err_offset > INT64_MAX || o->rec_bytes > INT64_MAX)
         return db_fail(db, AL_E_TOOBIG, "offsets are limited to 2^63-1");
-    return db->be->terminal_set_offsets(db, id, out_offset, err_offset, rec_bytes);
+    if (o->rec_time_us < -1)
+        return db_fail(db, AL_E_INVAL, "a recording's time is >= 0, or -1 when not known");
+    if (o->rec_exited && o->rec_time_us < 0)
+        return db_fail(db, AL_E_INVAL, "a recording's exit is stored with its time");
+    return db->be->terminal_set_offsets(db, id, o);
 }
 
 int db_terminal_remove(struct db *db, const char *id)

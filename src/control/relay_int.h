@@ -29,6 +29,7 @@
 #define AL_RELAY_INT_H
 
 #include "backoff.h"
+#include "cast.h"
 #include "endpoint.h"
 #include "frame.h"
 #include "proxy.h"
@@ -110,11 +111,12 @@ struct rl_term {
     struct cast *cast;
     int rec_failed;
     char rec_error[128];
-    int64_t rec_bytes;
+    struct cast_mark rec; /* the recording's last durable point (its size,
+                             time, exit), or the row's if it failed */
     struct rl_pair {
         uint64_t off;
-        int64_t size;
-    } hist[RL_HIST], persisted; /* recent durable (offset, size) pairs */
+        struct cast_mark rec;
+    } hist[RL_HIST], persisted; /* recent durable (offset, recording) pairs */
     unsigned nhist;
     uint64_t unsynced;
     uint64_t sync_due_us; /* 0: nothing to sync */

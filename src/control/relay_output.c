@@ -10,10 +10,12 @@
  * credited when bytes are durable, never when clients read them.
  *
  * Durability: the recording is synced (RL_SYNC_BYTES, RL_SYNC_US), then a
- * pair (stream offset, recording size) no newer than any client's position
+ * pair (stream offset, recording mark: its size, the time of its last
+ * event and whether it holds the exit) no newer than any client's position
  * is persisted (rl_term.hist keeps recent durable pairs), then the runner
- * is credited with that offset (docs/recording.md). A failed recording is
- * noted once; the terminal keeps running.
+ * is credited with that offset (docs/recording.md). The mark lets a
+ * restart resume the recording reading only its header and last line. A
+ * failed recording is noted once; the terminal keeps running.
  *
  * Snapshots: one SNAPSHOT_REQ at a time per terminal (snap_asked); its
  * answer fills the cache (snap) that serves every client waiting
@@ -62,21 +64,30 @@ int relay_output_rec_open(struct rl_term *t, const struct db_terminal *row)
     int64_t now = (int64_t)relay_now_us();
     h.start_us = age_us > 0 && age_us < now ? now - age_us : now;
     t->rec_base = row->out_offset;
-    t->rec_bytes = (int64_t)row->rec_bytes;
+    /* A row from before schema 8 has no time: the recording is then
+     * checked whole, and the time it yields is persisted at once. */
+    const struct cast_mark stored = {(int64_t)row->rec_bytes, row->rec_time_us, row->rec_exited};
+    t->rec = stored;
     t->persisted.off = row->out_offset;
-    t->persisted.size = (int64_t)row->rec_bytes;
+    t->persisted.rec = stored;
     /* No size stored: nothing of this recording was ever credited (a crash
      * right after creation, or no client ever acknowledged), so the runner
      * resends from out_offset and a file left behind is started afresh. */
     if (row->rec_bytes == 0 && unlink(path) == 0)
         relay_log(r, 1, "terminal %s: recording restarts (nothing of it was durable)", t->id);
-    int rc = cast_open(path, &h, (int64_t)row->rec_bytes, &t->cast, why, sizeof why);
-    if (rc != AL_OK) {
-        relay_log(r, 0, "terminal %s: recording %s: %s", t->id, path, why);
-        t->cast = NULL;
-        relay_output_rec_fail(t, rc);
-        (void)snprintf(t->rec_error, sizeof t->rec_error, "%.120s", why);
+    int rc = cast_open(path, &h, &stored, &t->cast, why, sizeof why);
+    if (rc == AL_OK) {
+        rc = cast_sync(t->cast, &t->rec); /* writes nothing: the point resumed at */
+        if (rc != AL_OK)
+            relay_output_rec_fail(t, rc);
+        else if (stored.size > 0 && stored.time_us < 0)
+            t->sync_due_us = relay_now_us(); /* the time was not stored: store it now */
+        return rc;
     }
+    relay_log(r, 0, "terminal %s: recording %s: %s", t->id, path, why);
+    t->cast = NULL;
+    relay_output_rec_fail(t, rc);
+    (void)snprintf(t->rec_error, sizeof t->rec_error, "%.120s", why);
     return rc;
 }
 
@@ -130,46 +141,57 @@ static uint64_t term_floor(const struct rl_term *t, uint64_t durable)
 void relay_output_sync(struct rl_term *t)
 {
     struct relay *r = t->sb->r;
-    struct rl_pair now = {t->log[FR_STDOUT].end, t->rec_bytes};
+    struct rl_pair now = {t->log[FR_STDOUT].end, t->rec};
     if (t->cast && !t->rec_failed) {
-        int64_t size;
-        int rc = cast_sync(t->cast, &size);
+        struct cast_mark m;
+        int rc = cast_sync(t->cast, &m);
         if (rc != AL_OK) {
             relay_output_rec_fail(t, rc);
         } else {
             struct cast_status st;
             cast_status(t->cast, &st);
-            t->rec_bytes = now.size = size;
+            t->rec = now.rec = m;
             now.off = t->rec_base + st.out_durable;
         }
     }
-    if (!t->nhist || t->hist[t->nhist - 1].off != now.off) {
-        if (t->nhist >= 2 && t->hist[t->nhist - 1].off - t->hist[t->nhist - 2].off < RL_HIST_STEP) {
-            t->hist[t->nhist - 1] = now; /* the newest was too close to the one before */
-        } else {
-            if (t->nhist == RL_HIST) {
-                memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
-                t->nhist--;
-            }
-            t->hist[t->nhist++] = now;
+    /* The newest pair is replaced when it has the same offset (no new
+     * output, but maybe more recording: a marker, a resize, the exit, which
+     * a restart would cut off if it were not stored) or lies too close to
+     * the one before. */
+    const struct rl_pair *last = t->nhist ? &t->hist[t->nhist - 1] : NULL;
+    if (last && (last->off == now.off ||
+                 (t->nhist >= 2 && last->off - t->hist[t->nhist - 2].off < RL_HIST_STEP))) {
+        t->hist[t->nhist - 1] = now;
+    } else {
+        if (t->nhist == RL_HIST) {
+            memmove(t->hist, t->hist + 1, (RL_HIST - 1) * sizeof t->hist[0]);
+            t->nhist--;
         }
+        t->hist[t->nhist++] = now;
     }
     uint64_t target = term_floor(t, now.off);
     struct rl_pair pick = t->persisted;
     for (unsigned i = 0; i < t->nhist; i++)
-        if (t->hist[i].off <= target && t->hist[i].off >= pick.off && t->hist[i].size >= pick.size)
+        if (t->hist[i].off <= target && t->hist[i].off >= pick.off &&
+            t->hist[i].rec.size >= pick.rec.size)
             pick = t->hist[i];
     uint64_t err_off = t->log[FR_STDERR].end;
     if (err_off < t->consumed[FR_STDERR])
         err_off = t->consumed[FR_STDERR];
-    if (pick.off == t->persisted.off && pick.size == t->persisted.size &&
-        err_off == t->consumed[FR_STDERR] && t->persisted.off == t->consumed[FR_STDOUT]) {
+    if (pick.off == t->persisted.off && pick.rec.size == t->persisted.rec.size &&
+        pick.rec.time_us == t->persisted.rec.time_us && err_off == t->consumed[FR_STDERR] &&
+        t->persisted.off == t->consumed[FR_STDOUT]) {
         /* held back and nothing new to store: look again later */
         t->unsynced = 0;
         t->sync_due_us = pick.off < now.off ? relay_now_us() + RL_SYNC_US : 0;
         return;
     }
-    int rc = db_terminal_set_offsets(r->cfg.db, t->id, pick.off, err_off, (uint64_t)pick.size);
+    const struct db_term_offsets o = {.out_offset = pick.off,
+                                      .err_offset = err_off,
+                                      .rec_bytes = (uint64_t)pick.rec.size,
+                                      .rec_time_us = pick.rec.time_us,
+                                      .rec_exited = pick.rec.exited != 0};
+    int rc = db_terminal_set_offsets(r->cfg.db, t->id, &o);
     if (rc != AL_OK) {
         relay_log(r, 0, "terminal %s: persisting offsets: %s", t->id, db_errmsg(r->cfg.db));
         return; /* not durable: no credit; retried at the next sync */

@@ -438,7 +438,7 @@ void relay_terminal_info(struct relay *r, const char *id, struct rl_term_info *o
     out->out_end = t->log[FR_STDOUT].end;
     out->cols = t->cols;
     out->rows = t->rows;
-    out->rec_bytes = (uint64_t)t->rec_bytes;
+    out->rec_bytes = (uint64_t)t->rec.size;
     out->rec_failed = t->rec_failed;
     (void)snprintf(out->rec_error, sizeof out->rec_error, "%s", t->rec_error);
 }

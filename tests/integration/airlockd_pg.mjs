@@ -5,8 +5,11 @@
 // local sandbox whose terminal's output and exit code reach a client; then
 // kill -9 airlockd in the middle of a checksummed 5 MB stream and start it
 // again on the same database: the client resumes with every byte exactly
-// once, and so does the recording. The URL's password appears in no log,
-// no error and nothing the runner can see.
+// once, and so does the recording. The recording's durable point stored
+// with the offsets (its size, time and exit, schema 8) matches the file;
+// with the time taken away (a row from before schema 8) the restart reads
+// the recording whole and resumes it as well. The URL's password appears
+// in no log, no error and nothing the runner can see.
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
@@ -18,6 +21,25 @@ import { startPostgres } from '../interop/pg.mjs';
 const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const PASSWORD = 'pw-Secret-7q';
 const STREAM_BYTES = 5e6;
+
+// SQL behind airlockd's back (psql comes with the server's packages).
+const psql = (db, sql) => execFileSync('psql', ['-XAtq', '-d', db, '-c', sql], { timeout: 20000 }).toString().trim();
+
+// The recording's point as the row has it, and as the file says at that
+// size: the sum of the intervals (µs) and whether an exit lies within.
+function recPoint(db, dir, id) {
+  const [bytes, time, exited] = psql(db, `SELECT rec_bytes, rec_time_us, rec_exited FROM terminals WHERE id = '${id}'`).split('|');
+  const buf = fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`)).subarray(0, Number(bytes));
+  let us = 0;
+  let x = false;
+  for (const l of buf.toString('utf8').split('\n').slice(1)) {
+    if (!l) continue;
+    const ev = JSON.parse(l);
+    us += Math.round(ev[0] * 1e6);
+    if (ev[1] === 'x') x = true;
+  }
+  return { bytes: Number(bytes), time: time === '' ? null : Number(time), exited: exited === 't', fileTime: us, fileExited: x };
+}
 
 async function waitLink(port, key, id, ms = 20000) {
   for (const until = Date.now() + ms; Date.now() < until; await sleep(100)) {
@@ -79,6 +101,11 @@ await run('airlockd_pg', async () => {
   const cut = a.ch.next[1];
   check(cut < expected.length, `airlockd killed with -9 after ${cut} bytes of ${expected.length}`);
   await a.ctl.wait(() => a.ctl.closeInfo, 'the client sees the drop', 10000);
+  let p = recPoint(db, dir, id);
+  check(p.bytes > 0 && p.time !== null && p.time === p.fileTime && !p.exited && !p.fileExited,
+    `the row has the recording's durable point: ${p.bytes} bytes, time ${p.time} us = the sum of its intervals, no exit`);
+  // as a row from before schema 8: the restart must read the recording whole
+  psql(db, `UPDATE terminals SET rec_time_us = NULL WHERE id = '${id}'`);
 
   d = await startAirlockd({ dir, port, db });
   for (let i = 0; ; i++) {
@@ -113,6 +140,10 @@ await run('airlockd_pg', async () => {
   }
   const st = await d.stop();
   check(st.code === 0, 'airlockd stops cleanly');
+  p = recPoint(db, dir, id);
+  const size = fs.statSync(path.join(dir, 'recordings', `${id}.cast`)).size;
+  check(p.time !== null && p.time === p.fileTime && p.exited && p.fileExited && p.bytes === size,
+    `the row's recording point is stored again, up to the exit event (${p.bytes} bytes of ${size}, time ${p.time} us = the sum of the intervals)`);
   for (const log of fs.readdirSync(base).filter((n) => n.startsWith('airlockd-'))) {
     check(!fs.readFileSync(path.join(base, log), 'utf8').includes(PASSWORD), `${log} holds no database password`);
   }

@@ -54,20 +54,23 @@ await run('airlockd_restart', async () => {
 
   r = await pollUntil(() => api(port, 'GET', `/v1/terminals/${id}`, op), (x) => x.json && x.json.state === 'exited', 10000);
   check(r.json.state === 'exited' && r.json.exit_code === 0, 'the terminal is known as exited with code 0 after the restart');
-  const cast = fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`), 'utf8').split('\n').filter((l) => l);
-  const header = JSON.parse(cast[0]);
-  let out = '';
-  let exits = 0;
-  for (const l of cast.slice(1)) {
-    const ev = JSON.parse(l);
-    if (ev[1] === 'o') out += ev[2];
-    if (ev[1] === 'x') exits++;
-    if (ev[1] === 'm' && !/^writer: /.test(ev[2])) throw new Error(`unexpected marker in the recording: ${ev[2]}`);
-  }
-  const rec = Buffer.from(out, 'utf8');
-  check(header.version === 3 && exits === 1, 'the recording is asciicast v3 with one exit event');
-  check(rec.length === expected.length && sha(rec) === sha(expected),
-    `the recording holds the complete stream exactly once (${rec.length} bytes)`);
+  const checkRecording = (when) => {
+    const cast = fs.readFileSync(path.join(dir, 'recordings', `${id}.cast`), 'utf8').split('\n').filter((l) => l);
+    const header = JSON.parse(cast[0]);
+    let out = '';
+    let exits = 0;
+    for (const l of cast.slice(1)) {
+      const ev = JSON.parse(l);
+      if (ev[1] === 'o') out += ev[2];
+      if (ev[1] === 'x') exits++;
+      if (ev[1] === 'm' && !/^writer: /.test(ev[2])) throw new Error(`unexpected marker in the recording: ${ev[2]}`);
+    }
+    const rec = Buffer.from(out, 'utf8');
+    check(header.version === 3 && exits === 1, `${when}: the recording is asciicast v3 with one exit event`);
+    check(rec.length === expected.length && sha(rec) === sha(expected),
+      `${when}: the recording holds the complete stream exactly once (${rec.length} bytes)`);
+  };
+  checkRecording('after the exit');
 
   // a terminal whose only client never acknowledged anything: no recording
   // size was ever stored; after a kill -9 its recording starts afresh
@@ -93,4 +96,7 @@ await run('airlockd_restart', async () => {
     'it holds the output exactly once');
   const st = await d.stop();
   check(st.code === 0, 'airlockd stops cleanly');
+  // the first terminal's recording was reopened (and cut at its stored
+  // point) by the last restart: its exit event was stored with it
+  checkRecording('after another restart');
 }, 300000);

@@ -121,11 +121,14 @@ static void spit(const char *path, const void *data, size_t n)
     assert_int_equal(fclose(fp), 0);
 }
 
+/* Resume at a size without a stored time: the whole prefix is checked. */
+#define AT_SIZE(n) (&(struct cast_mark){.size = (int64_t)(n), .time_us = -1})
+
 static struct cast *create(struct fx *f, const struct cast_header *h)
 {
     struct cast *c = NULL;
     char err[256];
-    int rc = cast_open(f->path, h, 0, &c, err, sizeof err);
+    int rc = cast_open(f->path, h, NULL, &c, err, sizeof err);
     if (rc != AL_OK)
         fail_msg("cast_open: %s", err);
     return c;
@@ -401,13 +404,15 @@ static void test_invalid_bytes_through_writer(void **state)
     /* Held at the end of a chunk: not written until completed ... */
     assert_int_equal(cast_output(c, START_US, "ok\xe2\x82", 4), AL_OK);
     struct cast_status st;
-    int64_t d;
+    struct cast_mark d;
     assert_int_equal(cast_sync(c, &d), AL_OK);
     cast_status(c, &st);
     assert_int_equal(st.out_pending, 2);
     assert_int_equal(st.out_total, 9);
     assert_int_equal(st.out_durable, 7); /* the pair to persist excludes them */
-    assert_int_equal(st.durable_size, d);
+    assert_int_equal(st.durable_size, d.size);
+    assert_int_equal(d.time_us, 0);
+    assert_false(d.exited);
     /* ... and replaced when the stream ends. */
     assert_int_equal(cast_exit(c, START_US, 0), AL_OK);
     assert_int_equal(cast_output(c, START_US, "late", 4), AL_E_STATE);
@@ -592,12 +597,13 @@ static void test_long_chunk_split_and_buffer_bounded(void **state)
         assert_int_equal(st.durable_size, header); /* nothing synced yet */
     }
     assert_true(sb.st_size > header); /* buffers were written before any sync */
-    int64_t d;
+    struct cast_mark d;
     assert_int_equal(cast_sync(c, &d), AL_OK);
     cast_status(c, &st);
     assert_int_equal(stat(f->path, &sb), 0);
-    assert_int_equal(d, st.size);
-    assert_int_equal(d, sb.st_size);
+    assert_int_equal(d.size, st.size);
+    assert_int_equal(d.size, sb.st_size);
+    assert_int_equal(d.time_us, 39); /* START_US + 39 */
     assert_int_equal(st.out_durable, 40 * (n - n % 3));
     assert_int_equal(cast_close(c), AL_OK);
 
@@ -675,10 +681,58 @@ static void run_step(struct cast *c, int i, size_t from)
 
 struct pair {
     uint64_t stream_off;
-    uint32_t pending; /* UTF-8 bytes held at the sync */
-    int64_t size;
+    uint32_t pending;      /* UTF-8 bytes held at the sync */
+    struct cast_mark mark; /* what cast_sync made durable */
     int64_t file_size_at_crash;
 };
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    uint8_t *b = slurp(from, &n);
+    (void)unlink(to);
+    spit(to, b, n);
+    free(b);
+}
+
+/* Resume the crashed writer's file at path from mark, replay what follows
+ * the persisted pair p, exit: the file must equal a[0..alen). */
+static void resume_and_finish(const char *path, const struct cast_header *h,
+                              const struct cast_mark *mark, const struct pair *p, int cut,
+                              const uint8_t *a, size_t alen)
+{
+    char err[256];
+    struct cast *c = NULL;
+    if (cast_open(path, h, mark, &c, err, sizeof err) != AL_OK)
+        fail_msg("resume (time %lld): %s", (long long)mark->time_us, err);
+    struct cast_status st;
+    cast_status(c, &st);
+    assert_int_equal(st.durable_size, p->mark.size);
+    /* the point resumed at, whichever way its time was found */
+    struct cast_mark m;
+    assert_int_equal(cast_sync(c, &m), AL_OK);
+    assert_int_equal(m.size, p->mark.size);
+    assert_int_equal(m.time_us, p->mark.time_us);
+    assert_int_equal(m.exited, 0);
+    int first = 0;
+    while (first < NSTEPS &&
+           (steps[first].kind != 'o' || steps[first].off + steps[first].n <= p->stream_off))
+        first++;
+    /* Non-output steps after the cut are replayed by the caller too. */
+    for (int i = cut < first ? cut : first; i < NSTEPS; i++) {
+        if (steps[i].kind == 'o')
+            run_step(c, i, steps[i].off > p->stream_off ? steps[i].off : p->stream_off);
+        else if (i >= cut)
+            run_step(c, i, 0);
+    }
+    assert_int_equal(cast_exit(c, steps[NSTEPS - 1].t + 5, 0), AL_OK);
+    assert_int_equal(cast_close(c), AL_OK);
+    size_t blen;
+    uint8_t *b = slurp(path, &blen);
+    assert_int_equal(blen, alen);
+    assert_memory_equal(b, a, alen);
+    free(b);
+}
 
 static void test_resume_equals_uninterrupted(void **state)
 {
@@ -688,10 +742,11 @@ static void test_resume_equals_uninterrupted(void **state)
     h.title = "resume";
 
     /* A: uninterrupted. */
-    char patha[160];
+    char patha[160], pathb[160];
     (void)snprintf(patha, sizeof patha, "%s/a.cast", f->dir);
+    (void)snprintf(pathb, sizeof pathb, "%s/b.cast", f->dir);
     struct cast *c = NULL;
-    assert_int_equal(cast_open(patha, &h, 0, &c, NULL, 0), AL_OK);
+    assert_int_equal(cast_open(patha, &h, NULL, &c, NULL, 0), AL_OK);
     for (int i = 0; i < NSTEPS; i++)
         run_step(c, i, steps[i].off);
     assert_int_equal(cast_exit(c, steps[NSTEPS - 1].t + 5, 0), AL_OK);
@@ -713,12 +768,12 @@ static void test_resume_equals_uninterrupted(void **state)
             struct pair p;
             memset(&p, 0, sizeof p);
             struct cast *w = NULL;
-            if (cast_open(f->path, &h, 0, &w, NULL, 0) != AL_OK)
+            if (cast_open(f->path, &h, NULL, &w, NULL, 0) != AL_OK)
                 _exit(2);
             for (int i = 0; i < cut; i++)
                 run_step(w, i, steps[i].off);
             struct cast_status st;
-            if (cast_sync(w, &p.size) != AL_OK)
+            if (cast_sync(w, &p.mark) != AL_OK)
                 _exit(3);
             cast_status(w, &st);
             p.stream_off = st.out_durable;
@@ -744,37 +799,18 @@ static void test_resume_equals_uninterrupted(void **state)
         int status;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        assert_true(p.file_size_at_crash > p.size); /* a tail to cut off */
+        assert_true(p.file_size_at_crash > p.mark.size); /* a tail to cut off */
+        assert_true(p.mark.time_us > 0);
         held += p.pending > 0;
 
-        /* Restart: resume at the durable size, stream from the durable
-         * offset (the runner replays from there), same clock. */
-        char err[256];
-        c = NULL;
-        if (cast_open(f->path, &h, p.size, &c, err, sizeof err) != AL_OK)
-            fail_msg("resume: %s", err);
-        struct cast_status st;
-        cast_status(c, &st);
-        assert_int_equal(st.durable_size, p.size);
-        int first = 0;
-        while (first < NSTEPS &&
-               (steps[first].kind != 'o' || steps[first].off + steps[first].n <= p.stream_off))
-            first++;
-        /* Non-output steps after the cut are replayed by the caller too. */
-        int from_step = cut;
-        for (int i = from_step < first ? from_step : first; i < NSTEPS; i++) {
-            if (steps[i].kind == 'o')
-                run_step(c, i, steps[i].off > p.stream_off ? steps[i].off : p.stream_off);
-            else if (i >= cut)
-                run_step(c, i, 0);
-        }
-        assert_int_equal(cast_exit(c, steps[NSTEPS - 1].t + 5, 0), AL_OK);
-        assert_int_equal(cast_close(c), AL_OK);
-        size_t blen;
-        uint8_t *b = slurp(f->path, &blen);
-        assert_int_equal(blen, alen);
-        assert_memory_equal(b, a, alen);
-        free(b);
+        /* Restart: resume at the durable point, stream from the durable
+         * offset (the runner replays from there), same clock; once with
+         * the time stored with the size (only the header and the last
+         * line are read), once without it (a row from before schema 8:
+         * all of the prefix is read). */
+        copy_file(f->path, pathb);
+        resume_and_finish(f->path, &h, &p.mark, &p, cut, a, alen);
+        resume_and_finish(pathb, &h, AT_SIZE(p.mark.size), &p, cut, a, alen);
     }
     assert_true(held >= 2); /* some cuts fell inside a character */
     free(a);
@@ -785,44 +821,238 @@ static void test_resume_refuses_bad_prefix(void **state)
     struct fx *f = *state;
     struct cast_header h = hdr();
     struct cast *c = create(f, &h);
+    struct cast_mark hd, d1, d2;
+    assert_int_equal(cast_sync(c, &hd), AL_OK); /* the header alone */
     assert_int_equal(cast_output(c, START_US + 10, "hello", 5), AL_OK);
-    int64_t d1;
     assert_int_equal(cast_sync(c, &d1), AL_OK);
     assert_int_equal(cast_exit(c, START_US + 20, 1), AL_OK);
+    assert_int_equal(cast_sync(c, &d2), AL_OK);
     assert_int_equal(cast_close(c), AL_OK);
+    assert_int_equal(hd.time_us, 0);
+    assert_int_equal(d1.time_us, 10);
+    assert_false(d1.exited);
+    assert_int_equal(d2.time_us, 20);
+    assert_true(d2.exited);
     char err[256];
-    /* Not at a line end. */
-    assert_int_equal(cast_open(f->path, &h, d1 - 1, &c, err, sizeof err), AL_E_FORMAT);
+    /* Not at a line end: with the time stored or not. */
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(d1.size - 1), &c, err, sizeof err),
+                     AL_E_FORMAT);
     assert_null(c);
     assert_non_null(strstr(err, "line"));
+    struct cast_mark m = d1;
+    m.size = d1.size - 1;
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_null(c);
+    assert_non_null(strstr(err, "not at a line end"));
+    m.size = d1.size + 1; /* inside the exit line: the line "ends" in its middle */
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "not at a line end"));
+    m.size = hd.size - 1; /* inside the header */
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
     /* Longer than the file. */
-    assert_int_equal(cast_open(f->path, &h, 1 << 20, &c, err, sizeof err), AL_E_FORMAT);
-    /* Missing file, negative size. */
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(1 << 20), &c, err, sizeof err), AL_E_FORMAT);
+    m = d2;
+    m.size = 1 << 20;
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "shorter than its durable size"));
+    /* A stored time or exit the last line contradicts. */
+    m = d1;
+    m.time_us = 9; /* less than the last interval alone */
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "stored time"));
+    m = d1;
+    m.exited = 1;
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "exit flag"));
+    m = d2;
+    m.exited = 0;
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "exit flag"));
+    m = hd;
+    m.time_us = 1; /* no event, yet some time */
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "stored time"));
+    assert_null(c);
+    /* Missing file, negative size or time. */
     char other[160];
     (void)snprintf(other, sizeof other, "%s/none.cast", f->dir);
-    assert_int_equal(cast_open(other, &h, 10, &c, err, sizeof err), AL_E_NOENT);
-    assert_int_equal(cast_open(f->path, &h, -1, &c, err, sizeof err), AL_E_INVAL);
-    /* A v2 recording or garbage. */
+    assert_int_equal(cast_open(other, &h, AT_SIZE(10), &c, err, sizeof err), AL_E_NOENT);
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(-1), &c, err, sizeof err), AL_E_INVAL);
+    m = d1;
+    m.time_us = -2;
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_INVAL);
+    /* A v2 recording or garbage, with the time stored or not. */
     static const char v2[] = "{\"version\":2,\"width\":80,\"height\":24}\n";
     spit(other, v2, sizeof v2 - 1);
-    assert_int_equal(cast_open(other, &h, sizeof v2 - 1, &c, err, sizeof err), AL_E_VERSION);
+    assert_int_equal(cast_open(other, &h, AT_SIZE(sizeof v2 - 1), &c, err, sizeof err),
+                     AL_E_VERSION);
+    m = (struct cast_mark){sizeof v2 - 1, 0, 0};
+    assert_int_equal(cast_open(other, &h, &m, &c, err, sizeof err), AL_E_VERSION);
     spit(other, "garbage\n", 8);
-    assert_int_equal(cast_open(other, &h, 8, &c, err, sizeof err), AL_E_FORMAT);
+    assert_int_equal(cast_open(other, &h, AT_SIZE(8), &c, err, sizeof err), AL_E_FORMAT);
+    m = (struct cast_mark){8, 0, 0};
+    assert_int_equal(cast_open(other, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "line 1"));
     /* Resume after the exit event: the recording is finished. */
-    size_t len;
-    uint8_t *b = slurp(f->path, &len);
-    free(b);
-    assert_int_equal(cast_open(f->path, &h, (int64_t)len, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(d2.size), &c, err, sizeof err), AL_OK);
     assert_int_equal(cast_output(c, START_US + 30, "x", 1), AL_E_STATE);
     assert_int_equal(cast_close(c), AL_OK);
-    /* At d1: the exit line is cut off and new events follow "hello". */
-    assert_int_equal(cast_open(f->path, &h, d1, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_open(f->path, &h, &d2, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_output(c, START_US + 30, "x", 1), AL_E_STATE);
+    assert_int_equal(cast_close(c), AL_OK);
+    /* At the header alone, with its time 0: fine (the file is cut there). */
+    copy_file(f->path, other);
+    assert_int_equal(cast_open(other, &h, &hd, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_output(c, START_US + 3, "z", 1), AL_OK);
+    assert_int_equal(cast_close(c), AL_OK);
+    struct text z = collect_file(other, CASTREAD_EV_OUTPUT);
+    assert_int_equal(z.len, 1);
+    free(z.p);
+    /* At d1 (stored time): the exit line is cut off and new events follow
+     * "hello", timed from the stored time. */
+    assert_int_equal(cast_open(f->path, &h, &d1, &c, err, sizeof err), AL_OK);
     assert_int_equal(cast_output(c, START_US + 40, " world", 6), AL_OK);
     assert_int_equal(cast_close(c), AL_OK);
-    b = slurp(f->path, &len);
+    size_t len;
+    uint8_t *b = slurp(f->path, &len);
     assert_non_null(strstr((char *)b, "[0.000010,\"o\",\"hello\"]\n[0.000030,\"o\",\" world\"]\n"));
     assert_null(strstr((char *)b, "\"x\""));
     free(b);
+    /* The same without the stored time (a row from before schema 8). */
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(d1.size), &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_output(c, START_US + 45, "!", 1), AL_OK);
+    assert_int_equal(cast_close(c), AL_OK);
+    b = slurp(f->path, &len);
+    assert_non_null(strstr((char *)b, "[0.000010,\"o\",\"hello\"]\n[0.000035,\"o\",\"!\"]\n"));
+    free(b);
+}
+
+/* Write a recording by hand: the header, then the given event lines. */
+static int64_t handmade(const char *path, const char *const *lines, size_t n)
+{
+    static const char head[] = "{\"version\":3,\"term\":{\"cols\":80,\"rows\":24}}\n";
+    size_t cap = sizeof head;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(lines[i]) + 1;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    size_t len = sizeof head - 1;
+    memcpy(b, head, len);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = strlen(lines[i]);
+        memcpy(b + len, lines[i], k);
+        len += k;
+        b[len++] = '\n';
+    }
+    spit(path, b, len);
+    free(b);
+    return (int64_t)len;
+}
+
+/*
+ * The bounded check reads the header and the last line only: a recording
+ * whose middle was garbled by hand resumes with the stored time (its
+ * garbage is not read), and is refused by the full check without it; a
+ * garbled, truncated, commented or too long last line is refused with it.
+ */
+static void test_resume_reads_only_the_ends(void **state)
+{
+    struct fx *f = *state;
+    struct cast_header h = hdr();
+    struct cast *c = create(f, &h);
+    static char chunk[3000];
+    memset(chunk, 'm', sizeof chunk);
+    for (int i = 1; i <= 200; i++)
+        assert_int_equal(cast_output(c, START_US + i * 1000, chunk, sizeof chunk), AL_OK);
+    assert_int_equal(cast_output(c, START_US + 300000, "last", 4), AL_OK);
+    struct cast_mark d;
+    assert_int_equal(cast_sync(c, &d), AL_OK);
+    assert_int_equal(cast_close(c), AL_OK);
+    assert_int_equal(d.time_us, 300000);
+    /* Garble the 100th line's middle: not JSON any more. */
+    size_t len;
+    uint8_t *b = slurp(f->path, &len);
+    assert_int_equal((int64_t)len, d.size);
+    uint8_t *p = b;
+    for (int i = 0; i < 100; i++) {
+        p = memchr(p, '\n', len - (size_t)(p - b));
+        assert_non_null(p);
+        p++;
+    }
+    memcpy(p + 20, "\"]}{garbage", 11);
+    spit(f->path, b, len);
+    free(b);
+    char err[256];
+    char copy[160];
+    (void)snprintf(copy, sizeof copy, "%s/copy.cast", f->dir);
+    copy_file(f->path, copy);
+    assert_int_equal(cast_open(copy, &h, AT_SIZE(d.size), &c, err, sizeof err), AL_E_FORMAT);
+    assert_null(c);
+    assert_non_null(strstr(err, "line 101: invalid JSON"));
+    assert_int_equal(cast_open(f->path, &h, &d, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_output(c, START_US + 300002, "more", 4), AL_OK);
+    struct cast_mark after;
+    assert_int_equal(cast_sync(c, &after), AL_OK);
+    assert_int_equal(after.time_us, 300002);
+    assert_int_equal(cast_close(c), AL_OK);
+    b = slurp(f->path, &len);
+    assert_int_equal((int64_t)len, after.size);
+    assert_non_null(strstr((char *)b, "[0.100000,\"o\",\"last\"]\n[0.000002,\"o\",\"more\"]\n"));
+    free(b);
+
+    /* Bad last lines, each refused with a stored time. Also a valid event
+     * longer than the writer's longest line: the full check takes it (a
+     * reader's limit is CASTREAD_MAX_LINE), the bounded one does not look
+     * further back than the writer's longest line. */
+    size_t bn = 8 * CAST_EVENT_MAX_BYTES;
+    char *big = malloc(bn + 32);
+    assert_non_null(big);
+    memcpy(big, "[0.5,\"o\",\"", 10);
+    memset(big + 10, 'q', bn);
+    memcpy(big + 10 + bn, "\"]", 3);
+    static const struct {
+        const char *last;
+        const char *why;
+    } bad[] = {
+        {"[0.5,\"o\",\"abc\"", "invalid JSON"},
+        {"[0.5,\"o\"]", "3-element array"},
+        {"[-1,\"o\",\"abc\"]", "event time"},
+        {"[0.5,\"r\",\"80by24\"]", "COLSxROWS"},
+        {"[0.5,\"x\",\"zero\"]", "exit data"},
+        {"# a comment", "comment"},
+        {"", "empty line"},
+        {"[0.5,\"o\",\"\xff\"]", "invalid JSON"},
+    };
+    const char *ok_line = "[0.25,\"o\",\"fine\"]";
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *lines[] = {ok_line, bad[i].last};
+        struct cast_mark m = {handmade(f->path, lines, 2), 750000, 0};
+        c = NULL;
+        assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+        assert_null(c);
+        if (!strstr(err, bad[i].why) || !strstr(err, "line at byte"))
+            fail_msg("case %zu: %s", i, err);
+    }
+    const char *lines[] = {ok_line, big};
+    struct cast_mark m = {handmade(f->path, lines, 2), 750000, 0};
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "longer than"));
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(m.size), &c, err, sizeof err), AL_OK);
+    struct cast_mark learnt;
+    assert_int_equal(cast_sync(c, &learnt), AL_OK);
+    assert_int_equal(learnt.time_us, 750000);
+    assert_int_equal(cast_close(c), AL_OK);
+    free(big);
+    /* A torn last line (the prefix ends inside it). */
+    const char *torn[] = {ok_line, "[0.5,\"o\",\"abcdef\"]"};
+    m = (struct cast_mark){handmade(f->path, torn, 2) - 5, 750000, 0};
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_E_FORMAT);
+    assert_non_null(strstr(err, "not at a line end"));
+    /* The first event right after the header is the last: found. */
+    const char *one[] = {ok_line};
+    m = (struct cast_mark){handmade(f->path, one, 1), 250000, 0};
+    assert_int_equal(cast_open(f->path, &h, &m, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_close(c), AL_OK);
 }
 
 /* ---- failures ------------------------------------------------------------- */
@@ -838,9 +1068,11 @@ static void test_full_disk_dev_full(void **state)
     assert_int_equal(cast_open_fd(fd, &h, &c, NULL, 0), AL_OK);
     assert_int_equal(cast_output(c, START_US + 1, "hello", 5), AL_OK); /* buffered */
     assert_int_equal(cast_input(c, START_US + 2, "ab\xe2", 3), AL_OK);
-    int64_t d = -1;
+    struct cast_mark d = {-1, -1, 1};
     assert_int_equal(cast_sync(c, &d), AL_E_IO);
-    assert_int_equal(d, 0);
+    assert_int_equal(d.size, 0);
+    assert_int_equal(d.time_us, 0);
+    assert_false(d.exited);
     struct cast_status st;
     cast_status(c, &st);
     assert_int_equal(st.err, AL_E_IO);
@@ -862,7 +1094,7 @@ static void test_full_disk_dev_full(void **state)
     assert_int_equal(cast_marker(c, START_US + 3, "m"), AL_E_IO);
     assert_int_equal(cast_exit(c, START_US + 3, 0), AL_E_IO);
     assert_int_equal(cast_sync(c, &d), AL_E_IO);
-    assert_int_equal(d, 0);
+    assert_int_equal(d.size, 0);
     cast_status(c, &st);
     assert_int_equal(st.lost_out, 5 + 10000ULL * sizeof big);
     assert_int_equal(st.lost_in, 4);
@@ -911,11 +1143,11 @@ static void test_write_error_then_resume(void **state)
     if (pid == 0) {
         (void)signal(SIGXFSZ, SIG_IGN);
         struct cast *c = NULL;
-        int64_t d = 0;
-        if (cast_open(f->path, &h, 0, &c, NULL, 0) != AL_OK ||
+        struct cast_mark d = {0, 0, 0};
+        if (cast_open(f->path, &h, NULL, &c, NULL, 0) != AL_OK ||
             cast_output(c, START_US + 1, "before\n", 7) != AL_OK || cast_sync(c, &d) != AL_OK)
             _exit(2);
-        struct rlimit rl = {(rlim_t)d + 1000, (rlim_t)d + 1000};
+        struct rlimit rl = {(rlim_t)d.size + 1000, (rlim_t)d.size + 1000};
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
             _exit(3);
         static uint8_t chunk[CAST_WBUF_SIZE];
@@ -925,31 +1157,34 @@ static void test_write_error_then_resume(void **state)
             rc = cast_sync(c, NULL);
         struct cast_status st;
         cast_status(c, &st);
-        int ok = rc == AL_E_IO && st.sys_errno == EFBIG && st.durable_size == d &&
-                 st.lost_out == sizeof chunk && cast_sync(c, NULL) == AL_E_IO &&
-                 cast_close(c) == AL_E_IO;
+        struct cast_mark after = {0, 0, 0};
+        int ok = rc == AL_E_IO && st.sys_errno == EFBIG && st.durable_size == d.size &&
+                 cast_sync(c, &after) == AL_E_IO && after.size == d.size &&
+                 after.time_us == d.time_us && st.lost_out == sizeof chunk &&
+                 cast_sync(c, NULL) == AL_E_IO && cast_close(c) == AL_E_IO;
         if (write(pfd[1], &d, sizeof d) != (ssize_t)sizeof d)
             _exit(4);
         _exit(ok ? 0 : 5);
     }
     (void)close(pfd[1]);
-    int64_t d = 0;
+    struct cast_mark d = {0, 0, 0};
     assert_int_equal(read(pfd[0], &d, sizeof d), (ssize_t)sizeof d);
     (void)close(pfd[0]);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(d.time_us, 1);
     struct stat sb;
     assert_int_equal(stat(f->path, &sb), 0);
-    assert_int_equal(sb.st_size, d); /* the partial write was cut back */
+    assert_int_equal(sb.st_size, d.size); /* the partial write was cut back */
     struct text whole = collect_file(f->path, CASTREAD_EV_OUTPUT); /* reads clean */
     assert_int_equal(whole.len, 7);
     free(whole.p);
 
     struct cast *c = NULL;
     char err[256];
-    if (cast_open(f->path, &h, d, &c, err, sizeof err) != AL_OK)
+    if (cast_open(f->path, &h, &d, &c, err, sizeof err) != AL_OK) /* with its stored time */
         fail_msg("resume: %s", err);
     assert_int_equal(cast_output(c, START_US + 3, "after", 5), AL_OK);
     assert_int_equal(cast_exit(c, START_US + 4, 0), AL_OK);
@@ -968,37 +1203,37 @@ static void test_open_errors(void **state)
     char err[256];
     struct stat sb;
     h.cols = 0;
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_INVAL);
     assert_int_equal(stat(f->path, &sb), -1); /* nothing left behind */
     h = hdr();
     h.title = "bad \xff";
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_INVAL);
     h = hdr();
     const char *dup[] = {"A=1", "A=2"};
     h.env = dup;
     h.n_env = 2;
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_INVAL);
     const char *noeq[] = {"A"};
     h.env = noeq;
     h.n_env = 1;
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_INVAL);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_INVAL);
     h.n_env = CAST_MAX_ENV + 1;
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_TOOBIG);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_TOOBIG);
     h = hdr();
     static char huge[CAST_WBUF_SIZE];
     memset(huge, 't', sizeof huge - 1);
     h.title = huge;
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_TOOBIG);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_TOOBIG);
     assert_int_equal(stat(f->path, &sb), -1);
     /* An existing file is never replaced; a symlink is not followed. */
     h = hdr();
     c = create(f, &h);
     assert_int_equal(cast_close(c), AL_OK);
-    assert_int_equal(cast_open(f->path, &h, 0, &c, err, sizeof err), AL_E_EXISTS);
+    assert_int_equal(cast_open(f->path, &h, NULL, &c, err, sizeof err), AL_E_EXISTS);
     char link[160];
     (void)snprintf(link, sizeof link, "%s/link.cast", f->dir);
     assert_int_equal(symlink(f->path, link), 0);
-    assert_int_equal(cast_open(link, &h, 0, &c, err, sizeof err), AL_E_EXISTS);
+    assert_int_equal(cast_open(link, &h, NULL, &c, err, sizeof err), AL_E_EXISTS);
     struct cast_status st;
     int64_t size;
     {
@@ -1007,10 +1242,10 @@ static void test_open_errors(void **state)
         size = (int64_t)n;
         free(b);
     }
-    assert_int_equal(cast_open(link, &h, size, &c, err, sizeof err), AL_E_PERM);
+    assert_int_equal(cast_open(link, &h, AT_SIZE(size), &c, err, sizeof err), AL_E_PERM);
     assert_null(c);
     /* Event argument checks leave the writer usable. */
-    assert_int_equal(cast_open(f->path, &h, size, &c, err, sizeof err), AL_OK);
+    assert_int_equal(cast_open(f->path, &h, AT_SIZE(size), &c, err, sizeof err), AL_OK);
     assert_int_equal(cast_resize(c, START_US, 0, 10), AL_E_INVAL);
     assert_int_equal(cast_resize(c, START_US, 10, 5000), AL_E_INVAL);
     static char label[CAST_MAX_LABEL + 2];
@@ -1040,6 +1275,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_long_chunk_split_and_buffer_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_equals_uninterrupted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_refuses_bad_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_reads_only_the_ends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_dev_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_disk_on_buffer_flush, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_error_then_resume, setup, teardown),

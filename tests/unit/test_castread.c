@@ -374,6 +374,63 @@ static void test_prefix(void **state)
     memfile_close(&mf);
 }
 
+/* The bounded check: the header and the last line, whatever lies between
+ * (the middle line here is not JSON); max_line bounds how far back the
+ * last line's start is looked for. */
+static void test_prefix_tail(void **state)
+{
+    (void)state;
+    static const char text[] =
+        H3 "[0.5,\"o\",\"a\"]\nnot json at all\n[0.25,\"x\",\"3\"]\n[1,\"o\",\"b\"]\n";
+    const int64_t l1 = (int64_t)strlen(H3), l2 = l1 + 14, l3 = l2 + 16, l4 = l3 + 15;
+    struct memfile mf = memfile(text, sizeof text - 1);
+    struct {
+        int64_t limit;
+        int version;
+        size_t max_line;
+        int rc;
+        int64_t last_us;
+        int last_exit;
+    } cases[] = {
+        {l1, 3, 64, AL_OK, -1, 0},     /* the header alone */
+        {l2, 3, 64, AL_OK, 500000, 0}, /* one event */
+        {l4, 3, 64, AL_OK, 250000, 1}, /* the exit (the garbage before is not read) */
+        {l4 + 12, 3, 64, AL_OK, 1000000, 0},
+        {l4 + 12, 3, 12, AL_OK, 1000000, 0}, /* a line of exactly max_line bytes */
+        {l4 + 12, 3, 11, AL_E_FORMAT, 0, 0}, /* one more than max_line */
+        {l3, 3, 64, AL_E_FORMAT, 0, 0},      /* the garbage is the last line */
+        {l2 - 1, 3, 64, AL_E_FORMAT, 0, 0},  /* not at a line end */
+        {l1 - 1, 3, 64, AL_E_FORMAT, 0, 0},  /* inside the header */
+        {0, 3, 64, AL_E_FORMAT, 0, 0},       /* nothing at all */
+        {l4 + 13, 3, 64, AL_E_FORMAT, 0, 0}, /* beyond the file */
+        {l2, 2, 64, AL_E_VERSION, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int64_t last = -2;
+        int x = -1;
+        char err[CASTREAD_ERR_MAX] = "";
+        int rc = castread_prefix_tail(mf.fd, cases[i].limit, cases[i].version, cases[i].max_line,
+                                      &last, &x, err, sizeof err);
+        if (rc != cases[i].rc)
+            fail_msg("case %zu: rc %d (%s), want %d", i, rc, err, cases[i].rc);
+        if (rc == AL_OK) {
+            assert_int_equal(last, cases[i].last_us);
+            assert_int_equal(x, cases[i].last_exit);
+        } else {
+            assert_int_equal(strncmp(err, "line ", 5), 0);
+        }
+    }
+    int64_t last;
+    int x;
+    assert_int_equal(castread_prefix_tail(-1, 10, 3, 64, &last, &x, NULL, 0), AL_E_INVAL);
+    assert_int_equal(castread_prefix_tail(mf.fd, -1, 3, 64, &last, &x, NULL, 0), AL_E_INVAL);
+    assert_int_equal(castread_prefix_tail(mf.fd, l2, 3, 1, &last, &x, NULL, 0), AL_E_INVAL);
+    assert_int_equal(
+        castread_prefix_tail(mf.fd, l2, 3, (size_t)CASTREAD_MAX_LINE + 1, &last, &x, NULL, 0),
+        AL_E_INVAL);
+    memfile_close(&mf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +440,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reader_from_pipe, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prefix_tail, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1390,6 +1390,14 @@ static void test_terminal_bad_specs(void **state)
     assert_int_equal(raw_int(f, "SELECT count(*) FROM terminals"), 3);
 }
 
+/* db_terminal_set_offsets with its struct. */
+static int set_off(struct db *db, const char *id, uint64_t out, uint64_t err, uint64_t rec,
+                   int64_t time_us, bool exited)
+{
+    const struct db_term_offsets o = {out, err, rec, time_us, exited};
+    return db_terminal_set_offsets(db, id, &o);
+}
+
 static void test_offsets_survive_reopen(void **state)
 {
     struct fx *f = *state;
@@ -1399,36 +1407,55 @@ static void test_offsets_survive_reopen(void **state)
     assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
     add_term(f, "sb1", 1, id);
     assert_int_equal(db_terminal_set_state(f->db, id, DB_TERM_RUNNING), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->rec_time_us, -1); /* nothing recorded yet */
+    assert_false(t->rec_exited);
 
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 100, 5, 1234), AL_OK);
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 100, 5, 1234), AL_OK); /* same: fine */
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000000, 70, 20100000), AL_OK);
+    assert_int_equal(set_off(f->db, id, 100, 5, 1234, 5000, false), AL_OK);
+    assert_int_equal(set_off(f->db, id, 100, 5, 1234, 5000, false), AL_OK); /* same: fine */
+    assert_int_equal(set_off(f->db, id, 20000000, 70, 20100000, 9000000, false), AL_OK);
     /* Any one of them going back is refused, and nothing changes. */
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 19999999, 80, 20200000), AL_E_STATE);
+    assert_int_equal(set_off(f->db, id, 19999999, 80, 20200000, 9000001, false), AL_E_STATE);
     assert_non_null(strstr(db_errmsg(f->db), "may not go backwards"));
-    assert_non_null(strstr(db_errmsg(f->db), "out 20000000, err 70, recording 20100000"));
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000001, 69, 20200000), AL_E_STATE);
-    assert_int_equal(db_terminal_set_offsets(f->db, id, 20000001, 80, 20099999), AL_E_STATE);
-    assert_int_equal(db_terminal_set_offsets(f->db, id, (uint64_t)INT64_MAX + 1, 80, 1),
-                     AL_E_TOOBIG);
-    assert_int_equal(db_terminal_set_offsets(f->db, "t-nope", 1, 1, 1), AL_E_NOENT);
-    assert_int_equal(db_terminal_set_offsets(f->db, "", 1, 1, 1), AL_E_INVAL);
+    assert_non_null(
+        strstr(db_errmsg(f->db), "out 20000000, err 70, recording 20100000 bytes, time 9000000"));
+    assert_int_equal(set_off(f->db, id, 20000001, 69, 20200000, 9000001, false), AL_E_STATE);
+    assert_int_equal(set_off(f->db, id, 20000001, 80, 20099999, 9000001, false), AL_E_STATE);
+    assert_int_equal(set_off(f->db, id, 20000001, 80, 20200000, 8999999, false), AL_E_STATE);
+    assert_int_equal(set_off(f->db, id, (uint64_t)INT64_MAX + 1, 80, 1, 0, false), AL_E_TOOBIG);
+    assert_int_equal(set_off(f->db, "t-nope", 1, 1, 1, 0, false), AL_E_NOENT);
+    assert_int_equal(set_off(f->db, "", 1, 1, 1, 0, false), AL_E_INVAL);
+    /* A time is >= 0 or -1 (not known), and an exit needs a time. */
+    assert_int_equal(set_off(f->db, id, 20000001, 80, 20200000, -2, false), AL_E_INVAL);
+    assert_int_equal(set_off(f->db, id, 20000001, 80, 20200000, -1, true), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "exit is stored with its time"));
+    assert_int_equal(db_terminal_set_offsets(f->db, id, NULL), AL_E_INVAL);
 
     reopen(f);
     assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
     assert_int_equal(t->out_offset, 20000000);
     assert_int_equal(t->err_offset, 70);
     assert_int_equal(t->rec_bytes, 20100000);
+    assert_int_equal(t->rec_time_us, 9000000);
+    assert_false(t->rec_exited);
     assert_int_equal(t->state, DB_TERM_RUNNING);
+    /* A time not known is stored as such (the resume reads the recording
+     * whole), and a known one may follow. */
+    assert_int_equal(set_off(f->db, id, 20000000, 70, 20100000, -1, false), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->rec_time_us, -1);
+    assert_int_equal(set_off(f->db, id, 20000000, 70, 20100100, 9500000, true), AL_OK);
     /* Large values round-trip; the connection is back to NORMAL afterwards
      * (checked indirectly: later writes still work). */
     assert_int_equal(
-        db_terminal_set_offsets(f->db, id, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX, 1ULL << 40),
+        set_off(f->db, id, (uint64_t)INT64_MAX, (uint64_t)INT64_MAX, 1ULL << 40, INT64_MAX, true),
         AL_OK);
     reopen(f);
     assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
     assert_int_equal(t->out_offset, (uint64_t)INT64_MAX);
     assert_int_equal(t->rec_bytes, 1ULL << 40);
+    assert_int_equal(t->rec_time_us, INT64_MAX);
+    assert_true(t->rec_exited);
     assert_int_equal(db_audit_add(f->db, 0, "system", "link_up", "sb1", NULL), AL_OK);
     free(t);
 }
@@ -1838,7 +1865,8 @@ static void test_null_db(void **state)
     assert_int_equal(db_terminal_list(NULL, NULL, collect_term, NULL), AL_E_INVAL);
     assert_int_equal(db_terminal_set_state(NULL, "t-1", DB_TERM_CLOSED), AL_E_INVAL);
     assert_int_equal(db_terminal_set_exit(NULL, "t-1", 0, 0), AL_E_INVAL);
-    assert_int_equal(db_terminal_set_offsets(NULL, "t-1", 0, 0, 0), AL_E_INVAL);
+    const struct db_term_offsets zero_off = {0, 0, 0, -1, false};
+    assert_int_equal(db_terminal_set_offsets(NULL, "t-1", &zero_off), AL_E_INVAL);
     assert_int_equal(db_terminal_remove(NULL, "t-1"), AL_E_INVAL);
     assert_int_equal(db_audit_add(NULL, 0, "a", "login", NULL, NULL), AL_E_INVAL);
     assert_int_equal(db_audit_query(NULL, &flt, collect_audit, NULL), AL_E_INVAL);
@@ -2081,17 +2109,30 @@ static void test_session_bad_inputs(void **state)
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
 }
 
-/* Take a closed database back to schema 4, behind the interface: no
- * proxy credentials. */
-/* Take a closed database back to schema 5: sandboxes without platform
- * (SQLite rebuilds the table as schema 5 had it; PostgreSQL drops). */
+/* Take a closed database back to schema 7: terminals without their
+ * recording's time and exit. */
+static void undo_v8(const struct fx *f)
+{
+    if (pg.on)
+        pg_exec(f->path, "ALTER TABLE terminals DROP COLUMN rec_exited, DROP COLUMN rec_time_us");
+    else
+        sq_exec(f->path, "ALTER TABLE terminals DROP COLUMN rec_exited;"
+                         "ALTER TABLE terminals DROP COLUMN rec_time_us;");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 8");
+    raw_set_version(f, 7);
+}
+
+/* Take a closed database back to schema 6: no replicas table. */
 static void undo_v7(const struct fx *f)
 {
+    undo_v8(f);
     raw_exec(f, "DROP TABLE replicas");
     raw_exec(f, "DELETE FROM schema_migrations WHERE version = 7");
     raw_set_version(f, 6);
 }
 
+/* Take a closed database back to schema 5: sandboxes without platform
+ * (SQLite rebuilds the table as schema 5 had it; PostgreSQL drops). */
 static void undo_v6(const struct fx *f)
 {
     undo_v7(f);
@@ -2121,6 +2162,8 @@ static void undo_v6(const struct fx *f)
     raw_set_version(f, 5);
 }
 
+/* Take a closed database back to schema 4, behind the interface: no
+ * proxy credentials. */
 static void undo_v5(const struct fx *f)
 {
     undo_v6(f);
@@ -2899,6 +2942,46 @@ static void test_migration_6_to_7(void **state)
     assert_int_equal(raw_int(f, "SELECT count(*) FROM replicas"), 1);
 }
 
+/* A schema 7 database is migrated to 8: its terminals keep their offsets
+ * and recording size, have no recording time (-1: their recordings are
+ * read whole on resume) until one is stored; the table refuses a negative
+ * time and an exit without a time. */
+static void test_migration_7_to_8(void **state)
+{
+    struct fx *f = *state;
+    char id[DB_NAME_MAX + 1];
+    assert_int_equal(db_sandbox_add(f->db, "sb1", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    add_term(f, "sb1", 1, id);
+    assert_int_equal(set_off(f->db, id, 300, 4, 5000, 123456, true), AL_OK);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v8(f);
+    assert_int_equal(raw_version(f), 7);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 8"), 1);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->out_offset, 300);
+    assert_int_equal(t->err_offset, 4);
+    assert_int_equal(t->rec_bytes, 5000);
+    assert_int_equal(t->rec_time_us, -1);
+    assert_false(t->rec_exited);
+    /* the time learnt by reading the recording is stored at the same size */
+    assert_int_equal(set_off(f->db, id, 300, 4, 5000, 777, false), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->rec_time_us, 777);
+    free(t);
+    assert_int_equal(raw_try(f, "UPDATE terminals SET rec_time_us = -5"), -1);
+    assert_int_equal(raw_try(f, pg.on ? "UPDATE terminals SET rec_time_us = NULL, rec_exited = true"
+                                      : "UPDATE terminals SET rec_time_us = NULL, rec_exited = 1"),
+                     -1);
+    assert_int_equal(raw_try(f, "UPDATE terminals SET rec_time_us = NULL"), 0);
+}
+
 int main(int argc, char **argv)
 {
     bool want_pg = argc == 2 && strcmp(argv[1], "pg") == 0;
@@ -2932,10 +3015,11 @@ int main(int argc, char **argv)
         BOTH(test_proxy_bad_inputs),
         BOTH(test_migration_4_to_5),
         BOTH(test_migration_5_to_6),
+        BOTH(test_migration_6_to_7),
         BOTH(test_aca_sandbox),
         BOTH(test_replicas),
         BOTH(test_replica_bad_inputs),
-        BOTH(test_migration_6_to_7),
+        BOTH(test_migration_7_to_8),
         BOTH(test_audit),
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
