@@ -536,6 +536,25 @@ int castread_open_mem(const void *buf, size_t len, struct castread **out, char *
     return rd_finish_open(r, out, err, cap);
 }
 
+/* A reader of fd's first limit bytes, its header read and of the version
+ * to resume (the rc and r->msg say otherwise); *out is NULL, with the
+ * error in err, only when it could not be made. */
+static int rd_open_prefix(int fd, int64_t limit, int version, struct castread **out, char *err,
+                          size_t cap)
+{
+    struct castread *r = rd_new();
+    if (!r || rd_attach_fd(r, fd, 0, limit) != AL_OK) {
+        castread_close(r);
+        al_errf(err, cap, "out of memory");
+        return AL_E_NOMEM;
+    }
+    *out = r;
+    int rc = rd_header(r);
+    if (rc == AL_OK && r->info.version != version)
+        rc = rd_fail(r, AL_E_VERSION, 1, "only a v%d recording can be resumed", version);
+    return rc;
+}
+
 int castread_prefix(int fd, int64_t limit, int version, int64_t *last_us, int *exited, char *err,
                     size_t cap)
 {
@@ -544,15 +563,10 @@ int castread_prefix(int fd, int64_t limit, int version, int64_t *last_us, int *e
         return AL_E_INVAL;
     }
     *exited = 0;
-    struct castread *r = rd_new();
-    if (!r || rd_attach_fd(r, fd, 0, limit) != AL_OK) {
-        castread_close(r);
-        al_errf(err, cap, "out of memory");
-        return AL_E_NOMEM;
-    }
-    int rc = rd_header(r);
-    if (rc == AL_OK && r->info.version != version)
-        rc = rd_fail(r, AL_E_VERSION, 1, "only a v%d recording can be resumed", version);
+    struct castread *r = NULL;
+    int rc = rd_open_prefix(fd, limit, version, &r, err, cap);
+    if (!r)
+        return rc;
     struct castread_event ev;
     memset(&ev, 0, sizeof ev);
     if (rc == AL_OK) {
@@ -647,15 +661,10 @@ int castread_prefix_tail(int fd, int64_t limit, int version, size_t max_line, in
         al_errf(err, cap, "seek: %s", strerror(e));
         return AL_E_IO;
     }
-    struct castread *r = rd_new();
-    if (!r || rd_attach_fd(r, fd, 0, limit) != AL_OK) {
-        castread_close(r);
-        al_errf(err, cap, "out of memory");
-        return AL_E_NOMEM;
-    }
-    int rc = rd_header(r);
-    if (rc == AL_OK && r->info.version != version)
-        rc = rd_fail(r, AL_E_VERSION, 1, "only a v%d recording can be resumed", version);
+    struct castread *r = NULL;
+    int rc = rd_open_prefix(fd, limit, version, &r, err, cap);
+    if (!r)
+        return rc;
     if (rc == AL_OK && !r->last_nl)
         rc = rd_fail(r, AL_E_FORMAT, 1, "the size to resume at is not at a line end");
     if (rc == AL_OK)

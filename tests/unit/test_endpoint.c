@@ -1493,6 +1493,22 @@ static void test_attach_resume(void **state)
         assert_int_equal(h.app.attach_resume, resume);
         probe_free(&h);
     }
+    /* RESUME claims nothing beyond what the host has: a client that says
+     * it holds bytes never sent is broken, as without the flag */
+    struct probe h;
+    probe_init(&h, FR_ROLE_HOST);
+    h.app.relay = 1;
+    h.app.out_base = 1000;
+    probe_hello(&h, FR_ROLE_CONTROLLER, 1, 1);
+    memset(&f, 0, sizeof f);
+    f.type = FR_ATTACH;
+    f.flags = FR_ATTACH_RESUME;
+    f.channel = 1;
+    f.u.attach.out_next = 2000;
+    f.u.attach.out_limit = 4000;
+    assert_int_equal(probe_send(&h, &f, 0), AL_E_PROTO);
+    assert_int_equal(probe_drain(&h, 0), FR_ERR_PROTOCOL);
+    probe_free(&h);
 }
 
 /* A resync: unsent output is dropped, GAP, SNAPSHOT at the new offset, DATA. */
