@@ -26,7 +26,8 @@
     XX(LIMIT, 4004, "a limit was exceeded (ERROR `TOO_BIG`)")                                      \
     XX(REPLACED, 4005, "replaced by a newer connection")                                           \
     XX(SESSION_ENDED, 4401,                                                                        \
-       "the web session that authenticated the connection ended (signed out or expired)")
+       "the credential that authenticated the connection ended (a web session signed out or "      \
+       "expired, an API key whose user was removed)")
 
 enum al_close {
 #define AL_CLOSE_ENUM(name, code, meaning) AL_CLOSE_##name = (code),

@@ -114,6 +114,9 @@ int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, s
         }
     }
     int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
+    /* an upgrade's connection is followed by the key's handle (api_wsess.c) */
+    if (rc == AL_OK && upgrade)
+        rc = db_user_key_handle(a->db, key, via->key_handle, sizeof via->key_handle);
     if (rc == AL_OK) {
         *why = NULL;
         return 0;

@@ -78,7 +78,8 @@ struct api {
     struct aagg *agg; /* refusals not yet written to the audit log */
     uint64_t next_flush_ms, next_prune_ms;
     struct al_lograte log_refused;
-    struct sesswatch *watch; /* WebSockets opened by web sessions (api_wsess.c) */
+    struct sesswatch *watch;    /* WebSockets opened by web sessions (api_wsess.c) */
+    struct sesswatch *keywatch; /* ... and by API keys, by the key's handle */
     struct al_lograte log_wsess;
     struct proxy *proxy;       /* the credential proxy; NULL: no upstreams (api_proxy.c) */
     struct proxystore pstore;  /* its store: the database, and the relay for liveness */
@@ -99,8 +100,8 @@ struct conn {
     char *platform_token;               /* dial of an aca sandbox: the front's (owned) */
     char platform[DB_PLATFORM_MAX + 1]; /* ... and its platform's name */
     struct wsg ws;                      /* the message being reassembled, the close */
-    int watched;                        /* opened by a web session: in api->watch */
-    struct lws *wake_wsi;               /* in api->wake_list: its writable callback is due */
+    int watched; /* 0, or API_WATCH_SESSION (in api->watch), API_WATCH_KEY (api->keywatch) */
+    struct lws *wake_wsi; /* in api->wake_list: its writable callback is due */
     struct conn *wake_prev, *wake_next;
 };
 
@@ -120,6 +121,9 @@ struct who_via {
     int cookie;
     char sid[WEBSESS_VALUE_MAX];
     int64_t expires_at; /* Unix ms */
+    /* an upgrade with an API key: the key's handle (db_user_key_handle),
+     * never the key; "" otherwise */
+    char key_handle[DB_KEY_HANDLE_LEN + 1];
 };
 
 /* What a handler is given: the request, who asks, what its path held. */
@@ -205,10 +209,12 @@ int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *i
 int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c);
 void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c);
 
-/* api_wsess.c: the WebSockets of web sessions end with their session */
+/* api_wsess.c: the WebSockets of web sessions end with their session, and
+ * those of API keys with their key */
+enum { API_WATCH_SESSION = 1, API_WATCH_KEY = 2 };
 int api_wsess_start(struct api *a);
 void api_wsess_stop(struct api *a);
-int api_wsess_watch(struct api *a, struct lws *wsi, struct conn *c, const char *sid);
+int api_wsess_watch(struct api *a, struct lws *wsi, struct conn *c, const struct who_via *via);
 void api_wsess_forget(struct api *a, struct lws *wsi, struct conn *c);
 void api_wsess_signed_out(struct api *a, const char *sid);
 void api_wsess_expired(struct api *a, const char *sid);

@@ -259,11 +259,12 @@ int api_route_upgrade(struct api *a, struct lws *wsi)
     c.conn = calloc(1, sizeof *c.conn);
     if (!c.conn)
         return -1;
-    /* a session's connection ends with the session (api_wsess.c); the
-     * watch has room for every connection airlockd takes */
-    if (c.via.cookie && api_wsess_watch(a, wsi, c.conn, c.via.sid) != AL_OK) {
+    /* a session's connection ends with the session, a key's with the key
+     * (api_wsess.c); the watches have room for every connection airlockd
+     * takes */
+    if ((c.via.cookie || c.via.key_handle[0]) && api_wsess_watch(a, wsi, c.conn, &c.via) != AL_OK) {
         free(c.conn);
-        (void)api_reply_error(wsi, 500, "cannot follow the session");
+        (void)api_reply_error(wsi, 500, "cannot follow the credential");
         return -1;
     }
     if (r->fn(a, wsi, &c) != 0) {

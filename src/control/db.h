@@ -114,6 +114,7 @@ enum {
     DB_SESSION_LEN = 47,           /* "als_" / "alc_" + 43 base64url characters */
     DB_SESSIONS_PER_USER_MAX = 32, /* live sessions of one user */
     DB_SESSION_HANDLE_LEN = 64,    /* a session's handle: hex SHA-256 of its secret */
+    DB_KEY_HANDLE_LEN = 64,        /* an API key's handle: hex SHA-256 of the key */
     DB_PROXY_NAME_MAX = 32,        /* an upstream's name (proxycfg's PROXY_NAME_MAX) */
     DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
     /* "a,b,...": the stored list of upstreams, without its NUL */
@@ -321,6 +322,14 @@ int db_user_add(struct db *db, const char *name, enum db_role role, char *key_ou
 /* The user holding this API key: AL_E_INVAL if it is malformed, AL_E_NOENT
  * if no user holds it. */
 int db_user_by_key(struct db *db, const char *key, struct db_user *out);
+/* An API key's handle: what its user's row is keyed by (hex SHA-256 of the
+ * key, DB_KEY_HANDLE_LEN characters and a NUL into out, cap > that), so that a
+ * caller may follow a key without keeping it. AL_E_INVAL for a malformed
+ * key. */
+int db_user_key_handle(struct db *db, const char *key, char *out, size_t cap);
+/* The user holding the key of a handle: AL_OK (out filled), AL_E_NOENT (no
+ * user holds it: removed), AL_E_INVAL (not a handle). */
+int db_user_by_handle(struct db *db, const char *handle, struct db_user *out);
 int db_user_list(struct db *db, db_user_cb cb, void *ctx); /* by name */
 int db_user_remove(struct db *db, const char *name);
 

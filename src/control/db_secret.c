@@ -58,6 +58,16 @@ bool db_secret_wellformed(const char *key, const char *prefix)
 
 /* A new secret prefix + base64url(DB_KEY_RAW_LEN random bytes) into
  * out[DB_KEY_LEN + 1], and its hash into hex[DB_HASH_HEX + 1]. */
+bool db_secret_handle_wellformed(const char *h)
+{
+    if (!h || strlen(h) != DB_HASH_HEX)
+        return false;
+    for (size_t i = 0; i < DB_HASH_HEX; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
+            return false;
+    return true;
+}
+
 int db_secret_new(struct db *db, const char *prefix, char *out, char *hex)
 {
     uint8_t raw[DB_KEY_RAW_LEN];

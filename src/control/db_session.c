@@ -118,17 +118,6 @@ int db_session_handle(struct db *db, const char *id, char *out, size_t cap)
     return db_secret_hash(db, id, out);
 }
 
-/* Whether h is what db_secret_hash writes: DB_HASH_HEX lowercase hex digits. */
-static bool db_handle_wellformed(const char *h)
-{
-    if (!h || strlen(h) != DB_HASH_HEX)
-        return false;
-    for (size_t i = 0; i < DB_HASH_HEX; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f')))
-            return false;
-    return true;
-}
-
 int db_session_live(struct db *db, const char *handle, int64_t now,
                     const struct db_session_policy *p, struct db_session *out)
 {
@@ -139,7 +128,7 @@ int db_session_live(struct db *db, const char *handle, int64_t now,
         return db_fail(db, AL_E_INVAL, "no output");
     if ((rc = db_check_policy(db, p)) != AL_OK)
         return rc;
-    if (!db_handle_wellformed(handle))
+    if (!db_secret_handle_wellformed(handle))
         return db_fail(db, AL_E_INVAL, "not a session handle");
     char csrf_hex[DB_HASH_HEX + 1];
     if ((rc = db->be->session_get(db, handle, out, csrf_hex)) != AL_OK)

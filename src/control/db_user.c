@@ -56,6 +56,31 @@ int db_user_by_key(struct db *db, const char *key, struct db_user *out)
     return db->be->user_by_hash(db, hex, out);
 }
 
+int db_user_key_handle(struct db *db, const char *key, char *out, size_t cap)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out || cap < DB_KEY_HANDLE_LEN + 1)
+        return db_fail(db, AL_E_INVAL, "no room for the handle (%d bytes)", DB_KEY_HANDLE_LEN + 1);
+    out[0] = '\0';
+    if (!db_secret_wellformed(key, DB_KEY_PREFIX))
+        return db_fail(db, AL_E_INVAL, "malformed API key");
+    return db_secret_hash(db, key, out);
+}
+
+int db_user_by_handle(struct db *db, const char *handle, struct db_user *out)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!out)
+        return db_fail(db, AL_E_INVAL, "no output");
+    if (!db_secret_handle_wellformed(handle))
+        return db_fail(db, AL_E_INVAL, "not a key's handle");
+    return db->be->user_by_hash(db, handle, out);
+}
+
 int db_user_list(struct db *db, db_user_cb cb, void *ctx)
 {
     int rc = db_begin(db);

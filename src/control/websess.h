@@ -39,6 +39,8 @@
 /* its row is gone, for a reason this airlockd cannot tell (signed out
  * through another airlockd, its user removed) */
 #define WEBSESS_CLOSE_GONE "session ended"
+/* ... and of a connection made with an API key no user holds any more */
+#define WEBSESS_CLOSE_KEY_GONE "API key revoked: its user was removed"
 
 enum {
     WEBSESS_VALUE_MAX = 128,      /* a cookie value or CSRF token we accept */

@@ -11,8 +11,9 @@
 // - a WebSocket (terminal attach) opened through a session ends with it:
 //   closed (4401) at once at sign-out, and within about a second once the
 //   session idles out, reaches its lifetime while in use, or its user is
-//   removed; a WebSocket opened with an API key stays open and its terminal
-//   still echoes.
+//   removed; a WebSocket opened with an API key ends with its key: closed
+//   (4401) within about a second once the key's user is removed, while one
+//   opened with another user's key stays open and its terminal still echoes.
 // Each expectation is reported, and all of them are checked, before failing.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -140,7 +141,8 @@ await run('airlockd_session', async () => {
     return ctl.closeInfo;
   };
   const isSessionEnd = (c, why) => c && c.code === CLOSE_SESSION_ENDED && why.test(c.reason);
-  const keyed = await attach(d.port, r.json.id, key); // with the API key: the writer
+  const termId = r.json.id;
+  const keyed = await attach(d.port, termId, key); // with the API key: the writer
   await keyed.ch.wait(() => keyed.ch.role === 1, 'the keyed client is the writer');
   keyed.ch.write('echo-before\n');
   await keyed.ch.waitOutput(/echo-before/, 10000);
@@ -178,21 +180,29 @@ await run('airlockd_session', async () => {
 
   // the user removed (from the command line, beside the running airlockd):
   // the session's row is gone, found by the next lookup
+  // the WebSocket she opened with her API key (read-only: she is a viewer)
+  // ends with it too
   const s7 = await signIn(ullaKey);
   const w7 = await wsAttach(s7);
+  const k7 = await attach(d.port, termId, ullaKey, { read: true });
+  want(k7.ctl.ready && !k7.ctl.closeInfo, 'a WebSocket attached with her API key');
   execFileSync(path.join(BIN, 'airlockd'), ['user', 'rm', 'ulla', '--data', dir]);
   const t7 = Date.now();
   const c7 = await closedWithin(w7, CHECK_MS + SLACK_MS);
   want(isSessionEnd(c7, /^session ended$/),
     `removing the user closes her session's WebSocket within ${Date.now() - t7} ms (${JSON.stringify(c7)})`);
+  const ck7 = await closedWithin(k7.ctl, CHECK_MS + SLACK_MS);
+  want(isSessionEnd(ck7, /^API key revoked: its user was removed$/),
+    `... and the WebSocket opened with her API key within ${Date.now() - t7} ms (${JSON.stringify(ck7)})`);
 
   // the WebSocket opened with an API key is untouched, and its terminal echoes
-  want(keyed.ctl.ready && !keyed.ctl.closeInfo, 'the WebSocket opened with an API key stays open');
+  want(keyed.ctl.ready && !keyed.ctl.closeInfo, "the WebSocket opened with another user's API key stays open");
   keyed.ch.write('echo-after\n');
   await keyed.ch.waitOutput(/echo-after/, 10000);
   want(true, 'its terminal still echoes');
   const log = fs.readFileSync(d.log, 'utf8');
-  want(/session ended: signed out: 2 WebSockets closed/.test(log) && /session ended: expired: 1 WebSocket closed/.test(log),
+  want(/session ended: signed out: 2 WebSockets closed/.test(log) && /session ended: expired: 1 WebSocket closed/.test(log) &&
+    /API key revoked: its user was removed: 1 WebSocket closed/.test(log),
     'airlockd logs each session end with the number of WebSockets closed');
 
   await d.stop();

@@ -823,6 +823,54 @@ static void test_user_list_and_remove(void **state)
     assert_int_equal(u.role, DB_ROLE_ADMIN);
 }
 
+/* A key's handle: its hash, which finds its user until the user is removed
+ * (what keeps an API key's WebSockets open, api_wsess.c). */
+static void test_user_key_handle(void **state)
+{
+    struct fx *f = *state;
+    char ka[DB_KEY_LEN + 1], kb[DB_KEY_LEN + 1];
+    char ha[DB_KEY_HANDLE_LEN + 1], hb[DB_KEY_HANDLE_LEN + 1];
+    assert_int_equal(db_user_add(f->db, "alice", DB_ROLE_ADMIN, ka, sizeof ka), AL_OK);
+    assert_int_equal(db_user_add(f->db, "bob", DB_ROLE_VIEWER, kb, sizeof kb), AL_OK);
+    assert_int_equal(db_user_key_handle(f->db, ka, ha, sizeof ha), AL_OK);
+    assert_int_equal(db_user_key_handle(f->db, kb, hb, sizeof hb), AL_OK);
+    assert_int_equal(strlen(ha), DB_KEY_HANDLE_LEN);
+    assert_string_not_equal(ha, hb);
+    assert_null(strstr(ha, ka + 4)); /* not the key */
+
+    struct db_user u;
+    assert_int_equal(db_user_by_handle(f->db, ha, &u), AL_OK);
+    assert_string_equal(u.name, "alice");
+    assert_int_equal(u.role, DB_ROLE_ADMIN);
+    assert_int_equal(db_user_by_handle(f->db, hb, &u), AL_OK);
+    assert_string_equal(u.name, "bob");
+
+    /* the user removed: the handle finds nobody, the other still its own */
+    assert_int_equal(db_user_remove(f->db, "bob"), AL_OK);
+    assert_int_equal(db_user_by_handle(f->db, hb, &u), AL_E_NOENT);
+    assert_int_equal(db_user_by_handle(f->db, ha, &u), AL_OK);
+    /* a new bob has a new key: the old handle stays dead */
+    assert_int_equal(db_user_add(f->db, "bob", DB_ROLE_VIEWER, kb, sizeof kb), AL_OK);
+    assert_int_equal(db_user_by_handle(f->db, hb, &u), AL_E_NOENT);
+
+    /* bad inputs: not a handle (the key itself, upper case, short), no room,
+     * a malformed key */
+    assert_int_equal(db_user_by_handle(f->db, ka, &u), AL_E_INVAL);
+    char up[DB_KEY_HANDLE_LEN + 1];
+    memcpy(up, ha, sizeof up);
+    for (char *p = up; *p; p++)
+        if (*p >= 'a' && *p <= 'f')
+            *p = (char)(*p - 'a' + 'A');
+    assert_int_equal(db_user_by_handle(f->db, strcmp(up, ha) ? up : "A", &u), AL_E_INVAL);
+    ha[10] = 0;
+    assert_int_equal(db_user_by_handle(f->db, ha, &u), AL_E_INVAL);
+    assert_int_equal(db_user_by_handle(f->db, NULL, &u), AL_E_INVAL);
+    assert_int_equal(db_user_by_handle(f->db, hb, NULL), AL_E_INVAL);
+    assert_int_equal(db_user_key_handle(f->db, ka, ha, DB_KEY_HANDLE_LEN), AL_E_INVAL);
+    assert_int_equal(db_user_key_handle(f->db, "alk_short", ha, sizeof ha), AL_E_INVAL);
+    assert_string_equal(ha, "");
+}
+
 static void hex_sha256(const char *s, char hex[65])
 {
     unsigned char md[32];
@@ -2999,6 +3047,7 @@ int main(int argc, char **argv)
         BOTH(test_user_malformed_keys),
         BOTH(test_user_bad_inputs),
         BOTH(test_user_list_and_remove),
+        BOTH(test_user_key_handle),
         BOTH(test_sandboxes),
         BOTH(test_terminal_add_get),
         BOTH(test_terminal_foreign_key_and_channels),
