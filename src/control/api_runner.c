@@ -76,6 +76,15 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
         (void)api_reply_error(wsi, 403, "this runner's key is not the sandbox's");
         return -1;
     }
+    /* accepted where it landed: the sandbox's lease moves to this replica
+     * (docs/scale-out.md: fronts do not follow redirects for upgrades);
+     * the runner only chose which replica, never the owner's id or fence */
+    rc = relay_lease_claim(a->relay, sb, why, sizeof why);
+    if (rc != AL_OK) {
+        api_log(a, 1, "sandbox %s: runner link from %s not taken now: %s", ident, peer, why);
+        (void)api_reply_error(wsi, 503, why);
+        return -1;
+    }
     c->conn->kind = CONN_RUNNER;
     c->conn->sb = sb;
     return 0;

@@ -288,6 +288,7 @@ struct db_replica {
 };
 
 typedef int (*db_replica_cb)(void *ctx, const struct db_replica *r);
+typedef int (*db_lease_cb)(void *ctx, const char *sandbox_id, int64_t fence);
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -467,6 +468,11 @@ int db_replica_prune(struct db *db, int64_t keep_ms);
  * AL_E_NOENT without such a sandbox. */
 int db_lease_take(struct db *db, const char *sandbox_id, const char *replica_id, int64_t stale_ms,
                   int64_t lease_ms, int64_t *fence);
+/* db_lease_take_free: every lease db_lease_take would give replica_id
+ * that it does not hold yet, in one statement; cb once per lease taken,
+ * with its new fence. */
+int db_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms, int64_t lease_ms,
+                       db_lease_cb cb, void *ctx);
 /* db_lease_move: the lease for replica_id whoever holds it (a runner
  * dialed this replica: the old owner is fenced off); the fence bumped
  * unless replica_id held it already. AL_E_NOENT without such a sandbox. */
@@ -475,7 +481,6 @@ int db_lease_move(struct db *db, const char *sandbox_id, const char *replica_id,
 /* Renew every lease replica_id holds (one statement), then cb once per
  * lease it still holds, with its fence: a sandbox missing from the calls
  * was taken by another. */
-typedef int (*db_lease_cb)(void *ctx, const char *sandbox_id, int64_t fence);
 int db_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
                    void *ctx);
 /* Free every lease replica_id holds (a clean stop); the fences stay. */

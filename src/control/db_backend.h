@@ -103,6 +103,8 @@ struct db_backend {
      * without the sandbox. */
     int (*lease_take)(struct db *db, const char *sandbox_id, const char *replica_id,
                       int64_t stale_ms, int64_t lease_ms, int64_t *fence);
+    int (*lease_take_free)(struct db *db, const char *replica_id, int64_t stale_ms,
+                           int64_t lease_ms, db_lease_cb cb, void *ctx);
     int (*lease_move)(struct db *db, const char *sandbox_id, const char *replica_id,
                       int64_t lease_ms, int64_t *fence);
     int (*lease_renew)(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,

@@ -59,6 +59,17 @@ int db_lease_take(struct db *db, const char *sandbox_id, const char *replica_id,
     return rc;
 }
 
+int db_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms, int64_t lease_ms,
+                       db_lease_cb cb, void *ctx)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK || (rc = db_lease_check(db, NULL, replica_id, lease_ms)) != AL_OK)
+        return rc;
+    if (stale_ms < 1 || !cb)
+        return db_fail(db, AL_E_INVAL, "a replica's staleness is at least 1 ms; callback wanted");
+    return db->be->lease_take_free(db, replica_id, stale_ms, lease_ms, cb, ctx);
+}
+
 int db_lease_move(struct db *db, const char *sandbox_id, const char *replica_id, int64_t lease_ms,
                   int64_t *fence)
 {

@@ -641,11 +641,13 @@ static int dbp_replica_prune(struct db *db, int64_t keep_ms)
 
 /* ---- leases -------------------------------------------------------------------- */
 
-/* Free, expired, held by a replica not alive ($3: its staleness), or ours. */
+/* As DBS_LEASE_FREE (db_sqlite_tables.c): free, expired, held by a
+ * replica not alive or superseded at its address, or ours. */
 #define DBP_LEASE_FREE                                                                             \
     "(owner IS NULL OR owner = $2 OR lease_until <= " DBP_NOW_MS " OR NOT EXISTS"                 \
     " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
-    " AND r.beat_at > " DBP_NOW_MS " - $3::bigint))"
+    " AND r.beat_at > " DBP_NOW_MS " - $3::bigint AND NOT EXISTS (SELECT 1 FROM replicas n"        \
+    " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
 
 static int dbp_lease_take(struct db *db, const char *sandbox_id, const char *replica_id,
                           int64_t stale_ms, int64_t lease_ms, int64_t *fence)
@@ -663,6 +665,27 @@ static int dbp_lease_take(struct db *db, const char *sandbox_id, const char *rep
                      4, v, db_row_one_fence, fence, &found);
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_STATE, "sandbox %s: its lease is held", sandbox_id);
+    return rc;
+}
+
+static int dbp_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms,
+                               int64_t lease_ms, db_lease_cb cb, void *ctx)
+{
+    char st[DBP_INT_TEXT], ls[DBP_INT_TEXT];
+    dbp_i64_text(st, sizeof st, stale_ms);
+    dbp_i64_text(ls, sizeof ls, lease_ms);
+    const char *const v[] = {NULL, replica_id, st, ls};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "take free leases",
+                      "UPDATE sandboxes SET fence = fence + 1, owner = $2::text,"
+                      " lease_until = " DBP_NOW_MS " + $4::bigint"
+                      " WHERE $1::text IS NULL AND owner IS DISTINCT FROM $2::text AND "
+                      DBP_LEASE_FREE " RETURNING id, fence",
+                      4, v, &r);
+    struct db_row_lease l = {cb, ctx};
+    if (rc == AL_OK)
+        rc = dbp_rows(db, r.res, db_row_list_lease, &l);
+    PQclear(r.res);
     return rc;
 }
 
@@ -747,6 +770,7 @@ const struct db_backend db_pg_backend = {
     .replica_list = dbp_replica_list,
     .replica_prune = dbp_replica_prune,
     .lease_take = dbp_lease_take,
+    .lease_take_free = dbp_lease_take_free,
     .lease_move = dbp_lease_move,
     .lease_renew = dbp_lease_renew,
     .lease_release = dbp_lease_release,

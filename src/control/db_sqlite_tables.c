@@ -580,11 +580,14 @@ static int dbs_replica_prune(struct db *db, int64_t keep_ms)
 
 /* ---- leases -------------------------------------------------------------------- */
 
-/* Free, expired, held by a replica not alive (?3: its staleness), or ours. */
+/* Free, expired, held by a replica not alive (?3: its staleness; or
+ * superseded: a replica registered later at its address, which it can no
+ * longer be listening at), or ours. */
 #define DBS_LEASE_FREE                                                                             \
     "(owner IS NULL OR owner = ?2 OR lease_until <= " DBS_NOW_MS " OR NOT EXISTS"                 \
     " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
-    " AND r.beat_at > " DBS_NOW_MS " - ?3))"
+    " AND r.beat_at > " DBS_NOW_MS " - ?3 AND NOT EXISTS (SELECT 1 FROM replicas n"                \
+    " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
 
 static int dbs_lease_take(struct db *db, const char *sandbox_id, const char *replica_id,
                           int64_t stale_ms, int64_t lease_ms, int64_t *fence)
@@ -600,6 +603,19 @@ static int dbs_lease_take(struct db *db, const char *sandbox_id, const char *rep
     if (rc == AL_OK && !found)
         rc = db_fail(db, AL_E_STATE, "sandbox %s: its lease is held", sandbox_id);
     return rc;
+}
+
+static int dbs_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms,
+                               int64_t lease_ms, db_lease_cb cb, void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_text(NULL), dbs_text(replica_id), dbs_int(stale_ms),
+                                dbs_int(lease_ms)};
+    struct db_row_lease l = {cb, ctx};
+    return dbs_list(db,
+                    "UPDATE sandboxes SET fence = fence + 1, owner = ?2,"
+                    " lease_until = " DBS_NOW_MS " + ?4"
+                    " WHERE owner IS NOT ?2 AND " DBS_LEASE_FREE " RETURNING id, fence",
+                    a, DBS_NARGS(a), db_row_list_lease, &l);
 }
 
 static int dbs_lease_move(struct db *db, const char *sandbox_id, const char *replica_id,
@@ -672,6 +688,7 @@ const struct db_backend db_sqlite_backend = {
     .replica_list = dbs_replica_list,
     .replica_prune = dbs_replica_prune,
     .lease_take = dbs_lease_take,
+    .lease_take_free = dbs_lease_take_free,
     .lease_move = dbs_lease_move,
     .lease_renew = dbs_lease_renew,
     .lease_release = dbs_lease_release,

@@ -200,6 +200,8 @@ static int spawn_runner(struct rl_sbx *sb)
 void relay_spawn_tick(struct rl_sbx *sb, uint64_t now)
 {
     struct relay *r = sb->r;
+    if (!relay_lease_owned(sb))
+        return; /* another replica runs it */
     if (sb->kind == DB_SANDBOX_LOCAL && !sb->removed && sb->proc_check_us &&
         now >= sb->proc_check_us) {
         sb->proc_check_us = now + RL_PROC_CHECK_US;

@@ -81,8 +81,11 @@ void relay_terminal_state(struct rl_term *t, enum db_term_state s)
     struct relay *r = t->sb->r;
     if (t->state == s)
         return;
-    if (db_terminal_set_state(r->cfg.db, t->id, s) != AL_OK)
-        relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    if (relay_lease_owned(t->sb)) {
+        int rc = db_terminal_set_state_fenced(r->cfg.db, t->id, s, t->sb->fence);
+        if (relay_lease_checked(t->sb, rc) != AL_OK && rc != AL_E_PERM)
+            relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    }
     t->state = s;
     if (s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST)
         (void)relay_proxy_revoke(r, t->id);
@@ -96,8 +99,11 @@ void relay_terminal_exit(struct rl_term *t, int code, int signo)
     t->exited = 1;
     t->exit_code = code;
     t->exit_signal = signo;
-    if (db_terminal_set_exit(r->cfg.db, t->id, code, signo) != AL_OK)
-        relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    if (relay_lease_owned(t->sb)) {
+        int rc = db_terminal_set_exit_fenced(r->cfg.db, t->id, code, signo, t->sb->fence);
+        if (relay_lease_checked(t->sb, rc) != AL_OK && rc != AL_E_PERM)
+            relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    }
     t->state = DB_TERM_EXITED;
     (void)relay_proxy_revoke(r, t->id); /* its process is gone: so is its credential */
     if (t->cast && !t->rec_failed) {
@@ -139,8 +145,9 @@ void relay_terminal_drop(struct rl_term *t, enum db_term_state final)
     struct rl_sbx *sb = t->sb;
     if (t->cast)
         relay_output_sync(t);
-    if (final == DB_TERM_CLOSED && !t->exited) /* killed by its close */
-        (void)db_terminal_set_exit(sb->r->cfg.db, t->id, -1, 9);
+    if (final == DB_TERM_CLOSED && !t->exited && relay_lease_owned(sb)) /* killed by its close */
+        (void)relay_lease_checked(
+            sb, db_terminal_set_exit_fenced(sb->r->cfg.db, t->id, -1, 9, sb->fence));
     relay_terminal_state(t, final);
     for (struct rl_client *c = t->clients; c; c = c->next) {
         /* lost is not closed: a client says which (protocol.md §9) */
@@ -293,6 +300,15 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         free(srow);
         al_errf(why, why_cap, "no sandbox \"%s\"", spec->sandbox);
         return AL_E_NOENT;
+    }
+    char owner[DB_REPLICA_ID_LEN + 8];
+    if (relay_sandbox_owner(r, sb->id, owner, sizeof owner)) {
+        free(srow);
+        al_errf(why, why_cap,
+                "sandbox \"%s\" is served by replica %s, not this one: open it there "
+                "(relaying between replicas is not built yet)",
+                sb->id, owner);
+        return AL_E_STATE;
     }
     /* input is recorded only where the sandbox allows it and the terminal wants it */
     bool record_input = srow->record_input && spec->record_input;

@@ -3029,11 +3029,13 @@ static void test_migration_8_to_9(void **state)
     assert_int_equal(raw_try(f, "UPDATE sandboxes SET fence = -1"), -1);
 }
 
-/* A replica (by id) that beats now. */
-static void live_replica(struct fx *f, char *id)
+/* A replica (by id) that beats now, at ws://127.0.0.1:port. */
+static void live_replica(struct fx *f, char *id, int port)
 {
+    char addr[64];
+    (void)snprintf(addr, sizeof addr, "ws://127.0.0.1:%d", port);
     assert_int_equal(db_replica_new_id(f->db, id, DB_REPLICA_ID_LEN + 1), AL_OK);
-    assert_int_equal(db_replica_beat(f->db, id, "ws://127.0.0.1:1"), AL_OK);
+    assert_int_equal(db_replica_beat(f->db, id, addr), AL_OK);
 }
 
 struct leases {
@@ -3060,8 +3062,8 @@ static void test_leases(void **state)
 {
     struct fx *f = *state;
     char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1];
-    live_replica(f, a);
-    live_replica(f, b);
+    live_replica(f, a, 1);
+    live_replica(f, b, 2);
     assert_int_equal(db_sandbox_add(f->db, "s1", DB_SANDBOX_STATIC, "ws://h:1/"), AL_OK);
     assert_int_equal(db_sandbox_add(f->db, "s2", DB_SANDBOX_REVERSE, NULL), AL_OK);
     int64_t fa = 0, fb = 0;
@@ -3119,10 +3121,34 @@ static void test_leases(void **state)
     assert_string_equal(sb.owner, "");
     assert_int_equal(sb.fence, 4);
     assert_int_equal(sb.lease_until, 0);
-    live_replica(f, b);
+    live_replica(f, b, 2);
     assert_int_equal(db_lease_take(f->db, "s2", b, 60000, 60000, &fb), AL_OK);
     assert_int_equal(fb, 5);
+    /* superseded: a replica registered later at the owner's address (its
+     * restart: the old process no longer listens there) takes it at once */
+    char c[DB_REPLICA_ID_LEN + 1];
+    raw_exec(f, "UPDATE replicas SET started_at = started_at - 1000");
+    assert_int_equal(db_lease_take(f->db, "s2", a, 60000, 60000, &fa), AL_E_STATE);
+    live_replica(f, c, 2);
+    assert_int_equal(db_lease_take(f->db, "s2", c, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 6);
+    /* all that is free in one call: s1 (released by a) and the new s3,
+     * not s2 (c's) */
+    assert_int_equal(db_sandbox_add(f->db, "s3", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    struct leases lt = {0};
+    assert_int_equal(db_lease_take_free(f->db, c, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 2);
+    assert_string_equal(lt.id[0][1] == '1' ? lt.id[0] : lt.id[1], "s1");
+    assert_int_equal(lt.id[0][1] == '1' ? lt.fence[0] : lt.fence[1], 4);
+    assert_int_equal(lt.id[0][1] == '3' ? lt.fence[0] : lt.fence[1], 1);
+    memset(&lt, 0, sizeof lt);
+    assert_int_equal(db_lease_take_free(f->db, c, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 0); /* its own are not taken again */
+    assert_int_equal(db_lease_take_free(f->db, b, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 0); /* c is alive: nothing for b */
     /* bad inputs */
+    assert_int_equal(db_lease_take_free(f->db, c, 0, 60000, collect_lease, &lt), AL_E_INVAL);
+    assert_int_equal(db_lease_take_free(f->db, c, 1, 60000, NULL, NULL), AL_E_INVAL);
     assert_int_equal(db_lease_take(f->db, "s1", "r-1", 60000, 60000, &fa), AL_E_INVAL);
     assert_int_equal(db_lease_take(f->db, "s1", a, 0, 60000, &fa), AL_E_INVAL);
     assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 0, &fa), AL_E_INVAL);
@@ -3140,8 +3166,8 @@ static void test_fenced_writes(void **state)
 {
     struct fx *f = *state;
     char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1], id[DB_NAME_MAX + 1];
-    live_replica(f, a);
-    live_replica(f, b);
+    live_replica(f, a, 1);
+    live_replica(f, b, 2);
     assert_int_equal(db_sandbox_add(f->db, "s1", DB_SANDBOX_STATIC, "ws://h:1/"), AL_OK);
     add_term(f, "s1", 1, id);
     int64_t fa = 0, fb = 0;
