@@ -50,7 +50,7 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     char argb[300], peer[64], why[256];
     api_auth_peer(wsi, peer, sizeof peer);
     const char *ident = wsg_urlarg(wsi, "identifier", argb, sizeof argb);
-    struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
+    struct rl_sbx *sb = ident ? relay_sandbox_known(a->relay, ident) : NULL;
     char auth[AL_MAX_TOKEN + 16];
     const char *tok = api_auth_bearer(wsi, auth, sizeof auth);
     int rc = !sb ? AL_E_NOENT : relay_cred_token_ok(a->relay, ident, tok, why, sizeof why);

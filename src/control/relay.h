@@ -153,6 +153,11 @@ struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
 
 /* ---- leases (relay_lease.c; docs/scale-out.md) ------------------------------- */
 
+/* As relay_sandbox, and a sandbox another replica added since this one
+ * started is learnt from the database (made here, not started: its lease
+ * says who serves it). NULL when the database has no such sandbox. */
+struct rl_sbx *relay_sandbox_known(struct relay *r, const char *id);
+
 /* Serve as replica_id (registered): renew and take leases from now on,
  * each lease beat_ms * RL_LEASE_BEATS long, a replica gone once its beat
  * is stale_ms old; takes what is free at once. */
@@ -166,8 +171,9 @@ int relay_lease_beat(struct relay *r);
 int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap);
 /* A clean stop: every lease freed for the others at once. */
 void relay_lease_release(struct relay *r);
-/* NULL when this replica owns sandbox id; else the owner's id (or "none")
- * in buf, for a refusal's message. */
+/* The owner's id (or "none") in buf, for a refusal's message, when
+ * sandbox id exists and another replica owns it (or none does); NULL
+ * when this replica owns it or there is no such sandbox. */
 const char *relay_sandbox_owner(const struct relay *r, const char *id, char *buf, size_t cap);
 /* Whether a runner:connect bearer token is valid for this sandbox. */
 int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,

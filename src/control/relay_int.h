@@ -216,9 +216,10 @@ void relay_link_timers(const struct relay *r, struct ep *ep);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 
-/* Mint a runner:connect token for a sandbox through the signer; `purpose`
- * says why, in the audit. */
-int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out,
+/* Mint a runner:connect token for sb (its audience sandbox_id) through the
+ * signer; `purpose` says why, in the audit (fenced). AL_E_STATE when sb is
+ * not ours. */
+int relay_cred_mint(struct rl_sbx *sb, const char *sandbox_id, const char *purpose, char *out,
                     size_t cap);
 
 /* ---- relay_sandbox.c ---------------------------------------------------------- */

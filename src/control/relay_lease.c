@@ -151,12 +151,13 @@ static int renewed(void *ctx, const char *sandbox_id, int64_t fence)
     return 0;
 }
 
-/* A sandbox another replica added since we started: made here, not started. */
-static struct rl_sbx *known(struct relay *r, const char *sandbox_id)
+struct rl_sbx *relay_sandbox_known(struct relay *r, const char *sandbox_id)
 {
     struct rl_sbx *sb = relay_sandbox(r, sandbox_id);
     if (sb)
         return sb;
+    if (!db_name_valid(sandbox_id))
+        return NULL;
     struct db_sandbox *row = calloc(1, sizeof *row);
     if (row && db_sandbox_get(r->cfg.db, sandbox_id, row) == AL_OK &&
         relay_sandbox_new(r, row, &sb) == AL_OK) {
@@ -170,7 +171,7 @@ static struct rl_sbx *known(struct relay *r, const char *sandbox_id)
 static int took(void *ctx, const char *sandbox_id, int64_t fence)
 {
     struct relay *r = ctx;
-    struct rl_sbx *sb = known(r, sandbox_id);
+    struct rl_sbx *sb = relay_sandbox_known(r, sandbox_id);
     if (!sb) {
         relay_log(r, 0, "sandbox %s: taken but cannot be loaded: %s", sandbox_id,
                   db_errmsg(r->cfg.db));
@@ -257,10 +258,9 @@ const char *relay_sandbox_owner(const struct relay *r, const char *id, char *buf
         if (!strcmp(sb->id, id) && !sb->removed && relay_lease_owned(sb))
             return NULL;
     struct db_sandbox *row = calloc(1, sizeof *row);
-    const char *who = "none";
-    if (row && db_sandbox_get(r->cfg.db, id, row) == AL_OK && row->owner[0])
-        who = row->owner;
-    (void)snprintf(buf, cap, "%s", who);
+    int rc = row ? db_sandbox_get(r->cfg.db, id, row) : AL_E_NOMEM;
+    if (rc == AL_OK)
+        (void)snprintf(buf, cap, "%s", row->owner[0] ? row->owner : "none");
     free(row);
-    return buf;
+    return rc == AL_OK ? buf : NULL; /* no such sandbox: the caller says so */
 }

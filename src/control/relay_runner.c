@@ -84,7 +84,7 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
         return;
     case EP_EV_READY: {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, token_aud(sb), "link", tok, sizeof tok) == AL_OK)
+        if (relay_cred_mint(sb, token_aud(sb), "link", tok, sizeof tok) == AL_OK)
             (void)ep_send_token(sb->ep, tok, strlen(tok));
         (void)ep_ping(sb->ep); /* the link's RTT, shown at once */
         sb->token_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
@@ -301,7 +301,7 @@ static void dial(struct rl_sbx *sb)
             return;
         }
     }
-    if (!r->cfg.dial || relay_cred_mint(r, token_aud(sb), "dial", tok, sizeof tok) != AL_OK) {
+    if (!r->cfg.dial || relay_cred_mint(sb, token_aud(sb), "dial", tok, sizeof tok) != AL_OK) {
         schedule_redial(sb);
         return;
     }
@@ -318,7 +318,7 @@ void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
     ep_tick(sb->ep, now);
     if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, token_aud(sb), "refresh", tok, sizeof tok) == AL_OK &&
+        if (relay_cred_mint(sb, token_aud(sb), "refresh", tok, sizeof tok) == AL_OK &&
             ep_send_token(sb->ep, tok, strlen(tok)) == AL_OK)
             due = 1;
         sb->token_due_us = now + RL_TOKEN_REFRESH_US;

@@ -41,7 +41,7 @@ static int write_token_file(struct rl_sbx *sb)
         return AL_E_TOOBIG;
     if (fsutil_mkdir_p(dir, 0700) != AL_OK)
         return AL_E_IO;
-    int rc = relay_cred_mint(r, sb->id, "token_file", tok, sizeof tok);
+    int rc = relay_cred_mint(sb, sb->id, "token_file", tok, sizeof tok);
     if (rc != AL_OK)
         return rc;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

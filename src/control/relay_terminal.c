@@ -87,7 +87,8 @@ void relay_terminal_state(struct rl_term *t, enum db_term_state s)
             relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
     }
     t->state = s;
-    if (s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST)
+    if ((s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST) &&
+        relay_lease_owned(t->sb))
         (void)relay_proxy_revoke(r, t->id);
 }
 
@@ -105,7 +106,8 @@ void relay_terminal_exit(struct rl_term *t, int code, int signo)
             relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
     }
     t->state = DB_TERM_EXITED;
-    (void)relay_proxy_revoke(r, t->id); /* its process is gone: so is its credential */
+    if (relay_lease_owned(t->sb)) /* its process is gone: so is its credential */
+        (void)relay_proxy_revoke(r, t->id);
     if (t->cast && !t->rec_failed) {
         int rc = cast_exit(t->cast, (int64_t)relay_now_us(), signo ? 128 + signo : code);
         if (rc != AL_OK && rc != AL_E_STATE)
@@ -295,20 +297,19 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
                           char *id_out, size_t cap, char *why, size_t why_cap)
 {
     struct rl_sbx *sb = relay_sandbox(r, spec->sandbox);
+    char owner[DB_REPLICA_ID_LEN + 8];
+    if (db_name_valid(spec->sandbox) && relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
+        al_errf(why, why_cap,
+                "sandbox \"%s\" is served by replica %s, not this one: open it there "
+                "(relaying between replicas is not built yet)",
+                spec->sandbox, owner);
+        return AL_E_STATE;
+    }
     struct db_sandbox *srow = sb ? malloc(sizeof *srow) : NULL;
     if (!sb || !srow || db_sandbox_get(r->cfg.db, sb->id, srow) != AL_OK) {
         free(srow);
         al_errf(why, why_cap, "no sandbox \"%s\"", spec->sandbox);
         return AL_E_NOENT;
-    }
-    char owner[DB_REPLICA_ID_LEN + 8];
-    if (relay_sandbox_owner(r, sb->id, owner, sizeof owner)) {
-        free(srow);
-        al_errf(why, why_cap,
-                "sandbox \"%s\" is served by replica %s, not this one: open it there "
-                "(relaying between replicas is not built yet)",
-                sb->id, owner);
-        return AL_E_STATE;
     }
     /* input is recorded only where the sandbox allows it and the terminal wants it */
     bool record_input = srow->record_input && spec->record_input;
