@@ -126,13 +126,13 @@ enum {
     DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
     /* "a,b,...": the stored list of upstreams, without its NUL */
     DB_PROXY_UPSTREAMS_TEXT_MAX = DB_PROXY_UPSTREAMS_MAX * (DB_PROXY_NAME_MAX + 1) - 1,
-    DB_PROXY_HASH_HEX = 64,     /* hex SHA-256 of a proxy credential */
-    DB_PLATFORM_MAX = 32,       /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
-    DB_IDENT_MIN = 4,           /* a platform session identifier: 4..128 */
-    DB_IDENT_MAX = 128,         /* of [A-Za-z0-9_-] (what ACA accepts) */
-    DB_REPLICA_ID_RANDOM = 12,  /* random bytes in a replica id */
-    DB_REPLICA_ID_LEN = 26,     /* "r-" + 24 hex digits */
-    DB_REPLICA_ADDR_MAX = 256,  /* a replica's address: a ws:// or wss:// URL */
+    DB_PROXY_HASH_HEX = 64,      /* hex SHA-256 of a proxy credential */
+    DB_PLATFORM_MAX = 32,        /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
+    DB_IDENT_MIN = 4,            /* a platform session identifier: 4..128 */
+    DB_IDENT_MAX = 128,          /* of [A-Za-z0-9_-] (what ACA accepts) */
+    DB_REPLICA_ID_RANDOM = 12,   /* random bytes in a replica id */
+    DB_REPLICA_ID_LEN = 26,      /* "r-" + 24 hex digits */
+    DB_REPLICA_ADDR_MAX = 256,   /* a replica's address: a ws:// or wss:// URL */
     DB_REPLICAS_LIST_MAX = 1000, /* rows one db_replica_list returns at most */
     DB_NO_FENCE = -1             /* a write not fenced (db_*_fenced) */
 };
@@ -494,8 +494,7 @@ int db_sandbox_set_link_fenced(struct db *db, const char *id, bool up, int64_t s
                                int64_t rtt_us, int64_t fence);
 int db_terminal_set_state_fenced(struct db *db, const char *id, enum db_term_state state,
                                  int64_t fence);
-int db_terminal_set_exit_fenced(struct db *db, const char *id, int code, int signo,
-                                int64_t fence);
+int db_terminal_set_exit_fenced(struct db *db, const char *id, int code, int signo, int64_t fence);
 int db_terminal_set_offsets_fenced(struct db *db, const char *id, const struct db_term_offsets *o,
                                    int64_t fence);
 /* An audit row about sandbox_id (or one of its terminals). */

@@ -135,10 +135,10 @@ static int dbp_sandbox_set_link(struct db *db, const char *id, bool up, int64_t 
                       " WHERE id = $1 AND ($5::bigint < 0 OR fence = $5::bigint)",
                       5, v, &r);
     if (rc == AL_OK && !dbp_one_changed(r.res))
-        rc = fence >= 0 ? db_fail(db, AL_E_PERM,
-                                  "sandbox %s: gone, or another owner now (our fence %lld)", id,
-                                  (long long)fence)
-                        : db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+        rc = fence >= 0
+                 ? db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                           id, (long long)fence)
+                 : db_fail(db, AL_E_NOENT, "no sandbox %s", id);
     PQclear(r.res);
     return rc;
 }
@@ -278,8 +278,8 @@ static int dbp_terminal_cas_state(struct db *db, const char *id, enum db_term_st
     char at[DBP_INT_TEXT], f[DBP_INT_TEXT];
     dbp_i64_text(at, sizeof at, now);
     dbp_i64_text(f, sizeof f, fence);
-    const char *const v[] = {id, db_term_state_name(from), db_term_state_name(to), at,
-                             dbp_final(to) ? "true" : "false", f};
+    const char *const v[] = {id, db_term_state_name(from),         db_term_state_name(to),
+                             at, dbp_final(to) ? "true" : "false", f};
     return dbp_cas(db, "set terminal state", id,
                    "UPDATE terminals SET state = $3, ended_at = CASE WHEN $5::boolean"
                    " THEN coalesce(ended_at, $4::bigint) ELSE ended_at END"
@@ -296,11 +296,11 @@ static int dbp_terminal_cas_exit(struct db *db, const char *id, enum db_term_sta
     dbp_i64_text(at, sizeof at, now);
     dbp_i64_text(f, sizeof f, fence);
     const char *const v[] = {id, db_term_state_name(from), c, s, at, f};
-    return dbp_cas(db, "set terminal exit", id,
-                   "UPDATE terminals SET state = 'exited', exit_code = $3, exit_signal = $4,"
-                   " ended_at = coalesce(ended_at, $5) WHERE id = $1 AND state = $2"
-                   DBP_TERM_FENCE(6),
-                   6, v);
+    return dbp_cas(
+        db, "set terminal exit", id,
+        "UPDATE terminals SET state = 'exited', exit_code = $3, exit_signal = $4,"
+        " ended_at = coalesce(ended_at, $5) WHERE id = $1 AND state = $2" DBP_TERM_FENCE(6),
+        6, v);
 }
 
 static int dbp_terminal_fence(struct db *db, const char *id, int64_t *fence)
@@ -350,14 +350,14 @@ static int dbp_terminal_set_offsets(struct db *db, const char *id, const struct 
     const char *const v[] = {
         id, out, e, rb, o->rec_time_us >= 0 ? tu : NULL, o->rec_exited ? "true" : "false", f};
     struct dbp_res r;
-    int rc = dbp_exec(db, "set offsets",
-                      "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4,"
-                      " rec_time_us = $5, rec_exited = $6"
-                      " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
-                      " AND rec_bytes <= $4"
-                      " AND ($5::bigint IS NULL OR rec_time_us IS NULL OR rec_time_us <= $5)"
-                      DBP_TERM_FENCE(7),
-                      7, v, &r);
+    int rc = dbp_exec(
+        db, "set offsets",
+        "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4,"
+        " rec_time_us = $5, rec_exited = $6"
+        " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
+        " AND rec_bytes <= $4"
+        " AND ($5::bigint IS NULL OR rec_time_us IS NULL OR rec_time_us <= $5)" DBP_TERM_FENCE(7),
+        7, v, &r);
     bool changed = rc == AL_OK && dbp_one_changed(r.res);
     PQclear(r.res);
     return rc == AL_OK && !changed ? dbp_offsets_missed(db, id) : rc;
@@ -644,7 +644,7 @@ static int dbp_replica_prune(struct db *db, int64_t keep_ms)
 /* As DBS_LEASE_FREE (db_sqlite_tables.c): free, expired, held by a
  * replica not alive or superseded at its address, or ours. */
 #define DBP_LEASE_FREE                                                                             \
-    "(owner IS NULL OR owner = $2 OR lease_until <= " DBP_NOW_MS " OR NOT EXISTS"                 \
+    "(owner IS NULL OR owner = $2 OR lease_until <= " DBP_NOW_MS " OR NOT EXISTS"                  \
     " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
     " AND r.beat_at > " DBP_NOW_MS " - $3::bigint AND NOT EXISTS (SELECT 1 FROM replicas n"        \
     " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
@@ -676,12 +676,13 @@ static int dbp_lease_take_free(struct db *db, const char *replica_id, int64_t st
     dbp_i64_text(ls, sizeof ls, lease_ms);
     const char *const v[] = {NULL, replica_id, st, ls};
     struct dbp_res r;
-    int rc = dbp_exec(db, "take free leases",
-                      "UPDATE sandboxes SET fence = fence + 1, owner = $2::text,"
-                      " lease_until = " DBP_NOW_MS " + $4::bigint"
-                      " WHERE $1::text IS NULL AND owner IS DISTINCT FROM $2::text AND "
-                      DBP_LEASE_FREE " RETURNING id, fence",
-                      4, v, &r);
+    int rc =
+        dbp_exec(db, "take free leases",
+                 "UPDATE sandboxes SET fence = fence + 1, owner = $2::text,"
+                 " lease_until = " DBP_NOW_MS " + $4::bigint"
+                 " WHERE $1::text IS NULL AND owner IS DISTINCT FROM $2::text AND " DBP_LEASE_FREE
+                 " RETURNING id, fence",
+                 4, v, &r);
     struct db_row_lease l = {cb, ctx};
     if (rc == AL_OK)
         rc = dbp_rows(db, r.res, db_row_list_lease, &l);
@@ -708,8 +709,8 @@ static int dbp_lease_move(struct db *db, const char *sandbox_id, const char *rep
 
 /* One UPDATE ... RETURNING (not a cursor's listing: a cursor only
  * selects); its rows are as many as the leases held. */
-static int dbp_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms,
-                           db_lease_cb cb, void *ctx)
+static int dbp_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                           void *ctx)
 {
     char ls[DBP_INT_TEXT];
     dbp_i64_text(ls, sizeof ls, lease_ms);

@@ -244,12 +244,9 @@ static bool dbs_final(enum db_term_state s)
 static int dbs_terminal_cas_state(struct db *db, const char *id, enum db_term_state from,
                                   enum db_term_state to, int64_t now, int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_text(id),
-                                dbs_text(db_term_state_name(from)),
-                                dbs_text(db_term_state_name(to)),
-                                dbs_int(now),
-                                dbs_int(dbs_final(to) ? 1 : 0),
-                                dbs_int(fence)};
+    const struct dbs_arg a[] = {
+        dbs_text(id), dbs_text(db_term_state_name(from)), dbs_text(db_term_state_name(to)),
+        dbs_int(now), dbs_int(dbs_final(to) ? 1 : 0),     dbs_int(fence)};
     return dbs_cas(db, id,
                    "UPDATE terminals SET state = ?3,"
                    " ended_at = CASE WHEN ?5 THEN coalesce(ended_at, ?4) ELSE ended_at END"
@@ -329,14 +326,13 @@ static int dbs_terminal_set_offsets(struct db *db, const char *id, const struct 
                                 dbs_int(o->rec_exited ? 1 : 0),
                                 dbs_int(fence)};
     bool changed = false;
-    rc =
-        dbs_run(db,
-                "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4,"
-                " rec_time_us = ?5, rec_exited = ?6"
-                " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
-                " AND rec_bytes <= ?4 AND (?5 IS NULL OR rec_time_us IS NULL OR rec_time_us <= ?5)"
-                DBS_TERM_FENCE(7),
-                a, DBS_NARGS(a), NULL, &changed);
+    rc = dbs_run(db,
+                 "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4,"
+                 " rec_time_us = ?5, rec_exited = ?6"
+                 " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
+                 " AND rec_bytes <= ?4 AND (?5 IS NULL OR rec_time_us IS NULL OR rec_time_us <= "
+                 "?5)" DBS_TERM_FENCE(7),
+                 a, DBS_NARGS(a), NULL, &changed);
     if (rc == AL_OK && !changed)
         rc = dbs_offsets_missed(db, id);
     if (rc != AL_OK) {
@@ -363,8 +359,8 @@ static int dbs_audit_add(struct db *db, int64_t at, const char *actor, const cha
                          const char *target, const char *detail_json, const char *sandbox_id,
                          int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_int(at),          dbs_text(actor),      dbs_text(action),
-                                dbs_text(target),     dbs_text(detail_json), dbs_int(fence),
+    const struct dbs_arg a[] = {dbs_int(at),         dbs_text(actor),       dbs_text(action),
+                                dbs_text(target),    dbs_text(detail_json), dbs_int(fence),
                                 dbs_text(sandbox_id)};
     bool one = false;
     int rc = dbs_run(db,
@@ -584,7 +580,7 @@ static int dbs_replica_prune(struct db *db, int64_t keep_ms)
  * superseded: a replica registered later at its address, which it can no
  * longer be listening at), or ours. */
 #define DBS_LEASE_FREE                                                                             \
-    "(owner IS NULL OR owner = ?2 OR lease_until <= " DBS_NOW_MS " OR NOT EXISTS"                 \
+    "(owner IS NULL OR owner = ?2 OR lease_until <= " DBS_NOW_MS " OR NOT EXISTS"                  \
     " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
     " AND r.beat_at > " DBS_NOW_MS " - ?3 AND NOT EXISTS (SELECT 1 FROM replicas n"                \
     " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
@@ -633,8 +629,8 @@ static int dbs_lease_move(struct db *db, const char *sandbox_id, const char *rep
     return rc;
 }
 
-static int dbs_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms,
-                           db_lease_cb cb, void *ctx)
+static int dbs_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                           void *ctx)
 {
     const struct dbs_arg a[] = {dbs_text(replica_id), dbs_int(lease_ms)};
     struct db_row_lease l = {cb, ctx};

@@ -173,8 +173,8 @@ static int db_term_fenced(struct db *db, const char *id, int64_t fence, int rc)
     int64_t now_fence = 0;
     if (db->be->terminal_fence(db, id, &now_fence) == AL_OK && now_fence != fence)
         return db_fail(db, AL_E_PERM,
-                       "terminal %s: its sandbox has another owner now (fence %lld, ours %lld)",
-                       id, (long long)now_fence, (long long)fence);
+                       "terminal %s: its sandbox has another owner now (fence %lld, ours %lld)", id,
+                       (long long)now_fence, (long long)fence);
     (void)snprintf(db->msg, sizeof db->msg, "%s", keep);
     return rc;
 }

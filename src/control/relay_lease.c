@@ -49,8 +49,7 @@ void relay_lease_lost(struct rl_sbx *sb, const char *why)
     sb->owned = 0;
     sb->adopt_due = 0;
     sb->drop_due = 1;
-    relay_log(sb->r, 0, "sandbox %s: another replica owns it now (%s): giving it up", sb->id,
-              why);
+    relay_log(sb->r, 0, "sandbox %s: another replica owns it now (%s): giving it up", sb->id, why);
     relay_wake(sb->r, sb->conn);
 }
 
@@ -234,7 +233,7 @@ int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap)
     }
     if (sb->owned && fence == sb->fence)
         return AL_OK; /* ours already */
-    if (sb->owned) { /* moved away and back meanwhile: what we hold is stale */
+    if (sb->owned) {  /* moved away and back meanwhile: what we hold is stale */
         relay_lease_lost(sb, "its fence moved on");
         al_errf(why, cap, "this replica is still giving the sandbox up; dial again");
         return AL_E_AGAIN;

@@ -193,8 +193,8 @@ void relay_output_sync(struct rl_term *t)
                                       .rec_exited = pick.rec.exited != 0};
     if (!relay_lease_owned(t->sb))
         return; /* another replica owns it: nothing written, no credit */
-    int rc = relay_lease_checked(t->sb,
-                                 db_terminal_set_offsets_fenced(r->cfg.db, t->id, &o, t->sb->fence));
+    int rc = relay_lease_checked(
+        t->sb, db_terminal_set_offsets_fenced(r->cfg.db, t->id, &o, t->sb->fence));
     if (rc != AL_OK) {
         relay_log(r, 0, "terminal %s: persisting offsets: %s", t->id, db_errmsg(r->cfg.db));
         return; /* not durable: no credit; retried at the next sync */

@@ -33,8 +33,8 @@ static void store_link(struct rl_sbx *sb, int level)
     struct relay *r = sb->r;
     if (!relay_lease_owned(sb))
         return;
-    int rc = db_sandbox_set_link_fenced(r->cfg.db, sb->id, sb->up, sb->since_ms, sb->rtt_us,
-                                        sb->fence);
+    int rc =
+        db_sandbox_set_link_fenced(r->cfg.db, sb->id, sb->up, sb->since_ms, sb->rtt_us, sb->fence);
     if (relay_lease_checked(sb, rc) != AL_OK && rc != AL_E_PERM)
         relay_log(r, level, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
 }

@@ -298,7 +298,8 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
 {
     struct rl_sbx *sb = relay_sandbox(r, spec->sandbox);
     char owner[DB_REPLICA_ID_LEN + 8];
-    if (db_name_valid(spec->sandbox) && relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
+    if (db_name_valid(spec->sandbox) &&
+        relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
         al_errf(why, why_cap,
                 "sandbox \"%s\" is served by replica %s, not this one: open it there "
                 "(relaying between replicas is not built yet)",

@@ -2114,8 +2114,9 @@ static void undo_v9(const struct fx *f)
 {
     raw_exec(f, "DROP INDEX sandboxes_owner");
     if (pg.on)
-        pg_exec(f->path,
-                "ALTER TABLE sandboxes DROP COLUMN owner, DROP COLUMN fence, DROP COLUMN lease_until");
+        pg_exec(
+            f->path,
+            "ALTER TABLE sandboxes DROP COLUMN owner, DROP COLUMN fence, DROP COLUMN lease_until");
     else
         sq_exec(f->path, "ALTER TABLE sandboxes DROP COLUMN owner;"
                          "ALTER TABLE sandboxes DROP COLUMN fence;"
@@ -3212,8 +3213,7 @@ static void test_fenced_writes(void **state)
     /* unfenced, as before; a fence below -1 is refused */
     assert_int_equal(db_sandbox_set_link(f->db, "s1", false, 7, -1), AL_OK);
     assert_int_equal(db_sandbox_set_link_fenced(f->db, "s1", false, 7, -1, -2), AL_E_INVAL);
-    assert_int_equal(db_audit_add_fenced(f->db, NULL, 0, 0, "system", "x", "s1", NULL),
-                     AL_E_INVAL);
+    assert_int_equal(db_audit_add_fenced(f->db, NULL, 0, 0, "system", "x", "s1", NULL), AL_E_INVAL);
 }
 
 int main(int argc, char **argv)
