@@ -154,6 +154,7 @@ struct rl_sbx {
     struct ep *ep;
     void *conn;     /* the current link */
     void *old_conn; /* a replaced link, to be closed */
+    int old_lost;   /* ... because another replica owns the sandbox now */
     int up;
     int64_t since_ms; /* when up last changed */
     uint64_t token_due_us;

@@ -100,6 +100,11 @@ static void drop(struct rl_sbx *sb)
     forget_terminals(sb);
     relay_proxychan_free_all(sb);
     sb->up = 0;
+    if (sb->conn && !sb->old_conn) { /* closed as replaced, whoever owns it next */
+        sb->old_conn = sb->conn;
+        sb->old_lost = 1;
+        sb->conn = NULL;
+    }
     relay_wake(sb->r, sb->conn);
     relay_wake(sb->r, sb->old_conn);
 }
@@ -132,21 +137,31 @@ void relay_lease_tick(struct rl_sbx *sb)
         adopt(sb);
 }
 
-/* sb is ours under fence from now on. */
+/* sb is ours under fence from now on; adopted at the next tick (not
+ * from inside a listing of the database). */
 static void taken(struct rl_sbx *sb, int64_t fence)
 {
     sb->owned = 1;
     sb->fence = fence;
     sb->adopt_due = 1;
-    relay_lease_tick(sb);
 }
 
+/* A lease the database says is ours: renewed if it is the one we hold;
+ * adopted if we hold none (a runner moved it here while we were giving an
+ * earlier ownership up: else we would renew it forever without serving
+ * it); under another fence it is not renewed, so lost below. */
 static int renewed(void *ctx, const char *sandbox_id, int64_t fence)
 {
     struct relay *r = ctx;
-    struct rl_sbx *sb = relay_sandbox(r, sandbox_id);
-    if (sb && sb->owned && sb->fence == fence)
+    struct rl_sbx *sb = relay_sandbox_known(r, sandbox_id);
+    if (!sb)
+        return 0;
+    if (sb->owned && sb->fence == fence) {
         sb->renewed = 1;
+    } else if (!sb->owned) {
+        taken(sb, fence);
+        sb->renewed = 1;
+    }
     return 0;
 }
 
@@ -190,8 +205,8 @@ int relay_lease_beat(struct relay *r)
     if (rc != AL_OK)
         return rc; /* the database is away: the leases may expire; writes are fenced */
     for (struct rl_sbx *sb = r->sbxs; sb; sb = sb->next)
-        if (sb->owned && !sb->renewed)
-            relay_lease_lost(sb, "its lease was taken");
+        if (sb->owned && !sb->renewed && !sb->removed)
+            relay_lease_lost(sb, "its lease was taken, or the sandbox removed");
     /* a sandbox removed here is left to expire; the others may be taken */
     return db_lease_take_free(r->cfg.db, r->replica_id, r->stale_ms, r->lease_ms, took, r);
 }
@@ -212,8 +227,10 @@ int relay_lease_take(struct relay *r, struct rl_sbx *sb)
         return AL_OK;
     int64_t fence = 0;
     int rc = db_lease_take(r->cfg.db, sb->id, r->replica_id, r->stale_ms, r->lease_ms, &fence);
-    if (rc == AL_OK)
+    if (rc == AL_OK) {
         taken(sb, fence);
+        relay_lease_tick(sb); /* started at once */
+    }
     return rc;
 }
 
@@ -221,7 +238,7 @@ int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap)
 {
     if (!r->replica_id[0])
         return AL_OK;
-    if (!sb->owned && (sb->conn || sb->old_conn || sb->drop_due)) {
+    if ((!sb->owned || sb->adopt_due) && (sb->conn || sb->old_conn || sb->drop_due)) {
         al_errf(why, cap, "this replica is still giving the sandbox up; dial again");
         return AL_E_AGAIN;
     }
@@ -231,15 +248,18 @@ int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap)
         al_errf(why, cap, "moving the sandbox's lease here: %s", db_errmsg(r->cfg.db));
         return rc;
     }
-    if (sb->owned && fence == sb->fence)
-        return AL_OK; /* ours already */
-    if (sb->owned) {  /* moved away and back meanwhile: what we hold is stale */
+    if (sb->owned && fence == sb->fence) {
+        relay_lease_tick(sb); /* ours already; adopted now if it was due */
+        return AL_OK;
+    }
+    if (sb->owned) { /* moved away and back meanwhile: what we hold is stale */
         relay_lease_lost(sb, "its fence moved on");
         al_errf(why, cap, "this replica is still giving the sandbox up; dial again");
         return AL_E_AGAIN;
     }
     relay_log(r, 1, "sandbox %s: its runner dialed this replica: the lease moves here", sb->id);
     taken(sb, fence);
+    relay_lease_tick(sb); /* adopted before the link comes up */
     return AL_OK;
 }
 

@@ -177,6 +177,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
         if (replaced)
             *replaced = sb->conn;
         sb->old_conn = sb->conn;
+        sb->old_lost = 0;
         relay_wake(sb->r, sb->old_conn);
     }
     sb->conn = conn;
@@ -201,6 +202,7 @@ void relay_runner_down(struct rl_sbx *sb, void *conn)
 {
     if (sb->old_conn == conn) {
         sb->old_conn = NULL;
+        sb->old_lost = 0;
         return;
     }
     if (sb->conn != conn)
@@ -254,11 +256,14 @@ long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap
 
 int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason)
 {
-    if (conn == sb->old_conn || ((sb->removed || !relay_lease_owned(sb)) && conn == sb->conn)) {
+    /* adopt_due: a link of an earlier ownership (a dial that completed
+     * late): it goes before the sandbox is adopted anew */
+    if (conn == sb->old_conn ||
+        ((sb->removed || !relay_lease_owned(sb) || sb->adopt_due) && conn == sb->conn)) {
         *code = AL_CLOSE_REPLACED;
-        *reason = conn == sb->old_conn ? "replaced by a newer connection"
-                  : sb->removed        ? "sandbox removed"
-                                       : "another replica owns the sandbox now";
+        *reason = conn == sb->old_conn && !sb->old_lost ? "replaced by a newer connection"
+                  : sb->removed                         ? "sandbox removed"
+                                                        : "another replica owns the sandbox now";
         return 1;
     }
     if (conn != sb->conn)
