@@ -15,14 +15,17 @@
 //   once that it gives the sandbox up, and the runner keeps the new link;
 // - kill -9 of the owner: another replica takes the sandbox within a bound
 //   with a higher fence and dials the runner again;
-// - a reverse runner that dials a replica which is not the owner moves the
-//   lease there (fence grown); the old owner learns it at its next renew.
+// - a runner upgrade at a non-owner without a valid token for the sandbox
+//   (none, another sandbox's, malformed, a client's API key) is 403 and
+//   moves nothing; a reverse runner that dials a replica which is not the
+//   owner moves the lease there (fence grown); the old owner learns it at
+//   its next renew.
 // Every replica's public key is in every replica's jwks.json (and the
 // runners'): shared verification keys are not built yet (scale-out.md).
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn, execFileSync } from 'node:child_process';
-import { run, check, tmpdir, waitFor, scaled, startRunner, addLog, onCleanup, sleep, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, waitFor, scaled, startRunner, addLog, onCleanup, sleep, rawHttp, mint, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
 import { startFront } from '../interop/front.mjs';
@@ -173,6 +176,18 @@ await run('leases', async () => {
   const dialed = alive[1];
   r = await api(rs[ownerR].port, 'POST', '/v1/sandboxes', admin, { id: 'rev1', kind: 'reverse' });
   check(r.status === 201 && r.json.owner === idOf[ownerR] && r.json.fence === 1, `a reverse sandbox owned by replica ${ownerR}`);
+  // an attacker's dial at a non-owner moves nothing: no token, a token for
+  // another sandbox, a malformed one; nor a client's key as a token
+  const upgrade = (port, tok) => rawHttp(port, 'GET /v1/runners/connect?identifier=rev1 HTTP/1.1\r\nHost: 127.0.0.1\r\n' +
+    'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n' +
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: airlock.v1\r\n' +
+    `X-Airlock-Runner-Key: ${'A'.repeat(43)}\r\n` + (tok ? `Authorization: Bearer ${tok}\r\n` : '') + '\r\n');
+  for (const [tok, what] of [[null, 'no token'], [mint(dirs[dialed], 'st1'), "st1's token"], ['x.y.z', 'a malformed token'], [admin, "an admin's API key"]]) {
+    const u = await upgrade(rs[dialed].port, tok);
+    const x = (await api(rs[dialed].port, 'GET', '/v1/sandboxes', admin)).json.find((y) => y.id === 'rev1');
+    check(u.status === 403 && x.owner === idOf[ownerR] && x.fence === 1,
+      `a runner upgrade at a non-owner with ${what}: 403, the owner and fence unchanged`);
+  }
   r = await api(rs[ownerR].port, 'POST', '/v1/sandboxes/rev1/enroll', admin, {});
   check(r.status === 200 && r.json.token, 'its enrollment token, minted by the owner');
   fs.writeFileSync(path.join(rdir, 'token'), r.json.token, { mode: 0o600 });
