@@ -236,8 +236,10 @@ int relay_lease_take(struct relay *r, struct rl_sbx *sb)
 
 int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap)
 {
-    if (!r->replica_id[0])
-        return AL_OK;
+    if (!r->replica_id[0]) {
+        al_errf(why, cap, "this replica is starting; dial again");
+        return AL_E_AGAIN;
+    }
     if ((!sb->owned || sb->adopt_due) && (sb->conn || sb->old_conn || sb->drop_due)) {
         al_errf(why, cap, "this replica is still giving the sandbox up; dial again");
         return AL_E_AGAIN;
