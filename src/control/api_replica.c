@@ -26,6 +26,7 @@
 #include "al_err.h"
 #include "api_local.h"
 #include "db.h"
+#include "relay.h"
 
 enum {
     API_REPLICA_BEAT_MS = 2000,           /* a heartbeat this often */
@@ -42,6 +43,9 @@ static int beat_once(struct api *a)
     int rc = db_replica_beat(a->db, a->replica_id, a->advertise);
     if (rc == AL_OK)
         rc = db_replica_prune(a->db, API_REPLICA_KEEP_MS);
+    /* the leases ride on the beat: renewed, lost ones given up, free ones taken */
+    if (rc == AL_OK && a->beat_on)
+        rc = relay_lease_beat(a->relay);
     if (rc != AL_OK && !a->beat_failing)
         api_log(a, 0, "replica %s: heartbeat: %s", a->replica_id, db_errmsg(a->db));
     else if (rc == AL_OK && a->beat_failing)
@@ -65,7 +69,9 @@ int api_replica_start(struct api *a, char *err, size_t cap)
         return AL_E_INVAL;
     }
     int rc = db_replica_new_id(a->db, a->replica_id, sizeof a->replica_id);
-    if (rc == AL_OK && (rc = beat_once(a)) == AL_OK) {
+    if (rc == AL_OK && (rc = beat_once(a)) == AL_OK &&
+        (rc = relay_lease_start(a->relay, a->replica_id, API_REPLICA_BEAT_MS,
+                                API_REPLICA_STALE_MS)) == AL_OK) {
         (void)uv_timer_init(a->loop, &a->beat);
         a->beat.data = a;
         a->beat_on = 1;
@@ -84,6 +90,7 @@ void api_replica_stop(struct api *a)
     a->beat_on = 0;
     (void)uv_timer_stop(&a->beat);
     uv_close((uv_handle_t *)&a->beat, NULL);
+    relay_lease_release(a->relay); /* free for the others at once */
     if (db_replica_stop(a->db, a->replica_id) != AL_OK)
         api_log(a, 0, "replica %s: marking it stopped: %s", a->replica_id, db_errmsg(a->db));
     else

@@ -50,7 +50,7 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     char argb[300], peer[64], why[256];
     api_auth_peer(wsi, peer, sizeof peer);
     const char *ident = wsg_urlarg(wsi, "identifier", argb, sizeof argb);
-    struct rl_sbx *sb = ident ? relay_sandbox(a->relay, ident) : NULL;
+    struct rl_sbx *sb = ident ? relay_sandbox_known(a->relay, ident) : NULL;
     char auth[AL_MAX_TOKEN + 16];
     const char *tok = api_auth_bearer(wsi, auth, sizeof auth);
     int rc = !sb ? AL_E_NOENT : relay_cred_token_ok(a->relay, ident, tok, why, sizeof why);
@@ -74,6 +74,15 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
         api_audit_refused(a, peer, "runner_impostor", why, ident);
         api_log(a, 0, "sandbox %s: runner link from %s refused: %s", ident, peer, why);
         (void)api_reply_error(wsi, 403, "this runner's key is not the sandbox's");
+        return -1;
+    }
+    /* accepted where it landed: the sandbox's lease moves to this replica
+     * (docs/scale-out.md: fronts do not follow redirects for upgrades);
+     * the runner only chose which replica, never the owner's id or fence */
+    rc = relay_lease_claim(a->relay, sb, why, sizeof why);
+    if (rc != AL_OK) {
+        api_log(a, 1, "sandbox %s: runner link from %s not taken now: %s", ident, peer, why);
+        (void)api_reply_error(wsi, 503, why);
         return -1;
     }
     c->conn->kind = CONN_RUNNER;

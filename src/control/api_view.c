@@ -38,6 +38,10 @@ json_t *api_view_sandbox(const struct api *a, const struct db_sandbox *s)
                   local && s->network == DB_NETWORK_DEFAULT, "refused_links", (json_int_t)refused,
                   "refused_link_at", (json_int_t)refused_at, "link_error",
                   lerr ? json_string(lerr) : json_null());
+    if (o) { /* the lease (docs/scale-out.md): who owns its runner link */
+        (void)json_object_set_new(o, "owner", s->owner[0] ? json_string(s->owner) : json_null());
+        (void)json_object_set_new(o, "fence", json_integer(s->fence));
+    }
     if (o && s->kind == DB_SANDBOX_ACA) {
         (void)json_object_set_new(o, "platform", json_string(s->platform));
         (void)json_object_set_new(o, "identifier", json_string(s->identifier));

@@ -67,6 +67,14 @@
  *              alive while it is not stopped and its beat is younger
  *              than the caller's staleness; rows whose beat is older than
  *              the caller's horizon are deleted (db_replica_prune).
+ *   leases     (schema 9, columns of sandboxes; db_lease.c) which replica
+ *              owns the sandbox's runner link: owner (a replica id, NULL
+ *              when free), fence (grows by one at every change of owner,
+ *              never goes back; 0 before the first) and lease_until (the
+ *              database's clock, Unix ms; NULL when free). Only the owner
+ *              dials, starts or keeps the runner's link, and the relay's
+ *              writes about the sandbox carry its fence (the *_fenced
+ *              calls): the database refuses them once the fence moved on.
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -94,7 +102,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 8,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 9,         /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -119,14 +127,15 @@ enum {
     DB_PROXY_UPSTREAMS_MAX = 16,   /* upstreams one credential opens */
     /* "a,b,...": the stored list of upstreams, without its NUL */
     DB_PROXY_UPSTREAMS_TEXT_MAX = DB_PROXY_UPSTREAMS_MAX * (DB_PROXY_NAME_MAX + 1) - 1,
-    DB_PROXY_HASH_HEX = 64,     /* hex SHA-256 of a proxy credential */
-    DB_PLATFORM_MAX = 32,       /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
-    DB_IDENT_MIN = 4,           /* a platform session identifier: 4..128 */
-    DB_IDENT_MAX = 128,         /* of [A-Za-z0-9_-] (what ACA accepts) */
-    DB_REPLICA_ID_RANDOM = 12,  /* random bytes in a replica id */
-    DB_REPLICA_ID_LEN = 26,     /* "r-" + 24 hex digits */
-    DB_REPLICA_ADDR_MAX = 256,  /* a replica's address: a ws:// or wss:// URL */
-    DB_REPLICAS_LIST_MAX = 1000 /* rows one db_replica_list returns at most */
+    DB_PROXY_HASH_HEX = 64,      /* hex SHA-256 of a proxy credential */
+    DB_PLATFORM_MAX = 32,        /* an aca sandbox's platform name (PLATFORM_NAME_MAX) */
+    DB_IDENT_MIN = 4,            /* a platform session identifier: 4..128 */
+    DB_IDENT_MAX = 128,          /* of [A-Za-z0-9_-] (what ACA accepts) */
+    DB_REPLICA_ID_RANDOM = 12,   /* random bytes in a replica id */
+    DB_REPLICA_ID_LEN = 26,      /* "r-" + 24 hex digits */
+    DB_REPLICA_ADDR_MAX = 256,   /* a replica's address: a ws:// or wss:// URL */
+    DB_REPLICAS_LIST_MAX = 1000, /* rows one db_replica_list returns at most */
+    DB_NO_FENCE = -1             /* a write not fenced (db_*_fenced) */
 };
 
 #define DB_SESSION_PREFIX "als_"
@@ -171,6 +180,9 @@ struct db_sandbox {
     enum db_sandbox_network network;
     char platform[DB_PLATFORM_MAX + 1]; /* aca: its platform's name; else "" */
     char identifier[DB_IDENT_MAX + 1];  /* aca: its session's identifier; else "" */
+    char owner[DB_REPLICA_ID_LEN + 1];  /* the replica holding its lease; "": none */
+    int64_t fence;                      /* grows at each change of owner (schema 9) */
+    int64_t lease_until;                /* the database's clock, Unix ms; 0: free */
 };
 
 /* What db_sandbox_create needs; the strings stay the caller's. */
@@ -277,6 +289,7 @@ struct db_replica {
 };
 
 typedef int (*db_replica_cb)(void *ctx, const struct db_replica *r);
+typedef int (*db_lease_cb)(void *ctx, const char *sandbox_id, int64_t fence);
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -451,5 +464,51 @@ int db_replica_stop(struct db *db, const char *id);
 int db_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
 /* Delete the rows whose beat is older than keep_ms (1..) before now. */
 int db_replica_prune(struct db *db, int64_t keep_ms);
+
+/* Leases (schema 9): which replica owns a sandbox's runner link, with a
+ * fencing token (the fence) that grows at every change of owner. Times are
+ * the database's clock, lengths in ms (1..). All take effect in one
+ * statement each, so that two replicas racing for a lease cannot both win.
+ *
+ * db_lease_take: the sandbox's lease for replica_id, if it is free, expired,
+ * held by a replica not alive (stopped, or no beat within stale_ms; or no
+ * row), or held by replica_id already; a new owner bumps the fence. The
+ * fence into *fence. AL_E_STATE while another live replica holds it,
+ * AL_E_NOENT without such a sandbox. */
+int db_lease_take(struct db *db, const char *sandbox_id, const char *replica_id, int64_t stale_ms,
+                  int64_t lease_ms, int64_t *fence);
+/* db_lease_take_free: every lease db_lease_take would give replica_id
+ * that it does not hold yet, in one statement; cb once per lease taken,
+ * with its new fence. */
+int db_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms, int64_t lease_ms,
+                       db_lease_cb cb, void *ctx);
+/* db_lease_move: the lease for replica_id whoever holds it (a runner
+ * dialed this replica: the old owner is fenced off); the fence bumped
+ * unless replica_id held it already. AL_E_NOENT without such a sandbox. */
+int db_lease_move(struct db *db, const char *sandbox_id, const char *replica_id, int64_t lease_ms,
+                  int64_t *fence);
+/* Renew every lease replica_id holds (one statement), then cb once per
+ * lease it still holds, with its fence: a sandbox missing from the calls
+ * was taken by another. */
+int db_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                   void *ctx);
+/* Free every lease replica_id holds (a clean stop); the fences stay. */
+int db_lease_release(struct db *db, const char *replica_id);
+
+/* Fenced writes: the same as the calls without _fenced, made only while
+ * the sandbox's fence is still `fence` (checked by the database in the
+ * same statement); AL_E_PERM, with nothing written, once it moved on (the
+ * sandbox has another owner). DB_NO_FENCE: not fenced. */
+int db_sandbox_set_link_fenced(struct db *db, const char *id, bool up, int64_t since,
+                               int64_t rtt_us, int64_t fence);
+int db_terminal_set_state_fenced(struct db *db, const char *id, enum db_term_state state,
+                                 int64_t fence);
+int db_terminal_set_exit_fenced(struct db *db, const char *id, int code, int signo, int64_t fence);
+int db_terminal_set_offsets_fenced(struct db *db, const char *id, const struct db_term_offsets *o,
+                                   int64_t fence);
+/* An audit row about sandbox_id (or one of its terminals). */
+int db_audit_add_fenced(struct db *db, const char *sandbox_id, int64_t fence, int64_t at,
+                        const char *actor, const char *action, const char *target,
+                        const char *detail_json);
 
 #endif

@@ -15,9 +15,22 @@
 int db_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
                  const char *target, const char *detail_json)
 {
+    return db_audit_add_fenced(db, NULL, DB_NO_FENCE, at, actor, action, target, detail_json);
+}
+
+int db_audit_add_fenced(struct db *db, const char *sandbox_id, int64_t fence, int64_t at,
+                        const char *actor, const char *action, const char *target,
+                        const char *detail_json)
+{
     int rc = db_begin(db);
     if (rc != AL_OK)
         return rc;
+    if (fence < DB_NO_FENCE)
+        return db_fail(db, AL_E_INVAL, "a fence is >= 0 (or none)");
+    if (fence >= 0 && (rc = db_check_name(db, "sandbox id", sandbox_id)) != AL_OK)
+        return rc;
+    if (fence < 0)
+        sandbox_id = NULL;
     if (at < 0)
         return db_fail(db, AL_E_INVAL, "audit time must not be negative");
     if ((rc = db_check_name(db, "audit actor", actor)) != AL_OK)
@@ -34,7 +47,7 @@ int db_audit_add(struct db *db, int64_t at, const char *actor, const char *actio
         return rc;
     if (at == 0 && (rc = db_now_or_fail(db, &at)) != AL_OK)
         return rc;
-    return db->be->audit_add(db, at, actor, action, target, detail_json);
+    return db->be->audit_add(db, at, actor, action, target, detail_json, sandbox_id, fence);
 }
 
 int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx)

@@ -41,7 +41,11 @@ struct db_backend {
     int (*sandbox_add)(struct db *db, const struct db_sandbox_spec *spec, int64_t now);
     int (*sandbox_get)(struct db *db, const char *id, struct db_sandbox *out);
     int (*sandbox_list)(struct db *db, db_sandbox_cb cb, void *ctx);
-    int (*sandbox_set_link)(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us);
+    /* Fenced writes (fence >= 0) change nothing unless the sandbox's fence
+     * is still fence: sandbox_set_link then fails AL_E_PERM, the terminals'
+     * calls as if the row were not there (db_terminal.c tells which). */
+    int (*sandbox_set_link)(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us,
+                            int64_t fence);
     int (*sandbox_set_record_input)(struct db *db, const char *id, bool on);
     int (*sandbox_remove)(struct db *db, const char *id);
 
@@ -51,12 +55,15 @@ struct db_backend {
     int (*terminal_list)(struct db *db, const char *sandbox_id, db_terminal_cb cb, void *ctx);
     /* state from -> to; ended_at = now if entering a final state and unset. */
     int (*terminal_cas_state)(struct db *db, const char *id, enum db_term_state from,
-                              enum db_term_state to, int64_t now);
+                              enum db_term_state to, int64_t now, int64_t fence);
     int (*terminal_cas_exit)(struct db *db, const char *id, enum db_term_state from, int code,
-                             int signo, int64_t now);
+                             int signo, int64_t now, int64_t fence);
     /* AL_E_STATE if a stored value is larger than the new one (a time:
      * when both are known); rec_time_us -1 is stored as NULL. */
-    int (*terminal_set_offsets)(struct db *db, const char *id, const struct db_term_offsets *o);
+    int (*terminal_set_offsets)(struct db *db, const char *id, const struct db_term_offsets *o,
+                                int64_t fence);
+    /* The fence of the terminal's sandbox (AL_E_NOENT: no such terminal). */
+    int (*terminal_fence)(struct db *db, const char *id, int64_t *fence);
     int (*terminal_cas_remove)(struct db *db, const char *id, enum db_term_state from);
 
     /* Web sessions, by hex SHA-256 of the secret. add: AL_E_LIMIT when the
@@ -91,8 +98,24 @@ struct db_backend {
     int (*replica_list)(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
     int (*replica_prune)(struct db *db, int64_t keep_ms);
 
+    /* Leases (db.h), each one statement reading the database's clock.
+     * take: AL_E_STATE when not taken (db_lease.c tells why); move: AL_E_NOENT
+     * without the sandbox. */
+    int (*lease_take)(struct db *db, const char *sandbox_id, const char *replica_id,
+                      int64_t stale_ms, int64_t lease_ms, int64_t *fence);
+    int (*lease_take_free)(struct db *db, const char *replica_id, int64_t stale_ms,
+                           int64_t lease_ms, db_lease_cb cb, void *ctx);
+    int (*lease_move)(struct db *db, const char *sandbox_id, const char *replica_id,
+                      int64_t lease_ms, int64_t *fence);
+    int (*lease_renew)(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                       void *ctx);
+    int (*lease_release)(struct db *db, const char *replica_id);
+
+    /* sandbox_id and fence: a fenced row (fence >= 0), else NULL and -1;
+     * AL_E_PERM, nothing added, when the fence moved on. */
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
-                     const char *target, const char *detail_json);
+                     const char *target, const char *detail_json, const char *sandbox_id,
+                     int64_t fence);
     int (*audit_query)(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
     int (*audit_prune)(struct db *db, int64_t before_at, uint64_t keep_rows);
 };

@@ -95,6 +95,9 @@ int dbp_begin(struct db *db);
 int dbp_commit(struct db *db);
 /* Roll back an open transaction after an error, keeping its message. */
 void dbp_rollback(struct db *db);
+/* Each row of a result already read (an UPDATE ... RETURNING: a cursor
+ * only selects) to fn, until it returns non-zero. */
+int dbp_rows(struct db *db, PGresult *res, db_row_fn fn, void *ctx);
 /* A query's first row through fn(row, out); *found: whether it had one. */
 int dbp_one(struct db *db, const char *what, const char *sql, int n, const char *const *params,
             db_row_fn fn, void *out, bool *found);

@@ -503,3 +503,14 @@ int dbp_one(struct db *db, const char *what, const char *sql, int n, const char 
     PQclear(r.res);
     return rc;
 }
+
+int dbp_rows(struct db *db, PGresult *res, db_row_fn fn, void *ctx)
+{
+    int rc = AL_OK;
+    int rows = PQntuples(res);
+    for (int i = 0; rc == AL_OK && i < rows; i++) {
+        const struct db_row row = {.db = db, .ops = &dbp_row_ops, .res = res, .row = i};
+        rc = fn(&row, ctx);
+    }
+    return rc;
+}

@@ -162,6 +162,15 @@ static const char *const dbp_schema_v8[] = {
     "  ADD CONSTRAINT terminals_rec_exited_check CHECK (NOT rec_exited OR rec_time_us IS NOT NULL)",
     NULL,
 };
+/* Schema 9, as db_sqlite_schema.c's dbs_schema_v9: each sandbox's lease. */
+static const char *const dbp_schema_v9[] = {
+    "ALTER TABLE sandboxes ADD COLUMN owner text"
+    "  CONSTRAINT sandboxes_owner_check CHECK (owner ~ '^r-[0-9a-f]{24}$'),"
+    "  ADD COLUMN fence bigint NOT NULL DEFAULT 0 CONSTRAINT sandboxes_fence_check CHECK (fence >= 0),"
+    "  ADD COLUMN lease_until bigint CONSTRAINT sandboxes_lease_until_check CHECK (lease_until >= 0)",
+    "CREATE INDEX sandboxes_owner ON sandboxes (owner)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -175,6 +184,7 @@ const struct dbp_migration dbp_migrations[] = {
     {"sandboxes on a platform", dbp_schema_v6},
     {"replicas", dbp_schema_v7},
     {"recording time and exit", dbp_schema_v8},
+    {"leases", dbp_schema_v9},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,

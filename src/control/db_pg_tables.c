@@ -122,19 +122,23 @@ static int dbp_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx)
 }
 
 static int dbp_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since,
-                                int64_t rtt_us)
+                                int64_t rtt_us, int64_t fence)
 {
-    char s[DBP_INT_TEXT], rtt[DBP_INT_TEXT];
+    char s[DBP_INT_TEXT], rtt[DBP_INT_TEXT], f[DBP_INT_TEXT];
     dbp_i64_text(s, sizeof s, since);
     dbp_i64_text(rtt, sizeof rtt, rtt_us);
-    const char *const v[] = {id, up ? "true" : "false", s, rtt};
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {id, up ? "true" : "false", s, rtt, f};
     struct dbp_res r;
     int rc = dbp_exec(db, "set sandbox link",
                       "UPDATE sandboxes SET link_up = $2, link_since = $3, link_rtt_us = $4"
-                      " WHERE id = $1",
-                      4, v, &r);
+                      " WHERE id = $1 AND ($5::bigint < 0 OR fence = $5::bigint)",
+                      5, v, &r);
     if (rc == AL_OK && !dbp_one_changed(r.res))
-        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", id);
+        rc = fence >= 0
+                 ? db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                           id, (long long)fence)
+                 : db_fail(db, AL_E_NOENT, "no sandbox %s", id);
     PQclear(r.res);
     return rc;
 }
@@ -262,32 +266,54 @@ static bool dbp_final(enum db_term_state s)
     return s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST;
 }
 
+/* The condition of a fenced write to terminals, its fence as $N: none
+ * (N < 0), or the fence of the terminal's sandbox. */
+#define DBP_TERM_FENCE(n)                                                                          \
+    " AND ($" #n "::bigint < 0 OR EXISTS (SELECT 1 FROM sandboxes s"                               \
+    " WHERE s.id = terminals.sandbox_id AND s.fence = $" #n "::bigint))"
+
 static int dbp_terminal_cas_state(struct db *db, const char *id, enum db_term_state from,
-                                  enum db_term_state to, int64_t now)
+                                  enum db_term_state to, int64_t now, int64_t fence)
 {
-    char at[DBP_INT_TEXT];
+    char at[DBP_INT_TEXT], f[DBP_INT_TEXT];
     dbp_i64_text(at, sizeof at, now);
-    const char *const v[] = {id, db_term_state_name(from), db_term_state_name(to), at,
-                             dbp_final(to) ? "true" : "false"};
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {id, db_term_state_name(from),         db_term_state_name(to),
+                             at, dbp_final(to) ? "true" : "false", f};
     return dbp_cas(db, "set terminal state", id,
                    "UPDATE terminals SET state = $3, ended_at = CASE WHEN $5::boolean"
                    " THEN coalesce(ended_at, $4::bigint) ELSE ended_at END"
-                   " WHERE id = $1 AND state = $2",
-                   5, v);
+                   " WHERE id = $1 AND state = $2" DBP_TERM_FENCE(6),
+                   6, v);
 }
 
 static int dbp_terminal_cas_exit(struct db *db, const char *id, enum db_term_state from, int code,
-                                 int signo, int64_t now)
+                                 int signo, int64_t now, int64_t fence)
 {
-    char c[DBP_INT_TEXT], s[DBP_INT_TEXT], at[DBP_INT_TEXT];
+    char c[DBP_INT_TEXT], s[DBP_INT_TEXT], at[DBP_INT_TEXT], f[DBP_INT_TEXT];
     dbp_i64_text(c, sizeof c, code);
     dbp_i64_text(s, sizeof s, signo);
     dbp_i64_text(at, sizeof at, now);
-    const char *const v[] = {id, db_term_state_name(from), c, s, at};
-    return dbp_cas(db, "set terminal exit", id,
-                   "UPDATE terminals SET state = 'exited', exit_code = $3, exit_signal = $4,"
-                   " ended_at = coalesce(ended_at, $5) WHERE id = $1 AND state = $2",
-                   5, v);
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {id, db_term_state_name(from), c, s, at, f};
+    return dbp_cas(
+        db, "set terminal exit", id,
+        "UPDATE terminals SET state = 'exited', exit_code = $3, exit_signal = $4,"
+        " ended_at = coalesce(ended_at, $5) WHERE id = $1 AND state = $2" DBP_TERM_FENCE(6),
+        6, v);
+}
+
+static int dbp_terminal_fence(struct db *db, const char *id, int64_t *fence)
+{
+    const char *const v[] = {id};
+    bool found = false;
+    int rc = dbp_one(db, "read fence",
+                     "SELECT s.fence FROM terminals t JOIN sandboxes s ON s.id = t.sandbox_id"
+                     " WHERE t.id = $1",
+                     1, v, db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
+    return rc;
 }
 
 /* After an offsets update matched no row: gone, or a value would shrink. */
@@ -311,24 +337,27 @@ static int dbp_offsets_missed(struct db *db, const char *id)
     return rc;
 }
 
-static int dbp_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
+static int dbp_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o,
+                                    int64_t fence)
 {
     /* One statement, one commit, synchronous (see the top of this file). */
-    char out[DBP_INT_TEXT], e[DBP_INT_TEXT], rb[DBP_INT_TEXT], tu[DBP_INT_TEXT];
+    char out[DBP_INT_TEXT], e[DBP_INT_TEXT], rb[DBP_INT_TEXT], tu[DBP_INT_TEXT], f[DBP_INT_TEXT];
+    dbp_i64_text(f, sizeof f, fence);
     dbp_i64_text(out, sizeof out, (int64_t)o->out_offset);
     dbp_i64_text(e, sizeof e, (int64_t)o->err_offset);
     dbp_i64_text(rb, sizeof rb, (int64_t)o->rec_bytes);
     dbp_i64_text(tu, sizeof tu, o->rec_time_us);
     const char *const v[] = {
-        id, out, e, rb, o->rec_time_us >= 0 ? tu : NULL, o->rec_exited ? "true" : "false"};
+        id, out, e, rb, o->rec_time_us >= 0 ? tu : NULL, o->rec_exited ? "true" : "false", f};
     struct dbp_res r;
-    int rc = dbp_exec(db, "set offsets",
-                      "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4,"
-                      " rec_time_us = $5, rec_exited = $6"
-                      " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
-                      " AND rec_bytes <= $4"
-                      " AND ($5::bigint IS NULL OR rec_time_us IS NULL OR rec_time_us <= $5)",
-                      6, v, &r);
+    int rc = dbp_exec(
+        db, "set offsets",
+        "UPDATE terminals SET out_offset = $2, err_offset = $3, rec_bytes = $4,"
+        " rec_time_us = $5, rec_exited = $6"
+        " WHERE id = $1 AND out_offset <= $2 AND err_offset <= $3"
+        " AND rec_bytes <= $4"
+        " AND ($5::bigint IS NULL OR rec_time_us IS NULL OR rec_time_us <= $5)" DBP_TERM_FENCE(7),
+        7, v, &r);
     bool changed = rc == AL_OK && dbp_one_changed(r.res);
     PQclear(r.res);
     return rc == AL_OK && !changed ? dbp_offsets_missed(db, id) : rc;
@@ -344,15 +373,24 @@ static int dbp_terminal_cas_remove(struct db *db, const char *id, enum db_term_s
 /* ---- audit ---------------------------------------------------------------------- */
 
 static int dbp_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
-                         const char *target, const char *detail_json)
+                         const char *target, const char *detail_json, const char *sandbox_id,
+                         int64_t fence)
 {
-    char a[DBP_INT_TEXT];
+    char a[DBP_INT_TEXT], f[DBP_INT_TEXT];
     dbp_i64_text(a, sizeof a, at);
-    const char *const v[] = {a, actor, action, target, detail_json};
-    return dbp_run(db, "add audit",
-                   "INSERT INTO audit (at, actor, action, target, detail)"
-                   " VALUES ($1, $2, $3, $4, $5)",
-                   5, v);
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {a, actor, action, target, detail_json, f, sandbox_id};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "add audit",
+                      "INSERT INTO audit (at, actor, action, target, detail)"
+                      " SELECT $1::bigint, $2, $3, $4, $5 WHERE $6::bigint < 0 OR EXISTS"
+                      " (SELECT 1 FROM sandboxes WHERE id = $7::text AND fence = $6::bigint)",
+                      7, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                     sandbox_id ? sandbox_id : "", (long long)fence);
+    PQclear(r.res);
+    return rc;
 }
 
 static int dbp_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb,
@@ -601,6 +639,101 @@ static int dbp_replica_prune(struct db *db, int64_t keep_ms)
                    "DELETE FROM replicas WHERE beat_at < " DBP_NOW_MS " - $1::bigint", 1, v);
 }
 
+/* ---- leases -------------------------------------------------------------------- */
+
+/* As DBS_LEASE_FREE (db_sqlite_tables.c): free, expired, held by a
+ * replica not alive or superseded at its address, or ours. */
+#define DBP_LEASE_FREE                                                                             \
+    "(owner IS NULL OR owner = $2 OR lease_until <= " DBP_NOW_MS " OR NOT EXISTS"                  \
+    " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
+    " AND r.beat_at > " DBP_NOW_MS " - $3::bigint AND NOT EXISTS (SELECT 1 FROM replicas n"        \
+    " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
+
+static int dbp_lease_take(struct db *db, const char *sandbox_id, const char *replica_id,
+                          int64_t stale_ms, int64_t lease_ms, int64_t *fence)
+{
+    char st[DBP_INT_TEXT], ls[DBP_INT_TEXT];
+    dbp_i64_text(st, sizeof st, stale_ms);
+    dbp_i64_text(ls, sizeof ls, lease_ms);
+    const char *const v[] = {sandbox_id, replica_id, st, ls};
+    bool found = false;
+    int rc = dbp_one(db, "take lease",
+                     "UPDATE sandboxes SET fence = CASE WHEN owner IS NOT DISTINCT FROM $2::text"
+                     " THEN fence ELSE fence + 1 END, owner = $2,"
+                     " lease_until = " DBP_NOW_MS " + $4::bigint"
+                     " WHERE id = $1 AND " DBP_LEASE_FREE " RETURNING fence",
+                     4, v, db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_STATE, "sandbox %s: its lease is held", sandbox_id);
+    return rc;
+}
+
+static int dbp_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms,
+                               int64_t lease_ms, db_lease_cb cb, void *ctx)
+{
+    char st[DBP_INT_TEXT], ls[DBP_INT_TEXT];
+    dbp_i64_text(st, sizeof st, stale_ms);
+    dbp_i64_text(ls, sizeof ls, lease_ms);
+    const char *const v[] = {NULL, replica_id, st, ls};
+    struct dbp_res r;
+    int rc =
+        dbp_exec(db, "take free leases",
+                 "UPDATE sandboxes SET fence = fence + 1, owner = $2::text,"
+                 " lease_until = " DBP_NOW_MS " + $4::bigint"
+                 " WHERE $1::text IS NULL AND owner IS DISTINCT FROM $2::text AND " DBP_LEASE_FREE
+                 " RETURNING id, fence",
+                 4, v, &r);
+    struct db_row_lease l = {cb, ctx};
+    if (rc == AL_OK)
+        rc = dbp_rows(db, r.res, db_row_list_lease, &l);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_lease_move(struct db *db, const char *sandbox_id, const char *replica_id,
+                          int64_t lease_ms, int64_t *fence)
+{
+    char ls[DBP_INT_TEXT];
+    dbp_i64_text(ls, sizeof ls, lease_ms);
+    const char *const v[] = {sandbox_id, replica_id, ls};
+    bool found = false;
+    int rc = dbp_one(db, "move lease",
+                     "UPDATE sandboxes SET fence = CASE WHEN owner IS NOT DISTINCT FROM $2::text"
+                     " THEN fence ELSE fence + 1 END, owner = $2,"
+                     " lease_until = " DBP_NOW_MS " + $3::bigint WHERE id = $1 RETURNING fence",
+                     3, v, db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+/* One UPDATE ... RETURNING (not a cursor's listing: a cursor only
+ * selects); its rows are as many as the leases held. */
+static int dbp_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                           void *ctx)
+{
+    char ls[DBP_INT_TEXT];
+    dbp_i64_text(ls, sizeof ls, lease_ms);
+    const char *const v[] = {replica_id, ls};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "renew leases",
+                      "UPDATE sandboxes SET lease_until = " DBP_NOW_MS " + $2::bigint"
+                      " WHERE owner = $1 RETURNING id, fence",
+                      2, v, &r);
+    struct db_row_lease l = {cb, ctx};
+    if (rc == AL_OK)
+        rc = dbp_rows(db, r.res, db_row_list_lease, &l);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_lease_release(struct db *db, const char *replica_id)
+{
+    const char *const v[] = {replica_id};
+    return dbp_run(db, "release leases",
+                   "UPDATE sandboxes SET owner = NULL, lease_until = NULL WHERE owner = $1", 1, v);
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -622,6 +755,7 @@ const struct db_backend db_pg_backend = {
     .terminal_cas_exit = dbp_terminal_cas_exit,
     .terminal_set_offsets = dbp_terminal_set_offsets,
     .terminal_cas_remove = dbp_terminal_cas_remove,
+    .terminal_fence = dbp_terminal_fence,
     .session_add = dbp_session_add,
     .session_get = dbp_session_get,
     .session_touch = dbp_session_touch,
@@ -636,6 +770,11 @@ const struct db_backend db_pg_backend = {
     .replica_stop = dbp_replica_stop,
     .replica_list = dbp_replica_list,
     .replica_prune = dbp_replica_prune,
+    .lease_take = dbp_lease_take,
+    .lease_take_free = dbp_lease_take_free,
+    .lease_move = dbp_lease_move,
+    .lease_renew = dbp_lease_renew,
+    .lease_release = dbp_lease_release,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

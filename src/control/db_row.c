@@ -61,6 +61,13 @@ int db_row_sandbox(const struct db_row *r, struct db_sandbox *sb)
         rc = r->ops->text(r, 9, sb->platform, sizeof sb->platform, true);
     if (rc == AL_OK)
         rc = r->ops->text(r, 10, sb->identifier, sizeof sb->identifier, true);
+    static const int64_t none = 0;
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 11, sb->owner, sizeof sb->owner, true);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 12, 0, INT64_MAX, NULL, &sb->fence);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 13, 0, INT64_MAX, &none, &sb->lease_until);
     sb->kind = (enum db_sandbox_kind)kind;
     sb->network = (enum db_sandbox_network)net;
     return rc;
@@ -264,4 +271,21 @@ void db_row_list_end(struct db_row_list *l)
 {
     free(l->row);
     l->row = NULL;
+}
+
+/* A lease (db_row.h): the sandbox's id and its fence. */
+int db_row_list_lease(const struct db_row *r, void *ctx)
+{
+    const struct db_row_lease *l = ctx;
+    char id[DB_NAME_MAX + 1];
+    int64_t fence = 0;
+    int rc = r->ops->text(r, 0, id, sizeof id, false);
+    if (rc == AL_OK)
+        rc = r->ops->i64(r, 1, 0, INT64_MAX, NULL, &fence);
+    return rc == AL_OK ? l->cb(l->ctx, id, fence) : rc;
+}
+
+int db_row_one_fence(const struct db_row *r, void *out)
+{
+    return r->ops->i64(r, 0, 0, INT64_MAX, NULL, out);
 }

@@ -23,7 +23,7 @@
 #define DB_USER_COLS "name, role, created_at"
 #define DB_SANDBOX_COLS                                                                            \
     "id, kind, url, created_at, link_up, link_since, link_rtt_us, record_input, network,"          \
-    " platform, identifier"
+    " platform, identifier, owner, fence, lease_until"
 #define DB_TERM_COLS                                                                               \
     "id, sandbox_id, channel, argv, cwd, env, cols, rows, mode, state, exit_code, exit_signal,"    \
     " created_at, ended_at, out_offset, err_offset, rec_bytes, creator, record_input,"             \
@@ -93,6 +93,14 @@ int db_row_list_audit(const struct db_row *r, void *ctx);
 /* A replica's columns: id, address, started_at, beat_at, stopped_at and
  * alive, a boolean each backend's query computes from its own clock. */
 int db_row_list_replica(const struct db_row *r, void *ctx);
+/* A lease's columns: sandbox id, fence; ctx a struct db_row_lease. */
+struct db_row_lease {
+    db_lease_cb cb;
+    void *ctx;
+};
+int db_row_list_lease(const struct db_row *r, void *ctx);
+/* One column, a fence, into *(int64_t *)out. */
+int db_row_one_fence(const struct db_row *r, void *out);
 
 /* For a lookup of one row (out: the struct to fill): the decoders with a
  * db_row_fn's signature. A session's out is a struct db_row_session_out. */

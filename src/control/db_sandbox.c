@@ -141,16 +141,24 @@ int db_sandbox_set_record_input(struct db *db, const char *id, bool on)
 
 int db_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since, int64_t rtt_us)
 {
+    return db_sandbox_set_link_fenced(db, id, up, since, rtt_us, DB_NO_FENCE);
+}
+
+int db_sandbox_set_link_fenced(struct db *db, const char *id, bool up, int64_t since,
+                               int64_t rtt_us, int64_t fence)
+{
     int rc = db_begin(db);
     if (rc != AL_OK)
         return rc;
+    if (fence < DB_NO_FENCE)
+        return db_fail(db, AL_E_INVAL, "a fence is >= 0 (or none)");
     if ((rc = db_check_name(db, "sandbox id", id)) != AL_OK)
         return rc;
     if (since < 0)
         return db_fail(db, AL_E_INVAL, "link time must not be negative");
     if (rtt_us < -1)
         return db_fail(db, AL_E_INVAL, "rtt must be -1 (unknown) or more");
-    return db->be->sandbox_set_link(db, id, up, since, rtt_us);
+    return db->be->sandbox_set_link(db, id, up, since, rtt_us, fence);
 }
 
 int db_sandbox_remove(struct db *db, const char *id)

@@ -189,6 +189,14 @@ static const char dbs_schema_v8[] =
     "ALTER TABLE terminals ADD COLUMN rec_time_us INTEGER CHECK (rec_time_us >= 0);"
     "ALTER TABLE terminals ADD COLUMN rec_exited INTEGER NOT NULL DEFAULT 0"
     "  CHECK (rec_exited IN (0, 1) AND (rec_exited = 0 OR rec_time_us IS NOT NULL));";
+/* Schema 9: each sandbox's lease (db.h "leases"): the replica owning its
+ * runner link, its fencing token, until when (the database's clock). */
+static const char dbs_schema_v9[] =
+    "ALTER TABLE sandboxes ADD COLUMN owner TEXT CHECK (owner IS NULL OR (length(owner) = 26"
+    "  AND owner GLOB 'r-*' AND substr(owner, 3) NOT GLOB '*[^0-9a-f]*'));"
+    "ALTER TABLE sandboxes ADD COLUMN fence INTEGER NOT NULL DEFAULT 0 CHECK (fence >= 0);"
+    "ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER CHECK (lease_until >= 0);"
+    "CREATE INDEX sandboxes_owner ON sandboxes (owner);";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -202,6 +210,7 @@ const struct dbs_migration dbs_migrations[] = {
     {"sandboxes on a platform", dbs_schema_v6},
     {"replicas", dbs_schema_v7},
     {"recording time and exit", dbs_schema_v8},
+    {"leases", dbs_schema_v9},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,

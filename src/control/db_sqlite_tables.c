@@ -112,13 +112,18 @@ static int dbs_sandbox_list(struct db *db, db_sandbox_cb cb, void *ctx)
 }
 
 static int dbs_sandbox_set_link(struct db *db, const char *id, bool up, int64_t since,
-                                int64_t rtt_us)
+                                int64_t rtt_us, int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_text(id), dbs_int(up ? 1 : 0), dbs_int(since), dbs_int(rtt_us)};
-    return dbs_change(db,
-                      "UPDATE sandboxes SET link_up = ?2, link_since = ?3, link_rtt_us = ?4"
-                      " WHERE id = ?1",
-                      a, DBS_NARGS(a), "sandbox", id, NULL);
+    const struct dbs_arg a[] = {dbs_text(id), dbs_int(up ? 1 : 0), dbs_int(since), dbs_int(rtt_us),
+                                dbs_int(fence)};
+    int rc = dbs_change(db,
+                        "UPDATE sandboxes SET link_up = ?2, link_since = ?3, link_rtt_us = ?4"
+                        " WHERE id = ?1 AND (?5 < 0 OR fence = ?5)",
+                        a, DBS_NARGS(a), "sandbox", id, NULL);
+    if (rc == AL_E_NOENT && fence >= 0)
+        rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)", id,
+                     (long long)fence);
+    return rc;
 }
 
 static int dbs_sandbox_set_record_input(struct db *db, const char *id, bool on)
@@ -230,29 +235,49 @@ static bool dbs_final(enum db_term_state s)
     return s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST;
 }
 
+/* The condition of a fenced write to terminals, its fence as ?N: none
+ * (N < 0), or the fence of the terminal's sandbox. */
+#define DBS_TERM_FENCE(n)                                                                          \
+    " AND (?" #n " < 0 OR EXISTS (SELECT 1 FROM sandboxes s"                                       \
+    " WHERE s.id = terminals.sandbox_id AND s.fence = ?" #n "))"
+
 static int dbs_terminal_cas_state(struct db *db, const char *id, enum db_term_state from,
-                                  enum db_term_state to, int64_t now)
+                                  enum db_term_state to, int64_t now, int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_text(id), dbs_text(db_term_state_name(from)),
-                                dbs_text(db_term_state_name(to)), dbs_int(now),
-                                dbs_int(dbs_final(to) ? 1 : 0)};
+    const struct dbs_arg a[] = {
+        dbs_text(id), dbs_text(db_term_state_name(from)), dbs_text(db_term_state_name(to)),
+        dbs_int(now), dbs_int(dbs_final(to) ? 1 : 0),     dbs_int(fence)};
     return dbs_cas(db, id,
                    "UPDATE terminals SET state = ?3,"
                    " ended_at = CASE WHEN ?5 THEN coalesce(ended_at, ?4) ELSE ended_at END"
-                   " WHERE id = ?1 AND state = ?2",
+                   " WHERE id = ?1 AND state = ?2" DBS_TERM_FENCE(6),
                    a, DBS_NARGS(a));
 }
 
 static int dbs_terminal_cas_exit(struct db *db, const char *id, enum db_term_state from, int code,
-                                 int signo, int64_t now)
+                                 int signo, int64_t now, int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_text(id), dbs_text(db_term_state_name(from)), dbs_int(code),
-                                dbs_int(signo), dbs_int(now)};
+    const struct dbs_arg a[] = {dbs_text(id),  dbs_text(db_term_state_name(from)),
+                                dbs_int(code), dbs_int(signo),
+                                dbs_int(now),  dbs_int(fence)};
     return dbs_cas(db, id,
                    "UPDATE terminals SET state = 'exited', exit_code = ?3,"
                    " exit_signal = ?4, ended_at = coalesce(ended_at, ?5)"
-                   " WHERE id = ?1 AND state = ?2",
+                   " WHERE id = ?1 AND state = ?2" DBS_TERM_FENCE(6),
                    a, DBS_NARGS(a));
+}
+
+static int dbs_terminal_fence(struct db *db, const char *id, int64_t *fence)
+{
+    const struct dbs_arg a[] = {dbs_text(id)};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "SELECT s.fence FROM terminals t JOIN sandboxes s ON s.id = t.sandbox_id"
+                     " WHERE t.id = ?1",
+                     a, DBS_NARGS(a), db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no terminal %s", id);
+    return rc;
 }
 
 /* The stored offsets, as the message of a refused update: out, err, rec,
@@ -286,7 +311,8 @@ static int dbs_offsets_missed(struct db *db, const char *id)
     return rc;
 }
 
-static int dbs_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
+static int dbs_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o,
+                                    int64_t fence)
 {
     /* FULL: this one commit is fsync'ed (see the top of db_sqlite.c). */
     int rc = dbs_exec(db, "PRAGMA synchronous = FULL");
@@ -297,15 +323,16 @@ static int dbs_terminal_set_offsets(struct db *db, const char *id, const struct 
                                 dbs_int((int64_t)o->err_offset),
                                 dbs_int((int64_t)o->rec_bytes),
                                 o->rec_time_us >= 0 ? dbs_int(o->rec_time_us) : dbs_text(NULL),
-                                dbs_int(o->rec_exited ? 1 : 0)};
+                                dbs_int(o->rec_exited ? 1 : 0),
+                                dbs_int(fence)};
     bool changed = false;
-    rc =
-        dbs_run(db,
-                "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4,"
-                " rec_time_us = ?5, rec_exited = ?6"
-                " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
-                " AND rec_bytes <= ?4 AND (?5 IS NULL OR rec_time_us IS NULL OR rec_time_us <= ?5)",
-                a, DBS_NARGS(a), NULL, &changed);
+    rc = dbs_run(db,
+                 "UPDATE terminals SET out_offset = ?2, err_offset = ?3, rec_bytes = ?4,"
+                 " rec_time_us = ?5, rec_exited = ?6"
+                 " WHERE id = ?1 AND out_offset <= ?2 AND err_offset <= ?3"
+                 " AND rec_bytes <= ?4 AND (?5 IS NULL OR rec_time_us IS NULL OR rec_time_us <= "
+                 "?5)" DBS_TERM_FENCE(7),
+                 a, DBS_NARGS(a), NULL, &changed);
     if (rc == AL_OK && !changed)
         rc = dbs_offsets_missed(db, id);
     if (rc != AL_OK) {
@@ -329,14 +356,22 @@ static int dbs_terminal_cas_remove(struct db *db, const char *id, enum db_term_s
 /* ---- audit ---------------------------------------------------------------------- */
 
 static int dbs_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
-                         const char *target, const char *detail_json)
+                         const char *target, const char *detail_json, const char *sandbox_id,
+                         int64_t fence)
 {
-    const struct dbs_arg a[] = {dbs_int(at), dbs_text(actor), dbs_text(action), dbs_text(target),
-                                dbs_text(detail_json)};
-    return dbs_run(db,
-                   "INSERT INTO audit (at, actor, action, target, detail)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5)",
-                   a, DBS_NARGS(a), NULL, NULL);
+    const struct dbs_arg a[] = {dbs_int(at),         dbs_text(actor),       dbs_text(action),
+                                dbs_text(target),    dbs_text(detail_json), dbs_int(fence),
+                                dbs_text(sandbox_id)};
+    bool one = false;
+    int rc = dbs_run(db,
+                     "INSERT INTO audit (at, actor, action, target, detail)"
+                     " SELECT ?1, ?2, ?3, ?4, ?5 WHERE ?6 < 0 OR EXISTS"
+                     " (SELECT 1 FROM sandboxes WHERE id = ?7 AND fence = ?6)",
+                     a, DBS_NARGS(a), NULL, &one);
+    if (rc == AL_OK && !one)
+        rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                     sandbox_id ? sandbox_id : "", (long long)fence);
+    return rc;
 }
 
 static int dbs_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb,
@@ -539,6 +574,79 @@ static int dbs_replica_prune(struct db *db, int64_t keep_ms)
                    NULL, NULL);
 }
 
+/* ---- leases -------------------------------------------------------------------- */
+
+/* Free, expired, held by a replica not alive (?3: its staleness; or
+ * superseded: a replica registered later at its address, which it can no
+ * longer be listening at), or ours. */
+#define DBS_LEASE_FREE                                                                             \
+    "(owner IS NULL OR owner = ?2 OR lease_until <= " DBS_NOW_MS " OR NOT EXISTS"                  \
+    " (SELECT 1 FROM replicas r WHERE r.id = sandboxes.owner AND r.stopped_at IS NULL"             \
+    " AND r.beat_at > " DBS_NOW_MS " - ?3 AND NOT EXISTS (SELECT 1 FROM replicas n"                \
+    " WHERE n.address = r.address AND n.id <> r.id AND n.started_at > r.started_at)))"
+
+static int dbs_lease_take(struct db *db, const char *sandbox_id, const char *replica_id,
+                          int64_t stale_ms, int64_t lease_ms, int64_t *fence)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(replica_id), dbs_int(stale_ms),
+                                dbs_int(lease_ms)};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "UPDATE sandboxes SET fence = CASE WHEN owner IS ?2 THEN fence ELSE fence + 1"
+                     " END, owner = ?2, lease_until = " DBS_NOW_MS " + ?4"
+                     " WHERE id = ?1 AND " DBS_LEASE_FREE " RETURNING fence",
+                     a, DBS_NARGS(a), db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_STATE, "sandbox %s: its lease is held", sandbox_id);
+    return rc;
+}
+
+static int dbs_lease_take_free(struct db *db, const char *replica_id, int64_t stale_ms,
+                               int64_t lease_ms, db_lease_cb cb, void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_text(NULL), dbs_text(replica_id), dbs_int(stale_ms),
+                                dbs_int(lease_ms)};
+    struct db_row_lease l = {cb, ctx};
+    return dbs_list(db,
+                    "UPDATE sandboxes SET fence = fence + 1, owner = ?2,"
+                    " lease_until = " DBS_NOW_MS " + ?4"
+                    " WHERE owner IS NOT ?2 AND " DBS_LEASE_FREE " RETURNING id, fence",
+                    a, DBS_NARGS(a), db_row_list_lease, &l);
+}
+
+static int dbs_lease_move(struct db *db, const char *sandbox_id, const char *replica_id,
+                          int64_t lease_ms, int64_t *fence)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(replica_id), dbs_int(lease_ms)};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "UPDATE sandboxes SET fence = CASE WHEN owner IS ?2 THEN fence ELSE fence + 1"
+                     " END, owner = ?2, lease_until = " DBS_NOW_MS " + ?3"
+                     " WHERE id = ?1 RETURNING fence",
+                     a, DBS_NARGS(a), db_row_one_fence, fence, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+static int dbs_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
+                           void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_text(replica_id), dbs_int(lease_ms)};
+    struct db_row_lease l = {cb, ctx};
+    return dbs_list(db,
+                    "UPDATE sandboxes SET lease_until = " DBS_NOW_MS " + ?2"
+                    " WHERE owner = ?1 RETURNING id, fence",
+                    a, DBS_NARGS(a), db_row_list_lease, &l);
+}
+
+static int dbs_lease_release(struct db *db, const char *replica_id)
+{
+    const struct dbs_arg a[] = {dbs_text(replica_id)};
+    return dbs_run(db, "UPDATE sandboxes SET owner = NULL, lease_until = NULL WHERE owner = ?1", a,
+                   DBS_NARGS(a), NULL, NULL);
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -560,6 +668,7 @@ const struct db_backend db_sqlite_backend = {
     .terminal_cas_exit = dbs_terminal_cas_exit,
     .terminal_set_offsets = dbs_terminal_set_offsets,
     .terminal_cas_remove = dbs_terminal_cas_remove,
+    .terminal_fence = dbs_terminal_fence,
     .session_add = dbs_session_add,
     .session_get = dbs_session_get,
     .session_touch = dbs_session_touch,
@@ -574,6 +683,11 @@ const struct db_backend db_sqlite_backend = {
     .replica_stop = dbs_replica_stop,
     .replica_list = dbs_replica_list,
     .replica_prune = dbs_replica_prune,
+    .lease_take = dbs_lease_take,
+    .lease_take_free = dbs_lease_take_free,
+    .lease_move = dbs_lease_move,
+    .lease_renew = dbs_lease_renew,
+    .lease_release = dbs_lease_release,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

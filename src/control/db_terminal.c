@@ -162,10 +162,38 @@ static int db_term_read(struct db *db, const char *id, enum db_term_state *state
     return rc;
 }
 
+/* After a fenced write was refused (rc): AL_E_PERM if the fence of the
+ * terminal's sandbox moved on, else rc as it was. */
+static int db_term_fenced(struct db *db, const char *id, int64_t fence, int rc)
+{
+    if (rc == AL_OK || fence < 0)
+        return rc;
+    char keep[DB_MSG_MAX];
+    (void)snprintf(keep, sizeof keep, "%s", db->msg);
+    int64_t now_fence = 0;
+    if (db->be->terminal_fence(db, id, &now_fence) == AL_OK && now_fence != fence)
+        return db_fail(db, AL_E_PERM,
+                       "terminal %s: its sandbox has another owner now (fence %lld, ours %lld)", id,
+                       (long long)now_fence, (long long)fence);
+    (void)snprintf(db->msg, sizeof db->msg, "%s", keep);
+    return rc;
+}
+
+static int db_check_fence(struct db *db, int64_t fence)
+{
+    return fence >= DB_NO_FENCE ? AL_OK : db_fail(db, AL_E_INVAL, "a fence is >= 0 (or none)");
+}
+
 int db_terminal_set_state(struct db *db, const char *id, enum db_term_state state)
 {
+    return db_terminal_set_state_fenced(db, id, state, DB_NO_FENCE);
+}
+
+int db_terminal_set_state_fenced(struct db *db, const char *id, enum db_term_state state,
+                                 int64_t fence)
+{
     int rc = db_begin(db);
-    if (rc != AL_OK)
+    if (rc != AL_OK || (rc = db_check_fence(db, fence)) != AL_OK)
         return rc;
     if (state != DB_TERM_RUNNING && state != DB_TERM_CLOSED && state != DB_TERM_LOST)
         return db_fail(db, AL_E_INVAL,
@@ -183,13 +211,19 @@ int db_terminal_set_state(struct db *db, const char *id, enum db_term_state stat
     int64_t now = 0;
     if ((rc = db_now_or_fail(db, &now)) != AL_OK)
         return rc;
-    return db->be->terminal_cas_state(db, id, from, state, now);
+    return db_term_fenced(db, id, fence,
+                          db->be->terminal_cas_state(db, id, from, state, now, fence));
 }
 
 int db_terminal_set_exit(struct db *db, const char *id, int code, int signo)
 {
+    return db_terminal_set_exit_fenced(db, id, code, signo, DB_NO_FENCE);
+}
+
+int db_terminal_set_exit_fenced(struct db *db, const char *id, int code, int signo, int64_t fence)
+{
     int rc = db_begin(db);
-    if (rc != AL_OK)
+    if (rc != AL_OK || (rc = db_check_fence(db, fence)) != AL_OK)
         return rc;
     if (!((signo == 0 && code >= 0 && code <= 255) || (signo >= 1 && signo <= 127 && code == -1)))
         return db_fail(db, AL_E_INVAL,
@@ -208,13 +242,20 @@ int db_terminal_set_exit(struct db *db, const char *id, int code, int signo)
     int64_t now = 0;
     if ((rc = db_now_or_fail(db, &now)) != AL_OK)
         return rc;
-    return db->be->terminal_cas_exit(db, id, from, code, signo, now);
+    return db_term_fenced(db, id, fence,
+                          db->be->terminal_cas_exit(db, id, from, code, signo, now, fence));
 }
 
 int db_terminal_set_offsets(struct db *db, const char *id, const struct db_term_offsets *o)
 {
+    return db_terminal_set_offsets_fenced(db, id, o, DB_NO_FENCE);
+}
+
+int db_terminal_set_offsets_fenced(struct db *db, const char *id, const struct db_term_offsets *o,
+                                   int64_t fence)
+{
     int rc = db_begin(db);
-    if (rc != AL_OK)
+    if (rc != AL_OK || (rc = db_check_fence(db, fence)) != AL_OK)
         return rc;
     if ((rc = db_check_name(db, "terminal id", id)) != AL_OK)
         return rc;
@@ -226,7 +267,7 @@ int db_terminal_set_offsets(struct db *db, const char *id, const struct db_term_
         return db_fail(db, AL_E_INVAL, "a recording's time is >= 0, or -1 when not known");
     if (o->rec_exited && o->rec_time_us < 0)
         return db_fail(db, AL_E_INVAL, "a recording's exit is stored with its time");
-    return db->be->terminal_set_offsets(db, id, o);
+    return db_term_fenced(db, id, fence, db->be->terminal_set_offsets(db, id, o, fence));
 }
 
 int db_terminal_remove(struct db *db, const char *id)

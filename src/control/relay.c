@@ -56,6 +56,17 @@ void relay_audit(struct relay *r, const char *actor, const char *action, const c
         relay_log(r, 0, "audit %s: %s", action, db_errmsg(r->cfg.db));
 }
 
+void relay_audit_sbx(struct rl_sbx *sb, const char *actor, const char *action, const char *target,
+                     const char *detail)
+{
+    struct relay *r = sb->r;
+    if (!relay_lease_owned(sb))
+        return; /* not ours (any more): the owner writes about it */
+    int rc = db_audit_add_fenced(r->cfg.db, sb->id, sb->fence, 0, actor, action, target, detail);
+    if (relay_lease_checked(sb, rc) != AL_OK && rc != AL_E_PERM)
+        relay_log(r, 0, "audit %s: %s", action, db_errmsg(r->cfg.db));
+}
+
 void relay_wake(struct relay *r, void *conn)
 {
     if (conn && r->cfg.wake)
@@ -150,23 +161,21 @@ uint64_t relay_next_deadline(const struct relay *r)
 
 /* ---- start and stop ------------------------------------------------------------------ */
 
+/* Known, not started: a sandbox is started once its lease is ours
+ * (relay_lease.c), its terminals loaded then. */
 static int load_sandbox(void *ctx, const struct db_sandbox *row)
 {
     struct relay *r = ctx;
     struct rl_sbx *sb;
-    int rc = relay_sandbox_new(r, row, &sb);
-    if (rc == AL_OK)
-        relay_sandbox_start(sb);
-    return rc;
+    return relay_sandbox_new(r, row, &sb);
 }
 
 static int load_terminal(void *ctx, const struct db_terminal *row)
 {
-    struct relay *r = ctx;
-    if (row->state == DB_TERM_CLOSED || row->state == DB_TERM_LOST)
-        return 0;
-    struct rl_sbx *sb = relay_sandbox(r, row->sandbox_id);
-    if (!sb)
+    struct rl_sbx *sb = ctx;
+    struct relay *r = sb->r;
+    if (row->state == DB_TERM_CLOSED || row->state == DB_TERM_LOST ||
+        relay_terminal_by_id(r, row->id))
         return 0;
     struct rl_term *t;
     int rc = relay_terminal_new(sb, row, &t);
@@ -198,8 +207,6 @@ int relay_new(const struct relay_config *cfg, struct relay **out, char *err, siz
     }
     rc = db_sandbox_list(cfg->db, load_sandbox, r);
     if (rc == AL_OK)
-        rc = db_terminal_list(cfg->db, NULL, load_terminal, r);
-    if (rc == AL_OK)
         rc = relay_proxy_start(r);
     if (rc != AL_OK) {
         al_errf(err, cap, "loading state: %s", db_errmsg(cfg->db));
@@ -208,6 +215,11 @@ int relay_new(const struct relay_config *cfg, struct relay **out, char *err, siz
     }
     *out = r;
     return AL_OK;
+}
+
+int relay_sandbox_load_terminals(struct rl_sbx *sb)
+{
+    return db_terminal_list(sb->r->cfg.db, sb->id, load_terminal, sb);
 }
 
 void relay_free(struct relay *r)

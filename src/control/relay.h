@@ -81,6 +81,12 @@
  * the next client that needs a snapshot asks again. Above the runner's
  * own worst deferral (AL_MAX_CHANNELS snapshots at RUNNER_SNAP_INTERVAL_US). */
 #define RL_SNAP_TIMEOUT_US 20000000ull
+/* A lease lasts this many heartbeats (docs/scale-out.md, "Leases"): the
+ * owner renews it at each, so two beats may fail before it expires. */
+#define RL_LEASE_BEATS 3
+/* the ERROR (NO_CHANNEL) a client gets before the CLOSE of a terminal
+ * whose sandbox another replica took over */
+#define RL_MOVED_MSG "terminal moved: another replica owns its sandbox now"
 
 struct relay;
 struct lsbx;
@@ -144,6 +150,31 @@ uint64_t relay_now_us(void);
 /* ---- runners ---------------------------------------------------------------- */
 
 struct rl_sbx *relay_sandbox(struct relay *r, const char *id);
+
+/* ---- leases (relay_lease.c; docs/scale-out.md) ------------------------------- */
+
+/* As relay_sandbox, and a sandbox another replica added since this one
+ * started is learnt from the database (made here, not started: its lease
+ * says who serves it). NULL when the database has no such sandbox. */
+struct rl_sbx *relay_sandbox_known(struct relay *r, const char *id);
+
+/* Serve as replica_id (registered): renew and take leases from now on,
+ * each lease beat_ms * RL_LEASE_BEATS long, a replica gone once its beat
+ * is stale_ms old; takes what is free at once. */
+int relay_lease_start(struct relay *r, const char *replica_id, int64_t beat_ms, int64_t stale_ms);
+/* At each heartbeat: renew every lease held (one statement), give up the
+ * sandboxes lost, take and adopt those free (one statement). */
+int relay_lease_beat(struct relay *r);
+/* A runner dialed this replica for sb: the lease moves here (the old
+ * owner fenced off). AL_E_AGAIN (why says so) while this replica still
+ * gives up an earlier ownership; the runner dials again. */
+int relay_lease_claim(struct relay *r, struct rl_sbx *sb, char *why, size_t cap);
+/* A clean stop: every lease freed for the others at once. */
+void relay_lease_release(struct relay *r);
+/* The owner's id (or "none") in buf, for a refusal's message, when
+ * sandbox id exists and another replica owns it (or none does); NULL
+ * when this replica owns it or there is no such sandbox. */
+const char *relay_sandbox_owner(const struct relay *r, const char *id, char *buf, size_t cap);
 /* Whether a runner:connect bearer token is valid for this sandbox. */
 int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
                         size_t cap);

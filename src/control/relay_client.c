@@ -254,7 +254,7 @@ static void client_event(void *ud, const struct ep_event *ev)
             char detail[128];
             (void)snprintf(detail, sizeof detail, "{\"from\":\"%s\"}",
                            t->writer ? t->writer->user : "");
-            relay_audit(r, c->user, "takeover", t->id, detail);
+            relay_audit_sbx(t->sb, c->user, "takeover", t->id, detail);
         }
         set_writer(t, c);
         return;
@@ -344,7 +344,7 @@ int relay_client_attach(struct relay *r, const struct rl_attach *a, struct rl_cl
     ep_link_up(c->ep, relay_now_us());
     char detail[96];
     (void)snprintf(detail, sizeof detail, "{\"mode\":\"%s\"}", c->may_write ? "write" : "read");
-    relay_audit(r, c->user, "attach", t->id, detail);
+    relay_audit_sbx(t->sb, c->user, "attach", t->id, detail);
     relay_log(r, 1, "terminal %s: %s attached (%s)", t->id, c->user,
               c->may_write ? "write" : "read");
     *out = c;

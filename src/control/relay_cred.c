@@ -32,9 +32,12 @@
 /* Mint a runner:connect token for a sandbox through the signer; `purpose`
  * says why, in the audit (written here, with the signer's jti and kid: the
  * signer has no database). */
-int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out,
+int relay_cred_mint(struct rl_sbx *sb, const char *sandbox_id, const char *purpose, char *out,
                     size_t cap)
 {
+    struct relay *r = sb->r;
+    if (!relay_lease_owned(sb))
+        return AL_E_STATE; /* another replica serves it: no token, no audit row */
     struct signer_mint m = {SIGNER_SHAPE_RUNNER, sandbox_id, SIGNER_RUNNER_SUB, RL_TOKEN_TTL_S};
     struct signer_resp *t = malloc(sizeof *t); /* 4 KiB of token */
     if (!t)
@@ -56,7 +59,7 @@ int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose
                    RL_SCOPE, purpose, RL_TOKEN_TTL_S, t->jti, t->kid);
     OPENSSL_cleanse(t, sizeof *t);
     free(t);
-    relay_audit(r, "system", "token_mint", sandbox_id, detail);
+    relay_audit_sbx(sb, "system", "token_mint", sandbox_id, detail);
     return AL_OK;
 }
 

@@ -154,6 +154,7 @@ struct rl_sbx {
     struct ep *ep;
     void *conn;     /* the current link */
     void *old_conn; /* a replaced link, to be closed */
+    int old_lost;   /* ... because another replica owns the sandbox now */
     int up;
     int64_t since_ms; /* when up last changed */
     uint64_t token_due_us;
@@ -174,6 +175,15 @@ struct rl_sbx {
      * the base its terminals get, docs/proxy.md */
     char proxy_at[AL_MAX_PROXY_URL + 1];
     int removed;
+    /* the lease (relay_lease.c): this replica owns the sandbox's runner
+     * link under fence; adopt_due: taken, its terminals loaded and its
+     * runner dialed or started once its old link is gone; drop_due: lost,
+     * given up at the next tick (not from inside an event) */
+    int owned;
+    int64_t fence;
+    int adopt_due, drop_due;
+    int ep_used; /* its endpoint served an earlier ownership: made anew */
+    int renewed; /* seen in this beat's renewal */
     /* runner links refused for a key that is not the pinned one (an
      * impostor with a copied token), since airlockd started */
     uint64_t refused_links;
@@ -182,6 +192,8 @@ struct rl_sbx {
 
 struct relay {
     struct relay_config cfg;
+    char replica_id[DB_REPLICA_ID_LEN + 1]; /* "" until relay_lease_start */
+    int64_t lease_ms, stale_ms;
     struct tok_keyset *keys;
     struct rl_sbx *sbxs;
     uint64_t bytes_out, bytes_in, resyncs, rec_errors;
@@ -205,9 +217,10 @@ void relay_link_timers(const struct relay *r, struct ep *ep);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 
-/* Mint a runner:connect token for a sandbox through the signer; `purpose`
- * says why, in the audit. */
-int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose, char *out,
+/* Mint a runner:connect token for sb (its audience sandbox_id) through the
+ * signer; `purpose` says why, in the audit (fenced). AL_E_STATE when sb is
+ * not ours. */
+int relay_cred_mint(struct rl_sbx *sb, const char *sandbox_id, const char *purpose, char *out,
                     size_t cap);
 
 /* ---- relay_sandbox.c ---------------------------------------------------------- */
@@ -215,6 +228,30 @@ int relay_cred_mint(struct relay *r, const char *sandbox_id, const char *purpose
 int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_sbx **out);
 /* Spawn or dial at the next tick. */
 void relay_sandbox_start(struct rl_sbx *sb);
+/* A new controller endpoint for sb (relay_sandbox_new, and each adoption
+ * after a loss: the old one's channels are stale). */
+int relay_sandbox_ep(struct rl_sbx *sb);
+/* Its live terminals from the database, adopted at their durable offsets. */
+int relay_sandbox_load_terminals(struct rl_sbx *sb);
+
+/* ---- relay_lease.c ------------------------------------------------------------ */
+
+/* The fence sb's writes carry; its writes are made only while owned. */
+int relay_lease_owned(const struct rl_sbx *sb);
+/* After a fenced write about sb: AL_E_PERM means another replica owns it
+ * now: sb is given up (logged once). rc is returned as is. */
+int relay_lease_checked(struct rl_sbx *sb, int rc);
+/* sb lost (why): no more writes; its links and terminals go at the next
+ * tick. */
+void relay_lease_lost(struct rl_sbx *sb, const char *why);
+/* Each tick: a pending drop or adoption. */
+void relay_lease_tick(struct rl_sbx *sb);
+/* Take sb's lease if it is free (a sandbox the API just added here). */
+int relay_lease_take(struct relay *r, struct rl_sbx *sb);
+/* An audit row about sb (or one of its terminals), fenced; nothing when
+ * sb is not ours. */
+void relay_audit_sbx(struct rl_sbx *sb, const char *actor, const char *action, const char *target,
+                     const char *detail);
 void relay_sandbox_tick(struct rl_sbx *sb, uint64_t now);
 
 /* ---- relay_runner.c ----------------------------------------------------------- */

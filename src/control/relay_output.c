@@ -108,7 +108,7 @@ void relay_output_rec_fail(struct rl_term *t, int rc)
               t->rec_error);
     char detail[512];
     (void)snprintf(detail, sizeof detail, "{\"error\":\"%.120s\"}", t->rec_error);
-    relay_audit(r, "system", "recording_failed", t->id, detail);
+    relay_audit_sbx(t->sb, "system", "recording_failed", t->id, detail);
 }
 
 /*
@@ -191,7 +191,10 @@ void relay_output_sync(struct rl_term *t)
                                       .rec_bytes = (uint64_t)pick.rec.size,
                                       .rec_time_us = pick.rec.time_us,
                                       .rec_exited = pick.rec.exited != 0};
-    int rc = db_terminal_set_offsets(r->cfg.db, t->id, &o);
+    if (!relay_lease_owned(t->sb))
+        return; /* another replica owns it: nothing written, no credit */
+    int rc = relay_lease_checked(
+        t->sb, db_terminal_set_offsets_fenced(r->cfg.db, t->id, &o, t->sb->fence));
     if (rc != AL_OK) {
         relay_log(r, 0, "terminal %s: persisting offsets: %s", t->id, db_errmsg(r->cfg.db));
         return; /* not durable: no credit; retried at the next sync */

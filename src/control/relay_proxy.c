@@ -163,7 +163,8 @@ int relay_proxy_bind(struct relay *r, const struct rl_proxy_env *px,
     json_t *d = ups ? json_pack("{s:o}", "upstreams", ups) : NULL;
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
-    relay_audit(r, "system", "proxy_credential", term_id, detail);
+    relay_audit(r, "system", "proxy_credential", term_id,
+                detail); /* at its creation, by the owner */
     free(detail);
     return AL_OK;
 }

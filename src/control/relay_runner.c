@@ -27,14 +27,25 @@
 #include "al_limits.h"
 #include "endpoint.h"
 
+/* The link's state into the database, fenced: only while sb is ours. */
+static void store_link(struct rl_sbx *sb, int level)
+{
+    struct relay *r = sb->r;
+    if (!relay_lease_owned(sb))
+        return;
+    int rc =
+        db_sandbox_set_link_fenced(r->cfg.db, sb->id, sb->up, sb->since_ms, sb->rtt_us, sb->fence);
+    if (relay_lease_checked(sb, rc) != AL_OK && rc != AL_E_PERM)
+        relay_log(r, level, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
+}
+
 static void set_link(struct rl_sbx *sb, int up)
 {
     struct relay *r = sb->r;
     sb->up = up;
     sb->since_ms = relay_wall_ms();
-    if (db_sandbox_set_link(r->cfg.db, sb->id, up, sb->since_ms, sb->rtt_us) != AL_OK)
-        relay_log(r, 0, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
-    relay_audit(r, "system", up ? "link_up" : "link_down", sb->id, NULL);
+    store_link(sb, 0);
+    relay_audit_sbx(sb, "system", up ? "link_up" : "link_down", sb->id, NULL);
     relay_log(r, 1, "sandbox %s: link %s", sb->id, up ? "up" : "down");
 }
 
@@ -73,7 +84,7 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
         return;
     case EP_EV_READY: {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, token_aud(sb), "link", tok, sizeof tok) == AL_OK)
+        if (relay_cred_mint(sb, token_aud(sb), "link", tok, sizeof tok) == AL_OK)
             (void)ep_send_token(sb->ep, tok, strlen(tok));
         (void)ep_ping(sb->ep); /* the link's RTT, shown at once */
         sb->token_due_us = relay_now_us() + RL_TOKEN_REFRESH_US;
@@ -122,8 +133,7 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
         return;
     case EP_EV_PONG:
         sb->rtt_us = (int64_t)ev->rtt_us;
-        if (db_sandbox_set_link(r->cfg.db, sb->id, 1, sb->since_ms, sb->rtt_us) != AL_OK)
-            relay_log(r, 2, "sandbox %s: %s", sb->id, db_errmsg(r->cfg.db));
+        store_link(sb, 2);
         return;
     case EP_EV_ERROR:
         relay_log(r, 1, "sandbox %s: runner says (%u) %.*s", sb->id, ev->code, (int)ev->len,
@@ -136,7 +146,7 @@ void relay_runner_event(void *ud, const struct ep_event *ev)
             (void)snprintf(detail, sizeof detail, "%s", dj ? dj : "{}");
             free(dj);
             json_decref(d);
-            relay_audit(r, "system", "open_failed", t->id, detail);
+            relay_audit_sbx(sb, "system", "open_failed", t->id, detail);
             relay_terminal_exit(t, 127, 0);
             relay_terminal_drop(t, DB_TERM_LOST);
         } else if (t && ev->code == FR_ERR_LIMIT) {
@@ -167,6 +177,7 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
         if (replaced)
             *replaced = sb->conn;
         sb->old_conn = sb->conn;
+        sb->old_lost = 0;
         relay_wake(sb->r, sb->old_conn);
     }
     sb->conn = conn;
@@ -181,7 +192,8 @@ int relay_runner_up(struct rl_sbx *sb, void *conn, void **replaced)
 
 static void schedule_redial(struct rl_sbx *sb)
 {
-    if ((sb->kind != DB_SANDBOX_STATIC && sb->kind != DB_SANDBOX_ACA) || sb->removed)
+    if ((sb->kind != DB_SANDBOX_STATIC && sb->kind != DB_SANDBOX_ACA) || sb->removed ||
+        !relay_lease_owned(sb))
         return;
     sb->redial_us = relay_now_us() + backoff_next(&sb->redial) * 1000;
 }
@@ -190,6 +202,7 @@ void relay_runner_down(struct rl_sbx *sb, void *conn)
 {
     if (sb->old_conn == conn) {
         sb->old_conn = NULL;
+        sb->old_lost = 0;
         return;
     }
     if (sb->conn != conn)
@@ -243,9 +256,14 @@ long relay_runner_output(struct rl_sbx *sb, void *conn, uint8_t *buf, size_t cap
 
 int relay_runner_closing(struct rl_sbx *sb, void *conn, int *code, const char **reason)
 {
-    if (conn == sb->old_conn || (sb->removed && conn == sb->conn)) {
+    /* adopt_due: a link of an earlier ownership (a dial that completed
+     * late): it goes before the sandbox is adopted anew */
+    if (conn == sb->old_conn ||
+        ((sb->removed || !relay_lease_owned(sb) || sb->adopt_due) && conn == sb->conn)) {
         *code = AL_CLOSE_REPLACED;
-        *reason = sb->removed ? "sandbox removed" : "replaced by a newer connection";
+        *reason = conn == sb->old_conn && !sb->old_lost ? "replaced by a newer connection"
+                  : sb->removed                         ? "sandbox removed"
+                                                        : "another replica owns the sandbox now";
         return 1;
     }
     if (conn != sb->conn)
@@ -288,7 +306,7 @@ static void dial(struct rl_sbx *sb)
             return;
         }
     }
-    if (!r->cfg.dial || relay_cred_mint(r, token_aud(sb), "dial", tok, sizeof tok) != AL_OK) {
+    if (!r->cfg.dial || relay_cred_mint(sb, token_aud(sb), "dial", tok, sizeof tok) != AL_OK) {
         schedule_redial(sb);
         return;
     }
@@ -305,7 +323,7 @@ void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
     ep_tick(sb->ep, now);
     if (sb->conn && ep_ready(sb->ep) && now >= sb->token_due_us) {
         char tok[AL_MAX_TOKEN];
-        if (relay_cred_mint(r, token_aud(sb), "refresh", tok, sizeof tok) == AL_OK &&
+        if (relay_cred_mint(sb, token_aud(sb), "refresh", tok, sizeof tok) == AL_OK &&
             ep_send_token(sb->ep, tok, strlen(tok)) == AL_OK)
             due = 1;
         sb->token_due_us = now + RL_TOKEN_REFRESH_US;
@@ -313,7 +331,8 @@ void relay_runner_tick(struct rl_sbx *sb, uint64_t now)
     if (sb->conn && (due || ep_closing(sb->ep, NULL, NULL)))
         relay_wake(r, sb->conn);
     if ((sb->kind == DB_SANDBOX_STATIC || sb->kind == DB_SANDBOX_ACA) && !sb->removed &&
-        !sb->conn && !sb->dialing && sb->redial_us && now >= sb->redial_us) {
+        relay_lease_owned(sb) && !sb->conn && !sb->dialing && sb->redial_us &&
+        now >= sb->redial_us) {
         sb->redial_us = 0;
         dial(sb);
     }

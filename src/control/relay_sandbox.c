@@ -33,6 +33,21 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     backoff_init(&sb->redial, RL_REDIAL_MIN_MS, RL_REDIAL_MAX_MS);
     sb->network = row->network;
     sb->rtt_us = -1;
+    sb->fence = DB_NO_FENCE;
+    int rc = relay_sandbox_ep(sb);
+    if (rc != AL_OK) {
+        free(sb);
+        return rc;
+    }
+    sb->next = r->sbxs;
+    r->sbxs = sb;
+    *out = sb;
+    return AL_OK;
+}
+
+int relay_sandbox_ep(struct rl_sbx *sb)
+{
+    struct relay *r = sb->r;
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_CONTROLLER);
     char name[AL_VERSION_NAME_MAX];
@@ -42,23 +57,21 @@ int relay_sandbox_new(struct relay *r, const struct db_sandbox *row, struct rl_s
     ec.on_event = relay_runner_event;
     ec.ud = sb;
     ec.serves_proxy = r->cfg.proxy != NULL; /* its runner's proxy channels */
-    int rc = ep_new(&ec, &sb->ep);
-    if (rc != AL_OK) {
-        free(sb);
+    struct ep *ep = NULL;
+    int rc = ep_new(&ec, &ep);
+    if (rc != AL_OK)
         return rc;
-    }
+    ep_free(sb->ep);
+    sb->ep = ep;
     relay_link_timers(r, sb->ep);
     /* behind a platform's front: pings as often as its idle cut wants, if
      * more often than every link's */
     const struct platform_def *pd =
-        row->kind == DB_SANDBOX_ACA ? platform_find(r->cfg.platforms, row->platform) : NULL;
+        sb->kind == DB_SANDBOX_ACA ? platform_find(r->cfg.platforms, sb->platform) : NULL;
     uint64_t ping_us = r->cfg.ping_us ? r->cfg.ping_us : EP_DEFAULT_PING_US;
     if (pd && (uint64_t)pd->ping_s * 1000000u < ping_us)
         ep_set_timers(sb->ep, (uint64_t)pd->ping_s * 1000000u,
                       r->cfg.idle_us ? r->cfg.idle_us : EP_DEFAULT_IDLE_US);
-    sb->next = r->sbxs;
-    r->sbxs = sb;
-    *out = sb;
     return AL_OK;
 }
 
@@ -121,7 +134,9 @@ int relay_sandbox_added(struct relay *r, const char *id, char *why, size_t cap)
         al_errf(why, cap, "%s", al_strerror(rc));
         return rc;
     }
-    relay_sandbox_start(sb);
+    /* added here: this replica takes its lease at once (and starts it) */
+    if (relay_lease_take(r, sb) != AL_OK)
+        relay_log(r, 1, "sandbox %s: %s", id, db_errmsg(r->cfg.db));
     return AL_OK;
 }
 
@@ -138,6 +153,7 @@ void relay_sandbox_removed(struct relay *r, const char *id)
 
 void relay_sandbox_tick(struct rl_sbx *sb, uint64_t now)
 {
+    relay_lease_tick(sb);
     relay_runner_tick(sb, now);
     relay_spawn_tick(sb, now);
     relay_proxychan_tick(sb, now);

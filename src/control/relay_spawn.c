@@ -41,7 +41,7 @@ static int write_token_file(struct rl_sbx *sb)
         return AL_E_TOOBIG;
     if (fsutil_mkdir_p(dir, 0700) != AL_OK)
         return AL_E_IO;
-    int rc = relay_cred_mint(r, sb->id, "token_file", tok, sizeof tok);
+    int rc = relay_cred_mint(sb, sb->id, "token_file", tok, sizeof tok);
     if (rc != AL_OK)
         return rc;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -200,6 +200,8 @@ static int spawn_runner(struct rl_sbx *sb)
 void relay_spawn_tick(struct rl_sbx *sb, uint64_t now)
 {
     struct relay *r = sb->r;
+    if (!relay_lease_owned(sb))
+        return; /* another replica runs it */
     if (sb->kind == DB_SANDBOX_LOCAL && !sb->removed && sb->proc_check_us &&
         now >= sb->proc_check_us) {
         sb->proc_check_us = now + RL_PROC_CHECK_US;

@@ -81,10 +81,14 @@ void relay_terminal_state(struct rl_term *t, enum db_term_state s)
     struct relay *r = t->sb->r;
     if (t->state == s)
         return;
-    if (db_terminal_set_state(r->cfg.db, t->id, s) != AL_OK)
-        relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    if (relay_lease_owned(t->sb)) {
+        int rc = db_terminal_set_state_fenced(r->cfg.db, t->id, s, t->sb->fence);
+        if (relay_lease_checked(t->sb, rc) != AL_OK && rc != AL_E_PERM)
+            relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    }
     t->state = s;
-    if (s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST)
+    if ((s == DB_TERM_EXITED || s == DB_TERM_CLOSED || s == DB_TERM_LOST) &&
+        relay_lease_owned(t->sb))
         (void)relay_proxy_revoke(r, t->id);
 }
 
@@ -96,10 +100,14 @@ void relay_terminal_exit(struct rl_term *t, int code, int signo)
     t->exited = 1;
     t->exit_code = code;
     t->exit_signal = signo;
-    if (db_terminal_set_exit(r->cfg.db, t->id, code, signo) != AL_OK)
-        relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    if (relay_lease_owned(t->sb)) {
+        int rc = db_terminal_set_exit_fenced(r->cfg.db, t->id, code, signo, t->sb->fence);
+        if (relay_lease_checked(t->sb, rc) != AL_OK && rc != AL_E_PERM)
+            relay_log(r, 0, "terminal %s: %s", t->id, db_errmsg(r->cfg.db));
+    }
     t->state = DB_TERM_EXITED;
-    (void)relay_proxy_revoke(r, t->id); /* its process is gone: so is its credential */
+    if (relay_lease_owned(t->sb)) /* its process is gone: so is its credential */
+        (void)relay_proxy_revoke(r, t->id);
     if (t->cast && !t->rec_failed) {
         int rc = cast_exit(t->cast, (int64_t)relay_now_us(), signo ? 128 + signo : code);
         if (rc != AL_OK && rc != AL_E_STATE)
@@ -139,8 +147,9 @@ void relay_terminal_drop(struct rl_term *t, enum db_term_state final)
     struct rl_sbx *sb = t->sb;
     if (t->cast)
         relay_output_sync(t);
-    if (final == DB_TERM_CLOSED && !t->exited) /* killed by its close */
-        (void)db_terminal_set_exit(sb->r->cfg.db, t->id, -1, 9);
+    if (final == DB_TERM_CLOSED && !t->exited && relay_lease_owned(sb)) /* killed by its close */
+        (void)relay_lease_checked(
+            sb, db_terminal_set_exit_fenced(sb->r->cfg.db, t->id, -1, 9, sb->fence));
     relay_terminal_state(t, final);
     for (struct rl_client *c = t->clients; c; c = c->next) {
         /* lost is not closed: a client says which (protocol.md §9) */
@@ -288,6 +297,15 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
                           char *id_out, size_t cap, char *why, size_t why_cap)
 {
     struct rl_sbx *sb = relay_sandbox(r, spec->sandbox);
+    char owner[DB_REPLICA_ID_LEN + 8];
+    if (db_name_valid(spec->sandbox) &&
+        relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
+        al_errf(why, why_cap,
+                "sandbox \"%s\" is served by replica %s, not this one: open it there "
+                "(relaying between replicas is not built yet)",
+                spec->sandbox, owner);
+        return AL_E_STATE;
+    }
     struct db_sandbox *srow = sb ? malloc(sizeof *srow) : NULL;
     if (!sb || !srow || db_sandbox_get(r->cfg.db, sb->id, srow) != AL_OK) {
         free(srow);

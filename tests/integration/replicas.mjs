@@ -15,64 +15,15 @@
 // replicas dial runners.
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { run, check, tmpdir, rawHttp, closedPort, waitFor, scaled, addLog, onCleanup, BIN } from '../interop/harness.mjs';
+import { spawnSync, execFileSync } from 'node:child_process';
+import { run, check, tmpdir, rawHttp, waitFor, scaled, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
+import { startFront } from '../interop/front.mjs';
 
 const BEAT_MS = 2000; // api_replica.c's API_REPLICA_BEAT_MS
 const STALE_MS = 3 * BEAT_MS; // ... and gone after 3 intervals
 const SLACK_MS = 2500; // a beat's own lag, the list's request, a loaded machine
-const FRONT_TRIES = 5; // HAProxy cannot bind port 0: ports it may find taken
-
-// HAProxy in front of the replicas' ports: round robin, a health check on
-// /healthz every 300 ms (down after 2 failures), a refused connection
-// retried on another replica. It cannot bind port 0, so it is given a port
-// the kernel just handed out and freed, and tried again on another if that
-// was taken in between. { p, port, dead, exited }
-async function startFront(dir, ports) {
-  for (let i = 0; i < FRONT_TRIES; i++) {
-    const port = await closedPort();
-    const cfg = path.join(dir, `haproxy-${port}.cfg`);
-    fs.writeFileSync(cfg, [
-      'global',
-      '  log stderr format raw local0 info',
-      'defaults',
-      '  mode http',
-      '  log global',
-      '  option httplog',
-      '  timeout connect 1s',
-      '  timeout client 10s',
-      '  timeout server 10s',
-      '  retries 3',
-      '  option redispatch 1',
-      'frontend front',
-      `  bind 127.0.0.1:${port}`,
-      '  default_backend replicas',
-      'backend replicas',
-      '  balance roundrobin',
-      '  option httpchk GET /healthz',
-      ...ports.map((p, j) => `  server r${j} 127.0.0.1:${p} check inter 300ms fall 2 rise 1`),
-      ''].join('\n'));
-    const log = path.join(dir, `haproxy-${port}.log`);
-    const out = fs.openSync(log, 'a');
-    addLog(log);
-    const p = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', out, out] });
-    fs.closeSync(out);
-    const f = { p, port, dead: false };
-    f.exited = new Promise((res) => p.on('exit', (code, sig) => { f.dead = true; res({ code, sig }); }));
-    onCleanup(async () => { if (!f.dead) { p.kill('SIGKILL'); await f.exited; } });
-    const up = await waitFor(async () => {
-      if (f.dead) return 'dead';
-      try { return (await rawHttp(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')).status === 200 && 'up'; } catch { return false; }
-    }, 10000, 'HAProxy to answer', 50);
-    if (up === 'up') return f;
-    if (!/cannot bind|Address already in use/i.test(fs.readFileSync(log, 'utf8')))
-      throw new Error(`HAProxy did not start:\n${fs.readFileSync(log, 'utf8')}`);
-  }
-  throw new Error(`HAProxy found no free port in ${FRONT_TRIES} tries`);
-}
-
 // An HTTP request with the headers given; { status, head, body, json }.
 async function req(port, method, target, headers = {}, body) {
   const data = body === undefined ? '' : JSON.stringify(body);

@@ -2157,10 +2157,27 @@ static void test_session_bad_inputs(void **state)
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
 }
 
+/* Take a closed database back to schema 8: sandboxes without leases. */
+static void undo_v9(const struct fx *f)
+{
+    raw_exec(f, "DROP INDEX sandboxes_owner");
+    if (pg.on)
+        pg_exec(
+            f->path,
+            "ALTER TABLE sandboxes DROP COLUMN owner, DROP COLUMN fence, DROP COLUMN lease_until");
+    else
+        sq_exec(f->path, "ALTER TABLE sandboxes DROP COLUMN owner;"
+                         "ALTER TABLE sandboxes DROP COLUMN fence;"
+                         "ALTER TABLE sandboxes DROP COLUMN lease_until;");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 9");
+    raw_set_version(f, 8);
+}
+
 /* Take a closed database back to schema 7: terminals without their
  * recording's time and exit. */
 static void undo_v8(const struct fx *f)
 {
+    undo_v9(f);
     if (pg.on)
         pg_exec(f->path, "ALTER TABLE terminals DROP COLUMN rec_exited, DROP COLUMN rec_time_us");
     else
@@ -3030,6 +3047,223 @@ static void test_migration_7_to_8(void **state)
     assert_int_equal(raw_try(f, "UPDATE terminals SET rec_time_us = NULL"), 0);
 }
 
+/* A schema 8 database is migrated to 9: its sandboxes are free (no
+ * owner, fence 0) and can be taken; the table refuses a malformed owner
+ * and a negative fence. */
+static void test_migration_8_to_9(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_sandbox_add(f->db, "st", DB_SANDBOX_STATIC, "wss://h:1/x"), AL_OK);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v9(f);
+    assert_int_equal(raw_version(f), 8);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 9"), 1);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "st", &sb), AL_OK);
+    assert_string_equal(sb.owner, "");
+    assert_int_equal(sb.fence, 0);
+    assert_int_equal(sb.lease_until, 0);
+    char r[DB_REPLICA_ID_LEN + 1];
+    assert_int_equal(db_replica_new_id(f->db, r, sizeof r), AL_OK);
+    assert_int_equal(db_replica_beat(f->db, r, "ws://127.0.0.1:1"), AL_OK);
+    int64_t fence = 0;
+    assert_int_equal(db_lease_take(f->db, "st", r, 6000, 6000, &fence), AL_OK);
+    assert_int_equal(fence, 1);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET owner = 'bob'"), -1);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET fence = -1"), -1);
+}
+
+/* A replica (by id) that beats now, at ws://127.0.0.1:port. */
+static void live_replica(struct fx *f, char *id, int port)
+{
+    char addr[64];
+    (void)snprintf(addr, sizeof addr, "ws://127.0.0.1:%d", port);
+    assert_int_equal(db_replica_new_id(f->db, id, DB_REPLICA_ID_LEN + 1), AL_OK);
+    assert_int_equal(db_replica_beat(f->db, id, addr), AL_OK);
+}
+
+struct leases {
+    int n;
+    char id[4][DB_NAME_MAX + 1];
+    int64_t fence[4];
+};
+
+static int collect_lease(void *ctx, const char *sandbox_id, int64_t fence)
+{
+    struct leases *l = ctx;
+    assert_true(l->n < 4);
+    (void)snprintf(l->id[l->n], sizeof l->id[0], "%s", sandbox_id);
+    l->fence[l->n++] = fence;
+    return 0;
+}
+
+/* Leases: take a free one (fence 1), refused while a live replica holds
+ * it, taken again by its owner without a new fence, taken from an
+ * expired lease and from a gone owner with a grown fence, renewed in one
+ * call for all of a replica's leases (a lost one no longer listed),
+ * moved whoever holds it, released by a clean stop. */
+static void test_leases(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1];
+    live_replica(f, a, 1);
+    live_replica(f, b, 2);
+    assert_int_equal(db_sandbox_add(f->db, "s1", DB_SANDBOX_STATIC, "ws://h:1/"), AL_OK);
+    assert_int_equal(db_sandbox_add(f->db, "s2", DB_SANDBOX_REVERSE, NULL), AL_OK);
+    int64_t fa = 0, fb = 0;
+    /* free: taken, fence 1 */
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 1);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "s1", &sb), AL_OK);
+    assert_string_equal(sb.owner, a);
+    assert_int_equal(sb.fence, 1);
+    assert_true(sb.lease_until > 0);
+    /* held by a live replica: refused, and the message names it */
+    assert_int_equal(db_lease_take(f->db, "s1", b, 60000, 60000, &fb), AL_E_STATE);
+    assert_non_null(strstr(db_errmsg(f->db), a));
+    /* its owner again: the same fence */
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 1);
+    /* expired (its length in the past by the database's clock): taken by
+     * another, fence 2 */
+    raw_exec(f, "UPDATE sandboxes SET lease_until = lease_until - 120000 WHERE id = 's1'");
+    assert_int_equal(db_lease_take(f->db, "s1", b, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 2);
+    /* renew: a holds nothing any more, b holds s1 */
+    struct leases la = {0}, lb = {0};
+    assert_int_equal(db_lease_renew(f->db, a, 60000, collect_lease, &la), AL_OK);
+    assert_int_equal(la.n, 0);
+    assert_int_equal(db_lease_take(f->db, "s2", b, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 1);
+    assert_int_equal(db_lease_renew(f->db, b, 60000, collect_lease, &lb), AL_OK);
+    assert_int_equal(lb.n, 2);
+    assert_int_equal(lb.fence[0] + lb.fence[1], 3); /* s1: 2, s2: 1 */
+    /* the owner gone (no beat within the staleness asked; a stop): its
+     * unexpired lease is taken all the same */
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, &fa), AL_E_STATE);
+    assert_int_equal(db_replica_stop(f->db, b), AL_OK);
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 3);
+    raw_exec(f, "UPDATE replicas SET stopped_at = NULL, beat_at = beat_at - 100000");
+    assert_int_equal(db_lease_take(f->db, "s2", a, 50000, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 2);
+    /* an owner with no row at all is gone too */
+    raw_exec(f, "DELETE FROM replicas");
+    assert_int_equal(db_lease_take(f->db, "s2", b, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 3);
+    /* moved: whoever holds it, the fence grows; moving to the holder keeps it */
+    assert_int_equal(db_lease_move(f->db, "s2", a, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 4);
+    assert_int_equal(db_lease_move(f->db, "s2", a, 60000, &fa), AL_OK);
+    assert_int_equal(fa, 4);
+    assert_int_equal(db_lease_move(f->db, "nope", a, 60000, &fa), AL_E_NOENT);
+    assert_int_equal(db_lease_take(f->db, "nope", a, 60000, 60000, &fa), AL_E_NOENT);
+    /* released: free again, the fence kept, and grown by the next owner */
+    assert_int_equal(db_lease_release(f->db, a), AL_OK);
+    assert_int_equal(db_sandbox_get(f->db, "s2", &sb), AL_OK);
+    assert_string_equal(sb.owner, "");
+    assert_int_equal(sb.fence, 4);
+    assert_int_equal(sb.lease_until, 0);
+    live_replica(f, b, 2);
+    assert_int_equal(db_lease_take(f->db, "s2", b, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 5);
+    /* superseded: a replica registered later at the owner's address (its
+     * restart: the old process no longer listens there) takes it at once */
+    char c[DB_REPLICA_ID_LEN + 1];
+    raw_exec(f, "UPDATE replicas SET started_at = started_at - 1000");
+    assert_int_equal(db_lease_take(f->db, "s2", a, 60000, 60000, &fa), AL_E_STATE);
+    live_replica(f, c, 2);
+    assert_int_equal(db_lease_take(f->db, "s2", c, 60000, 60000, &fb), AL_OK);
+    assert_int_equal(fb, 6);
+    /* all that is free in one call: s1 (released by a) and the new s3,
+     * not s2 (c's) */
+    assert_int_equal(db_sandbox_add(f->db, "s3", DB_SANDBOX_LOCAL, NULL), AL_OK);
+    struct leases lt = {0};
+    assert_int_equal(db_lease_take_free(f->db, c, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 2);
+    assert_string_equal(lt.id[0][1] == '1' ? lt.id[0] : lt.id[1], "s1");
+    assert_int_equal(lt.id[0][1] == '1' ? lt.fence[0] : lt.fence[1], 4);
+    assert_int_equal(lt.id[0][1] == '3' ? lt.fence[0] : lt.fence[1], 1);
+    memset(&lt, 0, sizeof lt);
+    assert_int_equal(db_lease_take_free(f->db, c, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 0); /* its own are not taken again */
+    assert_int_equal(db_lease_take_free(f->db, b, 50000, 60000, collect_lease, &lt), AL_OK);
+    assert_int_equal(lt.n, 0); /* c is alive: nothing for b */
+    /* bad inputs */
+    assert_int_equal(db_lease_take_free(f->db, c, 0, 60000, collect_lease, &lt), AL_E_INVAL);
+    assert_int_equal(db_lease_take_free(f->db, c, 1, 60000, NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_lease_take(f->db, "s1", "r-1", 60000, 60000, &fa), AL_E_INVAL);
+    assert_int_equal(db_lease_take(f->db, "s1", a, 0, 60000, &fa), AL_E_INVAL);
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 0, &fa), AL_E_INVAL);
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, NULL), AL_E_INVAL);
+    assert_int_equal(db_lease_take(f->db, "../x", a, 60000, 60000, &fa), AL_E_INVAL);
+    assert_int_equal(db_lease_renew(f->db, a, 60000, NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_lease_release(f->db, "R-0123456789abcdef01234567"), AL_E_INVAL);
+    assert_int_equal(db_lease_take(NULL, "s1", a, 60000, 60000, &fa), AL_E_INVAL);
+}
+
+/* Fenced writes: made with the sandbox's current fence, refused (AL_E_PERM,
+ * nothing written) with an older one, for the link, a terminal's state,
+ * exit and offsets, and an audit row; unfenced writes as before. */
+static void test_fenced_writes(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1], id[DB_NAME_MAX + 1];
+    live_replica(f, a, 1);
+    live_replica(f, b, 2);
+    assert_int_equal(db_sandbox_add(f->db, "s1", DB_SANDBOX_STATIC, "ws://h:1/"), AL_OK);
+    add_term(f, "s1", 1, id);
+    int64_t fa = 0, fb = 0;
+    assert_int_equal(db_lease_take(f->db, "s1", a, 60000, 60000, &fa), AL_OK);
+    assert_int_equal(db_sandbox_set_link_fenced(f->db, "s1", true, 5, 10, fa), AL_OK);
+    assert_int_equal(db_terminal_set_state_fenced(f->db, id, DB_TERM_RUNNING, fa), AL_OK);
+    const struct db_term_offsets o1 = {10, 0, 100, 5, false};
+    assert_int_equal(db_terminal_set_offsets_fenced(f->db, id, &o1, fa), AL_OK);
+    assert_int_equal(db_audit_add_fenced(f->db, "s1", fa, 0, "system", "link_up", "s1", NULL),
+                     AL_OK);
+    /* b moves the lease: a's writes are refused, nothing of them stored */
+    assert_int_equal(db_lease_move(f->db, "s1", b, 60000, &fb), AL_OK);
+    assert_true(fb > fa);
+    int64_t audits = raw_int(f, "SELECT count(*) FROM audit");
+    assert_int_equal(db_sandbox_set_link_fenced(f->db, "s1", false, 6, -1, fa), AL_E_PERM);
+    const struct db_term_offsets o2 = {20, 0, 200, 6, false};
+    assert_int_equal(db_terminal_set_offsets_fenced(f->db, id, &o2, fa), AL_E_PERM);
+    assert_non_null(strstr(db_errmsg(f->db), "another owner"));
+    assert_int_equal(db_terminal_set_exit_fenced(f->db, id, 0, 0, fa), AL_E_PERM);
+    assert_int_equal(db_terminal_set_state_fenced(f->db, id, DB_TERM_LOST, fa), AL_E_PERM);
+    assert_int_equal(db_audit_add_fenced(f->db, "s1", fa, 0, "system", "link_down", "s1", NULL),
+                     AL_E_PERM);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM audit"), audits);
+    struct db_sandbox sb;
+    assert_int_equal(db_sandbox_get(f->db, "s1", &sb), AL_OK);
+    assert_true(sb.link_up);
+    struct db_terminal *t = malloc(sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->state, DB_TERM_RUNNING);
+    assert_int_equal(t->out_offset, 10);
+    assert_int_equal(t->rec_bytes, 100);
+    /* the new owner's fence writes; a state error stays a state error */
+    assert_int_equal(db_terminal_set_offsets_fenced(f->db, id, &o2, fb), AL_OK);
+    assert_int_equal(db_terminal_set_offsets_fenced(f->db, id, &o1, fb), AL_E_STATE);
+    assert_int_equal(db_terminal_set_exit_fenced(f->db, id, 3, 0, fb), AL_OK);
+    assert_int_equal(db_terminal_get(f->db, id, t), AL_OK);
+    assert_int_equal(t->state, DB_TERM_EXITED);
+    assert_int_equal(t->exit_code, 3);
+    assert_int_equal(t->out_offset, 20);
+    free(t);
+    /* unfenced, as before; a fence below -1 is refused */
+    assert_int_equal(db_sandbox_set_link(f->db, "s1", false, 7, -1), AL_OK);
+    assert_int_equal(db_sandbox_set_link_fenced(f->db, "s1", false, 7, -1, -2), AL_E_INVAL);
+    assert_int_equal(db_audit_add_fenced(f->db, NULL, 0, 0, "system", "x", "s1", NULL), AL_E_INVAL);
+}
+
 int main(int argc, char **argv)
 {
     bool want_pg = argc == 2 && strcmp(argv[1], "pg") == 0;
@@ -3067,6 +3301,9 @@ int main(int argc, char **argv)
         BOTH(test_migration_6_to_7),
         BOTH(test_aca_sandbox),
         BOTH(test_replicas),
+        BOTH(test_leases),
+        BOTH(test_fenced_writes),
+        BOTH(test_migration_8_to_9),
         BOTH(test_replica_bad_inputs),
         BOTH(test_migration_7_to_8),
         BOTH(test_audit),
