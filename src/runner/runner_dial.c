@@ -109,7 +109,9 @@ void runner_dial_start(struct runner_app *a)
         tls |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
     struct lws_client_connect_info ci;
     wsctx_dial_info(&ci, a->ctx, a->d_addr, a->d_port, a->d_path_full, tls);
-    if (a->d_tls) { /* lws's WebSocket client: 4.1.6 does no TLS on a RAW client */
+    if (a->d_tls) { /* lws's WebSocket client: lws 4.1.6 refuses to start a
+                     * RAW client with LCCSCF_USE_SSL (connect_via_info
+                     * returns NULL; tried), so wss:// keeps lws's framing */
         ci.origin = a->d_addr;
         ci.protocol = AL_SUBPROTOCOL;
     } else { /* a socket only: wsc.c speaks WebSocket on it (runner_conn.c) */
