@@ -30,8 +30,8 @@
 #define RUNNER_CONN_OUT_MAX (AL_MAX_FRAME + 64)
 
 struct runner_conn {
-    struct wsg ws;        /* the message being reassembled, the close */
-    struct wsc *wsc;      /* a ws:// dial's link (wslay), on an lws RAW socket */
+    struct wsg ws;   /* the message being reassembled, the close */
+    struct wsc *wsc; /* a ws:// dial's link (wslay), on an lws RAW socket */
     struct runner_app *app;
     struct lws *wsi;
     uint64_t dialed_ms;   /* when the RAW socket connected (uv_now) */

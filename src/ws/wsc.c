@@ -25,7 +25,6 @@
 #include "al_limits.h"
 #include "frame.h"
 
-
 struct wsc {
     wslay_event_context_ptr ws;
     const struct wsc_events *ev;
@@ -163,8 +162,7 @@ static void msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
         if (n)
             memcpy(why, arg->msg + 2, n);
         why[n] = 0;
-        c->ev->closed(c->ud, arg->status_code ? arg->status_code : WSLAY_CODE_NO_STATUS_RCVD,
-                      why);
+        c->ev->closed(c->ud, arg->status_code ? arg->status_code : WSLAY_CODE_NO_STATUS_RCVD, why);
         return;
     }
     if (arg->opcode != WSLAY_BINARY_FRAME || c->refused)
@@ -279,7 +277,7 @@ int wsc_close(struct wsc *c, int code, const char *why)
     if (n > WSC_CLOSE_WHY_MAX - 1)
         n = WSC_CLOSE_WHY_MAX - 1;
     return wslay_event_queue_close(c->ws, (uint16_t)code, (const uint8_t *)why, n) ? AL_E_STATE
-                                                                                    : AL_OK;
+                                                                                   : AL_OK;
 }
 
 size_t wsc_output(struct wsc *c, uint8_t *buf, size_t cap)

@@ -133,7 +133,8 @@ static int end_value(struct wscu *u)
     u->in_value = 0;
     u->value[u->value_len] = 0;
     /* surrounding blanks: http-parser leaves trailing ones */
-    while (u->value_len && (u->value[u->value_len - 1] == ' ' || u->value[u->value_len - 1] == '\t'))
+    while (u->value_len &&
+           (u->value[u->value_len - 1] == ' ' || u->value[u->value_len - 1] == '\t'))
         u->value[--u->value_len] = 0;
     switch (u->which) {
     case H_UPGRADE:

@@ -24,13 +24,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WSCU_KEY_LEN 24        /* base64 of 16 random bytes */
-#define WSCU_ACCEPT_LEN 28     /* base64 of a SHA-1 */
-#define WSCU_HEADER_MAX 8192   /* bytes of the answer's status line and headers */
-#define WSCU_VALUE_MAX 256     /* bytes of one header value we check */
-#define WSCU_FIELD_MAX 32      /* bytes of a header name we look at */
-#define WSCU_WHY_MAX 160       /* bytes of a failure's reason */
-#define WSCU_SUBPROTO_MAX 64   /* bytes of the subprotocol asked for */
+#define WSCU_KEY_LEN 24      /* base64 of 16 random bytes */
+#define WSCU_ACCEPT_LEN 28   /* base64 of a SHA-1 */
+#define WSCU_HEADER_MAX 8192 /* bytes of the answer's status line and headers */
+#define WSCU_VALUE_MAX 256   /* bytes of one header value we check */
+#define WSCU_FIELD_MAX 32    /* bytes of a header name we look at */
+#define WSCU_WHY_MAX 160     /* bytes of a failure's reason */
+#define WSCU_SUBPROTO_MAX 64 /* bytes of the subprotocol asked for */
 
 struct wscu_request {
     const char *host; /* the Host header: an address or name, and the port */

@@ -83,8 +83,7 @@ static void ev_closed(void *ud, int code, const char *reason)
     (void)snprintf(s->close_reason, sizeof s->close_reason, "%s", reason);
 }
 
-static const struct wsc_events events = {ev_upgraded, ev_failed, ev_message, ev_refused,
-                                         ev_closed};
+static const struct wsc_events events = {ev_upgraded, ev_failed, ev_message, ev_refused, ev_closed};
 
 struct fx {
     int cfd, sfd; /* the link's socket, the server's */
