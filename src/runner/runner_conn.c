@@ -238,6 +238,11 @@ static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_co
     int rc = raw_flush(c);
     if (rc <= 0 || !wsc_is_open(c->wsc))
         return rc < 0 ? -1 : 0;
+    if (wsc_close_sent(c->wsc)) { /* the answer to the peer's close went out */
+        lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
     if (c->replaced)
         (void)wsc_close(c->wsc, AL_CLOSE_REPLACED, "replaced by a newer connection");
     if (c->max_aged)
