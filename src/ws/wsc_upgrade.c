@@ -32,14 +32,14 @@ struct wscu {
     int which;                      /* the header whose value is read (H_*) */
     char value[WSCU_VALUE_MAX + 1]; /* its value so far */
     size_t value_len;
-    unsigned got_upgrade, got_connection, got_accept, got_protocol; /* counts */
+    unsigned got_upgrade, got_connection, got_accept, got_protocol, got_extensions; /* counts */
     int upgrade_ok, connection_ok, accept_ok, protocol_ok;
     enum wscu_state state;
     unsigned status; /* the answer's HTTP status, 0 before its status line */
     char why[WSCU_WHY_MAX];
 };
 
-enum { H_OTHER = 0, H_UPGRADE, H_CONNECTION, H_ACCEPT, H_PROTOCOL };
+enum { H_OTHER = 0, H_UPGRADE, H_CONNECTION, H_ACCEPT, H_PROTOCOL, H_EXTENSIONS };
 
 static const struct {
     const char *name;
@@ -49,6 +49,7 @@ static const struct {
     {"connection", H_CONNECTION},
     {"sec-websocket-accept", H_ACCEPT},
     {"sec-websocket-protocol", H_PROTOCOL},
+    {"sec-websocket-extensions", H_EXTENSIONS},
 };
 
 static struct wscu *of(http_parser *p)
@@ -153,6 +154,9 @@ static int end_value(struct wscu *u)
         u->got_protocol++;
         u->protocol_ok = !strcmp(u->value, u->subprotocol);
         break;
+    case H_EXTENSIONS:
+        u->got_extensions++;
+        break;
     default:
         break;
     }
@@ -216,6 +220,8 @@ static int on_headers_complete(http_parser *p)
         return fail(u, "the answer's Sec-WebSocket-Accept is missing or wrong");
     if (u->got_protocol != 1 || !u->protocol_ok)
         return fail(u, "the answer's Sec-WebSocket-Protocol is missing or not the one asked for");
+    if (u->got_extensions) /* we asked for none (RFC 6455 §4.1) */
+        return fail(u, "the answer names extensions that were not asked for");
     u->state = WSCU_UPGRADED;
     return 2; /* no body: what follows is the upgraded protocol */
 }

@@ -8,7 +8,8 @@
  * The answer must be "HTTP/1.1 101" with Upgrade: websocket, Connection
  * naming upgrade, the Sec-WebSocket-Accept our key calls for (SHA-1,
  * base64) and Sec-WebSocket-Protocol equal to the one we asked for, each
- * of the last two exactly once. Any other status fails the upgrade with
+ * of the last two exactly once, and no Sec-WebSocket-Extensions (we ask
+ * for none). Any other status fails the upgrade with
  * that status. The status line and headers may take WSCU_HEADER_MAX bytes
  * at most; a value we check WSCU_VALUE_MAX. http-parser (Debian
  * libhttp-parser-dev) reads the HTTP; it is a parser, not a client.

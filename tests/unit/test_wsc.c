@@ -616,6 +616,16 @@ static void test_fail_wrong_protocol(void **state)
     expect_failed(f, 101, "Protocol");
 }
 
+/* An extension we did not ask for (compression would set RSV1). */
+static void test_fail_extensions(void **state)
+{
+    struct fx *f = *state;
+    srv_read_request(f);
+    srv_answer(f, "101 Switching Protocols", "", AL_SUBPROTOCOL,
+               "Sec-WebSocket-Extensions: permessage-deflate\r\n");
+    expect_failed(f, 101, "extensions");
+}
+
 static void test_fail_not_http(void **state)
 {
     struct fx *f = *state;
@@ -687,6 +697,7 @@ int main(void)
         T(test_fail_two_accepts),
         T(test_fail_no_protocol),
         T(test_fail_wrong_protocol),
+        T(test_fail_extensions),
         T(test_fail_not_http),
         T(test_fail_headers_too_long),
         T(test_fail_value_too_long),
