@@ -98,9 +98,15 @@ await run('runner_dial_hostile', async () => {
     check(code === 1002, `a masked server frame closes the link with 1002 (${code})`);
     await ctl.wait(() => ctl.ready && ctl.ws !== null && heads.length >= 7, 'the runner to redial', scaled(15000));
     check(true, 'the runner redialed after the protocol error');
-  } finally {
+    const exited = new Promise((r) => p.on('exit', (code, sig) => r({ code, sig })));
     p.kill('SIGTERM');
-    await new Promise((r) => p.on('exit', r));
+    const st = await exited;
+    check(st.code === 0 && !/Sanitizer/.test(text()), `the runner stopped cleanly (${JSON.stringify(st)})`);
+  } finally {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill('SIGTERM');
+      await new Promise((r) => p.on('exit', r));
+    }
     for (const s of sockets) s.destroy();
     wss.close();
     server.close();

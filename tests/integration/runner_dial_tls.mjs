@@ -53,6 +53,9 @@ await run('runner_dial_tls', async () => {
     const got = term.output().toString();
     check(/done-tls/.test(got) && (got.match(/x/g) || []).length === 1000000 && term.exit.code === 5,
       'with AIRLOCK_INSECURE_TLS it links, and a terminal\'s 1 MB arrives whole over wss://');
+    insecure.p.kill('SIGTERM');
+    const st = await insecure.exited;
+    check(st === 0 && !/Sanitizer/.test(fs.readFileSync(insecure.log, 'utf8')), `the runner stopped cleanly (exit ${st})`);
   } finally {
     for (const r of [strict, insecure]) if (r && r.p.exitCode === null && r.p.signalCode === null) { r.p.kill('SIGTERM'); await r.exited; }
     wss.close();
