@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t piece = (size_t)data[0] + 1;
     data++;
     size--;
-    struct wscu *u = wscu_new(KEY, AL_SUBPROTOCOL);
+    struct wscu *u = wscu_new(KEY, AL_SUBPROTOCOL, AL_RUNNER_REPLY_HEADER);
     if (!u)
         abort();
     size_t off = 0, taken = 0;

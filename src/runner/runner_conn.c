@@ -154,8 +154,9 @@ static void raw_upgraded(void *ud)
     link_established(a, c->wsi, a->token_exp);
 }
 
-static void raw_failed(void *ud, unsigned status, const char *why)
+static void raw_failed(void *ud, unsigned status, const char *why, int marked)
 {
+    (void)marked;
     struct runner_conn *c = ud;
     c->dial_done = 1;
     runner_dial_refused(c->app, status, why);

@@ -165,7 +165,7 @@ struct wsc *runner_dial_link(struct runner_app *a, const struct wsc_events *ev, 
                      a->header_is_auth ? "Authorization:" : a->token_header_lc, a->token);
     struct wsc *c = NULL;
     if (n > 0 && (size_t)n < sizeof extra) {
-        struct wscu_request r = {a->d_addr, a->d_port, a->d_path_full, AL_SUBPROTOCOL, extra};
+        struct wscu_request r = {a->d_addr, a->d_port, a->d_path_full, AL_SUBPROTOCOL, extra, NULL};
         c = wsc_new(&r, ev, ud);
     }
     OPENSSL_cleanse(extra, sizeof extra);

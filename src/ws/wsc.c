@@ -192,7 +192,7 @@ struct wsc *wsc_new(const struct wscu_request *r, const struct wsc_events *ev, v
     c->req = malloc(WSC_REQUEST_MAX);
     char key[WSCU_KEY_LEN + 1];
     if (!c->req || wscu_request(r, c->req, WSC_REQUEST_MAX, &c->req_len, key) != AL_OK ||
-        !(c->up = wscu_new(key, r->subprotocol)) ||
+        !(c->up = wscu_new(key, r->subprotocol, r->mark)) ||
         wslay_event_context_client_init(&c->ws, &callbacks, c) != 0) {
         wsc_free(c);
         return NULL;
@@ -241,7 +241,7 @@ int wsc_receive(struct wsc *c, const uint8_t *in, size_t len)
             return AL_OK;
         if (st == WSCU_FAILED) {
             c->failed = 1;
-            c->ev->failed(c->ud, wscu_status(c->up), wscu_why(c->up));
+            c->ev->failed(c->ud, wscu_status(c->up), wscu_why(c->up), wscu_marked(c->up));
             return AL_E_PROTO;
         }
         c->open = 1;

@@ -40,8 +40,9 @@ struct wsc;
 struct wsc_events {
     /* the upgrade succeeded: messages may be sent */
     void (*upgraded)(void *ud);
-    /* the upgrade failed: status (0: no HTTP status came) and why */
-    void (*failed)(void *ud, unsigned status, const char *why);
+    /* the upgrade failed: status (0: no HTTP status came), why, and
+     * whether the answer carried the request's mark header */
+    void (*failed)(void *ud, unsigned status, const char *why, int marked);
     /* one whole binary message, valid during the call */
     void (*message)(void *ud, const uint8_t *msg, size_t len);
     /* text or too big: error is FR_ERR_PROTOCOL or FR_ERR_TOO_BIG; the

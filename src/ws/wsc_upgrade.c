@@ -25,6 +25,8 @@ struct wscu {
     http_parser p;
     char accept[WSCU_ACCEPT_LEN + 1]; /* the Accept our key calls for */
     char subprotocol[WSCU_SUBPROTO_MAX + 1];
+    char mark[WSCU_FIELD_MAX + 1]; /* a header whose presence is reported, or "" */
+    int marked;
     size_t seen;                    /* bytes of the answer read */
     char field[WSCU_FIELD_MAX + 1]; /* the header name being read (lower case) */
     size_t field_len;               /* its bytes; > WSCU_FIELD_MAX: not one we check */
@@ -194,6 +196,8 @@ static int on_value(http_parser *p, const char *at, size_t len)
                 if (!strcmp(u->field, checked[i].name))
                     u->which = checked[i].which;
         }
+        if (u->mark[0] && !strcmp(u->field, u->mark))
+            u->marked = 1;
         u->field_len = 0;
     }
     if (u->which == H_OTHER)
@@ -232,14 +236,16 @@ static const http_parser_settings settings = {
     .on_headers_complete = on_headers_complete,
 };
 
-struct wscu *wscu_new(const char *key, const char *subprotocol)
+struct wscu *wscu_new(const char *key, const char *subprotocol, const char *mark)
 {
-    if (strlen(subprotocol) > WSCU_SUBPROTO_MAX || strlen(key) != WSCU_KEY_LEN)
+    if (strlen(subprotocol) > WSCU_SUBPROTO_MAX || strlen(key) != WSCU_KEY_LEN ||
+        (mark && strlen(mark) > WSCU_FIELD_MAX))
         return NULL;
     struct wscu *u = calloc(1, sizeof *u);
     if (!u)
         return NULL;
     (void)snprintf(u->subprotocol, sizeof u->subprotocol, "%s", subprotocol);
+    (void)snprintf(u->mark, sizeof u->mark, "%s", mark ? mark : "");
     if (wscu_accept_of(key, u->accept) != AL_OK) {
         free(u);
         return NULL;
@@ -262,6 +268,11 @@ unsigned wscu_status(const struct wscu *u)
 const char *wscu_why(const struct wscu *u)
 {
     return u->why;
+}
+
+int wscu_marked(const struct wscu *u)
+{
+    return u->marked;
 }
 
 enum wscu_state wscu_feed(struct wscu *u, const uint8_t *in, size_t len, size_t *used)

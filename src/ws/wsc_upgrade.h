@@ -39,6 +39,8 @@ struct wscu_request {
     const char *path;        /* "/..." with its query */
     const char *subprotocol; /* Sec-WebSocket-Protocol asked for */
     const char *extra;       /* more header lines, each "Name: value\r\n", or NULL */
+    const char *mark;        /* a header (lower case) whose presence in the answer
+                              * is reported (wscu_marked), or NULL */
 };
 
 enum wscu_state {
@@ -57,7 +59,7 @@ int wscu_request(const struct wscu_request *r, char *buf, size_t cap, size_t *le
                  char key[WSCU_KEY_LEN + 1]);
 /* Ready to read the answer to a request sent with key and subprotocol;
  * NULL when out of memory or a key or subprotocol that does not fit. */
-struct wscu *wscu_new(const char *key, const char *subprotocol);
+struct wscu *wscu_new(const char *key, const char *subprotocol, const char *mark);
 void wscu_free(struct wscu *u);
 /* The answer's next bytes. *used: how many were the answer's (with
  * WSCU_UPGRADED the rest are WebSocket frames). Once UPGRADED or FAILED,
@@ -67,6 +69,8 @@ enum wscu_state wscu_feed(struct wscu *u, const uint8_t *in, size_t len, size_t 
  * WSCU_FAILED, why (a static-lifetime string inside u). */
 unsigned wscu_status(const struct wscu *u);
 const char *wscu_why(const struct wscu *u);
+/* Whether the answer so far carried the header named mark at wscu_new. */
+int wscu_marked(const struct wscu *u);
 /* The Accept a key calls for, into out (WSCU_ACCEPT_LEN + 1 bytes). 0 or
  * AL_E_CRYPTO. */
 int wscu_accept_of(const char *key, char out[WSCU_ACCEPT_LEN + 1]);

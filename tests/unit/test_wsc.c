@@ -35,6 +35,7 @@ struct seen {
     int upgraded, failed;
     unsigned status;
     char why[256];
+    int marked;
     int nmsg;
     size_t msg_len[MAX_MSGS];
     uint8_t *msg[MAX_MSGS];
@@ -49,10 +50,11 @@ static void ev_upgraded(void *ud)
     ((struct seen *)ud)->upgraded++;
 }
 
-static void ev_failed(void *ud, unsigned status, const char *why)
+static void ev_failed(void *ud, unsigned status, const char *why, int marked)
 {
     struct seen *s = ud;
     s->failed++;
+    s->marked = marked;
     s->status = status;
     (void)snprintf(s->why, sizeof s->why, "%s", why);
 }
@@ -286,8 +288,8 @@ static int setup(void **state)
     f->sfd = accept(l, NULL, NULL);
     assert_true(f->sfd >= 0);
     close(l);
-    struct wscu_request r = {"127.0.0.1", ntohs(sa.sin_port), "/v1/runners/connect?identifier=x",
-                             AL_SUBPROTOCOL, "X-Test: yes\r\n"};
+    struct wscu_request r = {"127.0.0.1",    ntohs(sa.sin_port), "/v1/runners/connect?identifier=x",
+                             AL_SUBPROTOCOL, "X-Test: yes\r\n",  "x-airlock-runner"};
     f->c = wsc_new(&r, &events, &f->s);
     assert_non_null(f->c);
     *state = f;
@@ -346,11 +348,11 @@ static void test_request(void **state)
     /* a second link's key differs */
     char buf[WSC_REQUEST_MAX], key2[WSCU_KEY_LEN + 1];
     size_t len;
-    struct wscu_request r = {"h", 1, "/", "p", NULL};
+    struct wscu_request r = {"h", 1, "/", "p", NULL, NULL};
     assert_int_equal(wscu_request(&r, buf, sizeof buf, &len, key2), AL_OK);
     assert_string_not_equal(key2, f->key);
     /* a header injection through a field is refused */
-    struct wscu_request bad = {"h\r\nX-Evil: 1", 1, "/", "p", NULL};
+    struct wscu_request bad = {"h\r\nX-Evil: 1", 1, "/", "p", NULL, NULL};
     assert_int_equal(wscu_request(&bad, buf, sizeof buf, &len, key2), AL_E_INVAL);
     assert_int_equal(wscu_request(&r, buf, 20, &len, key2), AL_E_TOOBIG);
 }
@@ -571,6 +573,19 @@ static void test_fail_status(void **state)
     srv_read_request(f);
     write_all(f->sfd, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", 46);
     expect_failed(f, 403, "not 101");
+    assert_int_equal(f->s.marked, 0);
+}
+
+/* The mark header's presence is reported (airlockd tells a runner's
+ * refusal from a front's by it). */
+static void test_fail_status_marked(void **state)
+{
+    struct fx *f = *state;
+    srv_read_request(f);
+    const char *a = "HTTP/1.1 403 Forbidden\r\nX-Airlock-Runner: 1\r\nContent-Length: 0\r\n\r\n";
+    write_all(f->sfd, a, strlen(a));
+    expect_failed(f, 403, "not 101");
+    assert_int_equal(f->s.marked, 1);
 }
 
 static void test_fail_wrong_accept(void **state)
@@ -692,6 +707,7 @@ int main(void)
         T(test_close_from_server),
         T(test_masked_server_frame),
         T(test_fail_status),
+        T(test_fail_status_marked),
         T(test_fail_wrong_accept),
         T(test_fail_no_accept),
         T(test_fail_two_accepts),
