@@ -33,7 +33,7 @@
 
 #define WSC_CLOSE_WHY_MAX 123 /* a close reason fits one control frame */
 #define WSC_MASK_POOL 256     /* random bytes fetched at once for masking keys */
-#define WSC_REQUEST_MAX 16384 /* bytes of the upgrade request (a token may take 8 KB) */
+#define WSC_REQUEST_MAX 32768 /* bytes of the upgrade request (tokens of 8 KB, a path) */
 
 struct wsc;
 
