@@ -1,6 +1,8 @@
 /*
  * api_ws: airlockd's WebSocket connections, a client's or a runner's
- * (accepted or dialed): whole messages in to the relay, the relay's frames
+ * (accepted, or dialed over wss://: a ws:// dial is api_wsc.c's, which
+ * shares the struct conn, the wake and the free here): whole messages in
+ * to the relay, the relay's frames
  * out at each WRITEABLE (wsg_drain), the close when the relay's endpoint
  * asks for it, and the relay told when the connection is gone.
  *
