@@ -234,6 +234,8 @@ void api_runner_refused(struct conn *c, unsigned status, int runner, const char 
     char why[RL_LINK_ERROR_MAX];
     if (!status) {
         (void)snprintf(why, sizeof why, "%s", lws_why);
+    } else if (status == 101) { /* an upgrade answered, but not as it must be */
+        (void)snprintf(why, sizeof why, "%s (HTTP 101)", lws_why);
     } else if (runner) {
         (void)snprintf(why, sizeof why, "the runner refused the upgrade: HTTP %u%s", status,
                        status == 403 ? " (airlockd's runner:connect token was not accepted)" : "");
