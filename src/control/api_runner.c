@@ -224,8 +224,6 @@ void api_runner_dial_failed(struct lws *wsi, const void *in)
     const char *hn = AL_RUNNER_REPLY_HEADER ":";
     int runner = status && lws_hdr_custom_length(wsi, hn, (int)strlen(hn)) > 0;
     api_runner_refused(c, status, runner, in ? (const char *)in : "connection failed");
-    wsc_free(c->wsc);
-    c->wsc = NULL;
     api_ws_free(wsi, c);
 }
 

@@ -25,6 +25,7 @@
 #include "platform.h"
 #include "endpoint.h"
 #include "relay.h"
+#include "wsc.h"
 #include "wsg.h"
 
 /* The writable callbacks due, asked for once per loop turn. */
@@ -132,6 +133,7 @@ void api_ws_free(struct lws *wsi, struct conn *c)
     if (a)
         wake_unlink(a, c);
     wsg_release(&c->ws);
+    wsc_free(c->wsc); /* a ws:// dial's link (api_wsc.c), if any */
     api_conn_wipe(c);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);

@@ -194,7 +194,5 @@ void api_wsc_closed(struct api *a, struct lws *wsi, struct conn *c)
             (void)snprintf(why, sizeof why, "connection closed before the upgrade answer");
         relay_runner_dial_failed(c->sb, why);
     }
-    wsc_free(c->wsc);
-    c->wsc = NULL;
-    api_ws_closed(a, wsi, c);
+    api_ws_closed(a, wsi, c); /* frees the link too */
 }

@@ -483,6 +483,10 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
         wsl_gone(a->wsl, wsi);
+        if (c && c->wsc) { /* a dial's link whose socket never reported its close */
+            wsc_free(c->wsc);
+            c->wsc = NULL;
+        }
         break;
     case LWS_CALLBACK_RAW_CONNECTED:
         if (c)
