@@ -87,11 +87,27 @@ int wscu_accept_of(const char *key, char out[WSCU_ACCEPT_LEN + 1])
     return AL_OK;
 }
 
+/* Header lines: each ends with CRLF, no CR or LF elsewhere, no empty
+ * line (which would end the request early: a header injected). */
+static int lines_ok(const char *s)
+{
+    if (!s || !*s)
+        return 1;
+    for (size_t i = 0; s[i]; i++) {
+        if (s[i] == '\r' && (s[i + 1] != '\n' || i == 0 || s[i - 1] == '\n'))
+            return 0;
+        if (s[i] == '\n' && (i == 0 || s[i - 1] != '\r'))
+            return 0;
+    }
+    size_t n = strlen(s);
+    return n >= 2 && s[n - 2] == '\r' && s[n - 1] == '\n';
+}
+
 int wscu_request(const struct wscu_request *r, char *buf, size_t cap, size_t *len,
                  char key[WSCU_KEY_LEN + 1])
 {
     if (has_crlf(r->host) || has_crlf(r->path) || has_crlf(r->subprotocol) || !r->path ||
-        r->path[0] != '/')
+        r->path[0] != '/' || !lines_ok(r->extra))
         return AL_E_INVAL;
     uint8_t raw[WSCU_KEY_RAW];
     if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)

@@ -354,6 +354,15 @@ static void test_request(void **state)
     /* a header injection through a field is refused */
     struct wscu_request bad = {"h\r\nX-Evil: 1", 1, "/", "p", NULL, NULL};
     assert_int_equal(wscu_request(&bad, buf, sizeof buf, &len, key2), AL_E_INVAL);
+    /* extra lines: a bare CR or LF, an empty line, a missing CRLF: refused */
+    const char *bad_extra[] = {"A: 1\rB: 2\r\n", "A: 1\nB: 2\r\n", "A: 1\r\n\r\nGET / HTTP/1.1\r\n",
+                               "A: 1", "\r\n"};
+    for (size_t i = 0; i < sizeof bad_extra / sizeof bad_extra[0]; i++) {
+        struct wscu_request e = {"h", 1, "/", "p", bad_extra[i], NULL};
+        assert_int_equal(wscu_request(&e, buf, sizeof buf, &len, key2), AL_E_INVAL);
+    }
+    struct wscu_request good = {"h", 1, "/", "p", "A: 1\r\nB: 2\r\n", NULL};
+    assert_int_equal(wscu_request(&good, buf, sizeof buf, &len, key2), AL_OK);
     assert_int_equal(wscu_request(&r, buf, 20, &len, key2), AL_E_TOOBIG);
 }
 
