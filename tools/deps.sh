@@ -13,7 +13,7 @@ DEB_PKGS=(
   # libraries (what CMakeLists.txt finds with pkg-config, and http-parser)
   libssl-dev libjansson-dev libcmocka-dev
   libwebsockets-dev libwebsockets-evlib-uv libuv1-dev libvterm-dev libseccomp-dev libsqlite3-dev libpq-dev
-  libhttp-parser-dev libcurl4-openssl-dev
+  libhttp-parser-dev libcurl4-openssl-dev libwslay-dev
   # run: local sandboxes (bubblewrap), make run (curl)
   bubblewrap curl
   # man pages (scdoc renders man/*.scd; man-db's man -l reads them in the tests),

@@ -14,6 +14,7 @@
  *   api_ws.c        WebSocket connections: messages in, frames out, close
  *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
+ *   api_wsc.c       a ws:// dial's link: wslay framing on an lws RAW socket
  *   api_proxy.c     the credential proxy: started, stopped, its route
  *   api_replica.c   this replica: registered, its heartbeat, GET /v1/replicas
  *
@@ -144,6 +145,20 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         api_runner_up(a, c, wsi);
         return 0;
     }
+    case LWS_CALLBACK_RAW_CONNECTED: { /* a ws:// dial (api_wsc.c) */
+        struct conn *c = api_ws_conn(wsi);
+        if (!c || !c->wsc)
+            return -1;
+        api_wsc_connected(a, wsi, c);
+        return 0;
+    }
+    case LWS_CALLBACK_RAW_RX:
+        return api_wsc_receive(api_ws_conn(wsi), in, len);
+    case LWS_CALLBACK_RAW_WRITEABLE:
+        return api_wsc_writeable(a, wsi, api_ws_conn(wsi));
+    case LWS_CALLBACK_RAW_CLOSE:
+        api_wsc_closed(a, wsi, api_ws_conn(wsi));
+        return 0;
     case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
         return api_runner_handshake(wsi, in, len);
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:

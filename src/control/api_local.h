@@ -44,6 +44,8 @@ enum method { M_GET, M_POST, M_DELETE, M_OTHER, M_ANY, M_UPGRADE };
 enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct rl_sbx;
+struct wsc;
+struct wsc_events;
 struct rl_dial;
 struct rl_client;
 struct sesswatch;
@@ -103,6 +105,12 @@ struct conn {
     int watched; /* 0, or API_WATCH_SESSION (in api->watch), API_WATCH_KEY (api->keywatch) */
     struct lws *wake_wsi; /* in api->wake_list: its writable callback is due */
     struct conn *wake_prev, *wake_next;
+    /* a ws:// dial (api_wsc.c): the link wsc.c frames on an lws RAW socket */
+    struct wsc *wsc;
+    struct api *api;
+    struct lws *dial_wsi;
+    uint64_t dialed_ms; /* when the socket connected (uv_now) */
+    int dial_done;      /* the dial's outcome went to the relay */
 };
 
 struct http_req {
@@ -240,6 +248,21 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *
 void api_conn_wipe(struct conn *c);
 int api_runner_handshake(struct lws *wsi, void *in, size_t len);
 void api_runner_dial_failed(struct lws *wsi, const void *in);
+/* A dial refused (status 0: no HTTP status came; marked: the answer
+ * carried AL_RUNNER_REPLY_HEADER, so the refusal is the runner's): the
+ * relay told why, in words for the operator. */
+void api_runner_refused(struct conn *c, unsigned status, int marked, const char *lws_why);
+
+/* api_wsc.c: a ws:// dial's link (wsc.c) on an lws RAW socket; its
+ * events, for the wsc_new of api_runner_dial */
+const struct wsc_events *api_wsc_events(void);
+void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);
+int api_wsc_receive(struct conn *c, const void *in, size_t len);
+int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c);
+/* Close the link with code and why (a newer link replaced it). */
+void api_wsc_close(struct conn *c, int code, const char *why);
+/* RAW_CLOSE: a dial that never came up is reported failed; the conn freed. */
+void api_wsc_closed(struct api *a, struct lws *wsi, struct conn *c);
 
 /* The routes' handlers (api_route.c's table), by resource: answer the
  * request and return lws's 0 or -1. An upgrade's (api_terminal_attach,

@@ -27,6 +27,7 @@
 #include "endpoint.h"
 #include "platform.h"
 #include "relay.h"
+#include "wsc.h"
 #include "wsctx.h"
 #include "wsg.h"
 
@@ -39,7 +40,10 @@ void api_runner_up(struct api *a, struct conn *c, struct lws *wsi)
     struct conn *oc = old ? api_ws_conn(old) : NULL;
     if (oc) {
         api_log(a, 1, "a newer runner link replaces the current one");
-        wsg_close_later(&oc->ws, old, AL_CLOSE_REPLACED, "replaced by a newer connection");
+        if (oc->wsc)
+            api_wsc_close(oc, AL_CLOSE_REPLACED, "replaced by a newer connection");
+        else
+            wsg_close_later(&oc->ws, old, AL_CLOSE_REPLACED, "replaced by a newer connection");
     }
 }
 
@@ -90,6 +94,26 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     return 0;
 }
 
+/* A ws:// dial's link: its upgrade request with our token as Bearer in
+ * Authorization; behind a platform's front, the front's token there and
+ * ours in AL_PLATFORM_TOKEN_HEADER (as api_runner_handshake). */
+static int dial_link(struct conn *c, const char *addr, int port, const char *path)
+{
+    static char extra[2 * PLATFORM_TOKEN_MAX + AL_MAX_TOKEN + 256];
+    int n = c->platform_token
+                ? snprintf(extra, sizeof extra,
+                           "Origin: http://%s\r\nAuthorization: Bearer %s\r\n%s: Bearer %s\r\n",
+                           addr, c->platform_token, AL_PLATFORM_TOKEN_HEADER, c->token)
+                : snprintf(extra, sizeof extra, "Origin: http://%s\r\nAuthorization: Bearer %s\r\n",
+                           addr, c->token);
+    if (n > 0 && (size_t)n < sizeof extra) {
+        struct wscu_request r = {addr, port, path, AL_SUBPROTOCOL, extra, AL_RUNNER_REPLY_HEADER};
+        c->wsc = wsc_new(&r, api_wsc_events(), c);
+    }
+    OPENSSL_cleanse(extra, sizeof extra);
+    return c->wsc ? AL_OK : AL_E_NOMEM;
+}
+
 /* The relay's dial function: connect to a static or aca sandbox's runner
  * at d->url, presenting our token (and an aca sandbox's platform token);
  * the link comes up at CLIENT_ESTABLISHED. */
@@ -126,12 +150,26 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *
     c->kind = CONN_DIAL;
     c->sb = sb;
     (void)snprintf(c->token, sizeof c->token, "%s", d->token);
+    int tls = !strcmp(prot, "wss");
     struct lws_client_connect_info ci;
-    wsctx_dial_info(&ci, a->ctx, addr, port, path, !strcmp(prot, "wss") ? LCCSCF_USE_SSL : 0);
-    ci.origin = addr;
-    ci.protocol = AL_SUBPROTOCOL;
+    wsctx_dial_info(&ci, a->ctx, addr, port, path, tls ? LCCSCF_USE_SSL : 0);
+    if (tls) { /* lws's WebSocket client: lws 4.1.6 starts no RAW client with TLS */
+        ci.origin = addr;
+        ci.protocol = AL_SUBPROTOCOL;
+    } else { /* a socket only: wsc.c speaks WebSocket on it (api_wsc.c) */
+        int rc = dial_link(c, addr, port, path);
+        api_conn_wipe(c); /* the tokens are in the request now */
+        if (rc != AL_OK) {
+            free(c);
+            al_errf(why, cap, "cannot make the upgrade request");
+            return rc;
+        }
+        ci.method = "RAW";
+        ci.local_protocol_name = AL_SUBPROTOCOL;
+    }
     ci.opaque_user_data = c;
     if (!lws_client_connect_via_info(&ci)) {
+        wsc_free(c->wsc);
         api_conn_wipe(c);
         free(c);
         al_errf(why, cap, "cannot start the connection");
@@ -194,10 +232,17 @@ void api_runner_dial_failed(struct lws *wsi, const void *in)
     unsigned status = lws_http_client_http_response(wsi);
     const char *hn = AL_RUNNER_REPLY_HEADER ":";
     int runner = status && lws_hdr_custom_length(wsi, hn, (int)strlen(hn)) > 0;
+    api_runner_refused(c, status, runner, in ? (const char *)in : "connection failed");
+    api_ws_free(wsi, c);
+}
+
+void api_runner_refused(struct conn *c, unsigned status, int runner, const char *lws_why)
+{
     char why[RL_LINK_ERROR_MAX];
-    const char *lws_why = in ? (const char *)in : "connection failed";
     if (!status) {
         (void)snprintf(why, sizeof why, "%s", lws_why);
+    } else if (status == 101) { /* an upgrade answered, but not as it must be */
+        (void)snprintf(why, sizeof why, "%s (HTTP 101)", lws_why);
     } else if (runner) {
         (void)snprintf(why, sizeof why, "the runner refused the upgrade: HTTP %u%s", status,
                        status == 403 ? " (airlockd's runner:connect token was not accepted)" : "");
@@ -216,5 +261,4 @@ void api_runner_dial_failed(struct lws *wsi, const void *in)
                        status);
     }
     relay_runner_dial_failed(c->sb, why);
-    api_ws_free(wsi, c);
 }

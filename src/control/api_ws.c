@@ -1,6 +1,8 @@
 /*
  * api_ws: airlockd's WebSocket connections, a client's or a runner's
- * (accepted or dialed): whole messages in to the relay, the relay's frames
+ * (accepted, or dialed over wss://: a ws:// dial is api_wsc.c's, which
+ * shares the struct conn, the wake and the free here): whole messages in
+ * to the relay, the relay's frames
  * out at each WRITEABLE (wsg_drain), the close when the relay's endpoint
  * asks for it, and the relay told when the connection is gone.
  *
@@ -23,6 +25,7 @@
 #include "platform.h"
 #include "endpoint.h"
 #include "relay.h"
+#include "wsc.h"
 #include "wsg.h"
 
 /* The writable callbacks due, asked for once per loop turn. */
@@ -130,6 +133,7 @@ void api_ws_free(struct lws *wsi, struct conn *c)
     if (a)
         wake_unlink(a, c);
     wsg_release(&c->ws);
+    wsc_free(c->wsc); /* a ws:// dial's link (api_wsc.c), if any */
     api_conn_wipe(c);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);

@@ -22,11 +22,20 @@
 #include "runner_dial.h"
 #include "runner_listen.h"
 #include "rprobe.h"
+#include "wsc.h"
 #include "wsg.h"
 #include "wslisten.h"
 
+/* Bytes of one write to a dialed link: a whole frame with its header. */
+#define RUNNER_CONN_OUT_MAX (AL_MAX_FRAME + 64)
+
 struct runner_conn {
-    struct wsg ws;        /* the message being reassembled, the close */
+    struct wsg ws;   /* the message being reassembled, the close */
+    struct wsc *wsc; /* a ws:// dial's link (wslay), on an lws RAW socket */
+    struct runner_app *app;
+    struct lws *wsi;
+    uint64_t dialed_ms;   /* when the RAW socket connected (uv_now) */
+    int dial_done;        /* the dial's outcome was reported (success or failure) */
     int replaced;         /* a newer connection took over */
     int max_aged;         /* --connect: time to reconnect */
     struct rprobe *probe; /* a probe session's (§13): never the current link */
@@ -131,6 +140,190 @@ static int link_writeable(struct runner_app *a, struct lws *wsi, struct runner_c
         return 0;
     }
     return 0;
+}
+
+/* ---- a ws:// dial's link: wslay framing on an lws RAW socket (wsc.h) ---- */
+
+static void raw_upgraded(void *ud)
+{
+    struct runner_conn *c = ud;
+    struct runner_app *a = c->app;
+    lws_set_timeout(c->wsi, NO_PENDING_TIMEOUT, 0);
+    c->dial_done = 1;
+    runner_dial_connected(a);
+    link_established(a, c->wsi, a->token_exp);
+}
+
+static void raw_failed(void *ud, unsigned status, const char *why, int marked)
+{
+    (void)marked;
+    struct runner_conn *c = ud;
+    c->dial_done = 1;
+    runner_dial_refused(c->app, status, why);
+}
+
+static void raw_message(void *ud, const uint8_t *msg, size_t len)
+{
+    struct runner_conn *c = ud;
+    struct runner_app *a = c->app;
+    if (a->current != c->wsi || c->replaced)
+        return; /* an old connection: ignore */
+    int rc = runner_input(a->runner, msg, len);
+    if (rc != AL_OK)
+        runner_log(a->runner, 1, "peer broke the protocol: %s", al_strerror(rc));
+}
+
+static void raw_refused(void *ud, uint16_t error, const char *why)
+{
+    struct runner_conn *c = ud;
+    struct runner_app *a = c->app;
+    if (a->current != c->wsi || c->replaced)
+        return;
+    runner_log(a->runner, 1, "peer's message refused: %s: closing", why);
+    if (runner_refuse(a->runner, error, why) != AL_OK)
+        (void)wsc_close(c->wsc, ep_close_code_of(error), why);
+    lws_callback_on_writable(c->wsi);
+}
+
+static void raw_closed(void *ud, int code, const char *reason)
+{
+    struct runner_conn *c = ud;
+    runner_log(c->app->runner, 1, "peer closed the connection (%d): %s", code, reason);
+}
+
+static const struct wsc_events raw_events = {
+    raw_upgraded, raw_failed, raw_message, raw_refused, raw_closed,
+};
+
+static void raw_connected(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    memset(c, 0, sizeof *c);
+    c->app = a;
+    c->wsi = wsi;
+    c->dialed_ms = uv_now(a->loop);
+    c->wsc = runner_dial_link(a, &raw_events, c);
+    if (!c->wsc) {
+        c->dial_done = 1;
+        runner_dial_refused(a, 0, "cannot make the upgrade request");
+        lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+        return;
+    }
+    /* the whole upgrade, answer included, within the handshake's time */
+    lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, RUNNER_APP_HANDSHAKE_S);
+    lws_callback_on_writable(wsi);
+}
+
+/* Write what the link has encoded until it has nothing or the socket is
+ * choked. 1: all out; 0: choked (a WRITEABLE is asked for); -1: failed. */
+static int raw_flush(struct runner_conn *c)
+{
+    static uint8_t buf[LWS_PRE + RUNNER_CONN_OUT_MAX];
+    while (wsc_pending(c->wsc)) {
+        size_t n = wsc_output(c->wsc, buf + LWS_PRE, RUNNER_CONN_OUT_MAX);
+        if (!n)
+            break;
+        if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+        if (lws_send_pipe_choked(c->wsi)) {
+            lws_callback_on_writable(c->wsi);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    if (!c->wsc || wsc_close_sent(c->wsc))
+        return -1; /* the close went out (or there is no link): drop */
+    int rc = raw_flush(c);
+    if (rc <= 0 || !wsc_is_open(c->wsc))
+        return rc < 0 ? -1 : 0;
+    if (wsc_close_sent(c->wsc)) { /* the answer to the peer's close went out */
+        lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
+        lws_callback_on_writable(wsi);
+        return 0;
+    }
+    if (c->replaced)
+        (void)wsc_close(c->wsc, AL_CLOSE_REPLACED, "replaced by a newer connection");
+    if (c->max_aged)
+        (void)wsc_close(c->wsc, AL_CLOSE_NORMAL, "max age");
+    int wrote = 0;
+    if (a->current == wsi && !c->replaced && !c->max_aged) {
+        static uint8_t msg[AL_MAX_FRAME];
+        for (int i = 0; i < WSG_WRITES_PER_CALLBACK; i++) {
+            long n = runner_output(a->runner, msg, sizeof msg);
+            if (n < 0) {
+                runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)n));
+                return -1;
+            }
+            if (n == 0)
+                break;
+            if (wsc_send(c->wsc, msg, (size_t)n) != AL_OK)
+                return -1;
+            wrote = 1;
+            rc = raw_flush(c);
+            if (rc <= 0)
+                return rc;
+            if (i == WSG_WRITES_PER_CALLBACK - 1) {
+                lws_callback_on_writable(wsi);
+                return 0;
+            }
+        }
+        int code;
+        const char *reason;
+        if (runner_closing(a->runner, &code, &reason)) {
+            if (wrote) { /* the close frame goes in a callback of its own */
+                lws_callback_on_writable(wsi);
+                return 0;
+            }
+            runner_log(a->runner, 1, "closing the connection (%d): %s", code, reason);
+            (void)wsc_close(c->wsc, code, reason);
+        }
+    }
+    rc = raw_flush(c);
+    if (rc < 0)
+        return -1;
+    if (wsc_close_sent(c->wsc)) {
+        lws_set_timeout(wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
+        lws_callback_on_writable(wsi);
+    }
+    return 0;
+}
+
+static int raw_receive(struct runner_conn *c, const void *in, size_t len)
+{
+    if (!c->wsc)
+        return -1;
+    int rc = wsc_receive(c->wsc, in, len);
+    if (rc == AL_E_NOMEM || rc == AL_E_PROTO)
+        return -1;
+    if (wsc_pending(c->wsc)) /* a pong or a close answer to write */
+        lws_callback_on_writable(c->wsi);
+    return 0;
+}
+
+static void raw_closed_socket(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
+{
+    if (!c->wsc)
+        return;
+    if (wsc_is_open(c->wsc)) {
+        int aged = c->max_aged;
+        int was_current = a->current == wsi;
+        link_closed(a, wsi, c);
+        runner_dial_closed(a, was_current, aged);
+    } else if (!c->dial_done) {
+        c->dial_done = 1;
+        char why[96];
+        if (uv_now(a->loop) - c->dialed_ms >= (uint64_t)RUNNER_APP_HANDSHAKE_S * 1000u)
+            (void)snprintf(why, sizeof why, "no upgrade answer within %d s",
+                           RUNNER_APP_HANDSHAKE_S);
+        else
+            (void)snprintf(why, sizeof why, "connection closed before the upgrade answer");
+        runner_dial_refused(a, 0, why);
+    }
+    wsc_free(c->wsc);
+    c->wsc = NULL;
 }
 
 /* ---- probe sessions (docs/protocol.md §13, rprobe.c) ---- */
@@ -290,7 +483,23 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         return 0;
     case LWS_CALLBACK_WSI_DESTROY:
         wsl_gone(a->wsl, wsi);
+        if (c && c->wsc) { /* a dial's link whose socket never reported its close */
+            wsc_free(c->wsc);
+            c->wsc = NULL;
+        }
         break;
+    case LWS_CALLBACK_RAW_CONNECTED:
+        if (c)
+            raw_connected(a, wsi, c);
+        return c ? 0 : -1;
+    case LWS_CALLBACK_RAW_RX:
+        return c ? raw_receive(c, in, len) : -1;
+    case LWS_CALLBACK_RAW_WRITEABLE:
+        return c ? raw_writeable(a, wsi, c) : -1;
+    case LWS_CALLBACK_RAW_CLOSE:
+        if (c)
+            raw_closed_socket(a, wsi, c);
+        return 0;
     case LWS_CALLBACK_CLIENT_CLOSED: {
         int aged = c && c->max_aged;
         int was_current = a->current == wsi;

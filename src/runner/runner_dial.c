@@ -109,8 +109,15 @@ void runner_dial_start(struct runner_app *a)
         tls |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
     struct lws_client_connect_info ci;
     wsctx_dial_info(&ci, a->ctx, a->d_addr, a->d_port, a->d_path_full, tls);
-    ci.origin = a->d_addr;
-    ci.protocol = AL_SUBPROTOCOL;
+    if (a->d_tls) { /* lws's WebSocket client: lws 4.1.6 refuses to start a
+                     * RAW client with LCCSCF_USE_SSL (connect_via_info
+                     * returns NULL; tried), so wss:// keeps lws's framing */
+        ci.origin = a->d_addr;
+        ci.protocol = AL_SUBPROTOCOL;
+    } else { /* a socket only: wsc.c speaks WebSocket on it (runner_conn.c) */
+        ci.method = "RAW";
+        ci.local_protocol_name = AL_SUBPROTOCOL;
+    }
     runner_log(a->runner, 1, "dialing %s (attempt %u)", a->url, a->redial_delay.attempt + 1);
     if (!lws_client_connect_via_info(&ci)) {
         runner_log(a->runner, 0, "cannot start a connection to %s", a->url);
@@ -137,6 +144,32 @@ void runner_dial_failed(struct runner_app *a, struct lws *wsi, const void *in)
     runner_log(a->runner, 0, "connection to %s failed: %s%s%u", a->url,
                in ? (const char *)in : "unknown error", status ? " (HTTP status " : "", status);
     schedule_redial(a, 0);
+}
+
+void runner_dial_refused(struct runner_app *a, unsigned status, const char *why)
+{
+    if (status)
+        runner_log(a->runner, 0, "connection to %s failed: %s (HTTP status %u)", a->url, why,
+                   status);
+    else
+        runner_log(a->runner, 0, "connection to %s failed: %s", a->url, why);
+    schedule_redial(a, 0);
+}
+
+struct wsc *runner_dial_link(struct runner_app *a, const struct wsc_events *ev, void *ud)
+{
+    /* our key, and the token as Authorization or the configured header */
+    char extra[RUNNER_APP_TOKEN_MAX + RUNNER_APP_TOKEN_HEADER_MAX + AL_RUNNER_KEY_LEN + 128];
+    int n = snprintf(extra, sizeof extra, "%s: %s\r\nOrigin: http://%s\r\n%s Bearer %s\r\n",
+                     AL_RUNNER_KEY_HEADER, a->link_key, a->d_addr,
+                     a->header_is_auth ? "Authorization:" : a->token_header_lc, a->token);
+    struct wsc *c = NULL;
+    if (n > 0 && (size_t)n < sizeof extra) {
+        struct wscu_request r = {a->d_addr, a->d_port, a->d_path_full, AL_SUBPROTOCOL, extra, NULL};
+        c = wsc_new(&r, ev, ud);
+    }
+    OPENSSL_cleanse(extra, sizeof extra);
+    return c;
 }
 
 void runner_dial_closed(struct runner_app *a, int was_current, int aged)

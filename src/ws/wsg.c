@@ -16,8 +16,6 @@
 
 /* lws 4.1's private value for a close frame (the public enum skips 4). */
 #define WSG_LWS_WRITE_CLOSE 4
-/* Seconds lws waits for the close to be written before dropping. */
-#define WSG_CLOSE_SEND_S 2
 
 /* Refuse the connection's input from here on; the caller says why in band. */
 static enum wsg_rx refuse(struct wsg *g, uint16_t error, const char *why)

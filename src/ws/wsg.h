@@ -38,6 +38,7 @@
 
 #define WSG_CLOSE_WHY_MAX 123      /* a close reason fits one control frame */
 #define WSG_WRITES_PER_CALLBACK 64 /* messages one WRITEABLE writes at most */
+#define WSG_CLOSE_SEND_S 2         /* seconds to write a close frame before dropping */
 
 struct wsg {
     uint8_t *msg;

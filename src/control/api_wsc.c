@@ -1,0 +1,198 @@
+/*
+ * api_wsc: airlockd's ws:// dial of a runner (a static or aca sandbox's)
+ * as a wsc.c link on an lws RAW socket: the upgrade written and checked
+ * by wsc (its deadline API_WSC_UPGRADE_S, lws's timeout), then whole
+ * messages to the relay, the relay's frames out until the socket is
+ * choked, the close. libwebsockets 4.1.6's WebSocket client reads a
+ * received frame one byte per call (docs/performance.md); a wss:// dial
+ * keeps it (4.1.6 starts no RAW client with TLS), and api_ws.c carries
+ * that one.
+ *
+ * Data model: the struct conn of the dial (api_local.h, made by
+ * api_runner_dial) owns the link (c->wsc) from RAW_CONNECTED until the
+ * socket closes; c->dial_done says the dial's outcome went to the relay
+ * (the link up, or relay_runner_dial_failed), so that a close reports a
+ * failure only once.
+ */
+#include <libwebsockets.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "al_close.h"
+#include "al_err.h"
+#include "al_limits.h"
+#include "api_local.h"
+#include "endpoint.h"
+#include "relay.h"
+#include "wsc.h"
+#include "wsg.h"
+
+#define API_WSC_UPGRADE_S 10                /* the upgrade, answer included */
+#define API_WSC_OUT_MAX (AL_MAX_FRAME + 64) /* one write: a whole frame and its header */
+
+static void ev_upgraded(void *ud)
+{
+    struct conn *c = ud;
+    lws_set_timeout(c->dial_wsi, NO_PENDING_TIMEOUT, 0);
+    c->dial_done = 1;
+    wsg_nodelay(c->dial_wsi);
+    api_log(c->api, 1, "dialed a runner");
+    api_runner_up(c->api, c, c->dial_wsi);
+}
+
+static void ev_failed(void *ud, unsigned status, const char *why, int marked)
+{
+    struct conn *c = ud;
+    c->dial_done = 1;
+    api_runner_refused(c, status, marked, why);
+}
+
+static void ev_message(void *ud, const uint8_t *msg, size_t len)
+{
+    struct conn *c = ud;
+    if (!c->sb)
+        return;
+    int rc = relay_runner_input(c->sb, c->dial_wsi, msg, len);
+    if (rc != AL_OK)
+        api_log(c->api, 1, "peer broke the protocol: %s", al_strerror(rc));
+    api_ws_wake(c->dial_wsi);
+}
+
+static void ev_refused(void *ud, uint16_t error, const char *why)
+{
+    struct conn *c = ud;
+    api_log(c->api, 1, "peer's message refused: %s", why);
+    int rc = c->sb ? relay_runner_refuse(c->sb, c->dial_wsi, error, why) : AL_E_STATE;
+    if (rc != AL_OK) /* no endpoint to say it: close at once */
+        (void)wsc_close(c->wsc, ep_close_code_of(error), why);
+    lws_callback_on_writable(c->dial_wsi);
+}
+
+static void ev_closed(void *ud, int code, const char *reason)
+{
+    struct conn *c = ud;
+    api_log(c->api, 1, "runner link closed by the runner (%d): %s", code, reason);
+}
+
+static const struct wsc_events events = {ev_upgraded, ev_failed, ev_message, ev_refused, ev_closed};
+
+const struct wsc_events *api_wsc_events(void)
+{
+    return &events;
+}
+
+void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c)
+{
+    c->api = a;
+    c->dial_wsi = wsi;
+    c->dialed_ms = uv_now(a->loop);
+    lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, API_WSC_UPGRADE_S);
+    lws_callback_on_writable(wsi);
+}
+
+int api_wsc_receive(struct conn *c, const void *in, size_t len)
+{
+    if (!c || !c->wsc)
+        return -1;
+    int rc = wsc_receive(c->wsc, in, len);
+    if (rc == AL_E_NOMEM || rc == AL_E_PROTO)
+        return -1;
+    if (wsc_pending(c->wsc)) /* a pong or a close answer to write */
+        lws_callback_on_writable(c->dial_wsi);
+    return 0;
+}
+
+/* Write what the link has encoded until it has nothing or the socket is
+ * choked. 1: all out; 0: choked (a WRITEABLE is asked for); -1: failed. */
+static int flush(struct conn *c)
+{
+    static uint8_t buf[LWS_PRE + API_WSC_OUT_MAX];
+    while (wsc_pending(c->wsc)) {
+        size_t n = wsc_output(c->wsc, buf + LWS_PRE, API_WSC_OUT_MAX);
+        if (!n)
+            break;
+        if (lws_write(c->dial_wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < (int)n)
+            return -1;
+        if (lws_send_pipe_choked(c->dial_wsi)) {
+            lws_callback_on_writable(c->dial_wsi);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* After our close frame went out: drop the socket at the next WRITEABLE. */
+static int closing(struct conn *c)
+{
+    lws_set_timeout(c->dial_wsi, PENDING_TIMEOUT_CLOSE_SEND, WSG_CLOSE_SEND_S);
+    lws_callback_on_writable(c->dial_wsi);
+    return 0;
+}
+
+int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c)
+{
+    if (!c || !c->wsc || wsc_close_sent(c->wsc))
+        return -1;
+    int rc = flush(c);
+    if (rc <= 0 || !wsc_is_open(c->wsc))
+        return rc < 0 ? -1 : 0;
+    if (wsc_close_sent(c->wsc))
+        return closing(c);
+    static uint8_t msg[AL_MAX_FRAME];
+    int wrote = 0;
+    for (int i = 0; c->sb && i < WSG_WRITES_PER_CALLBACK; i++) {
+        long n = relay_runner_output(c->sb, wsi, msg, sizeof msg);
+        if (n < 0) {
+            api_log(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (wsc_send(c->wsc, msg, (size_t)n) != AL_OK)
+            return -1;
+        wrote = 1;
+        rc = flush(c);
+        if (rc <= 0)
+            return rc;
+        if (i == WSG_WRITES_PER_CALLBACK - 1) {
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+    }
+    int code = 0;
+    const char *reason = NULL;
+    if (!c->sb || relay_runner_closing(c->sb, wsi, &code, &reason)) {
+        if (wrote) { /* the close frame goes in a callback of its own */
+            lws_callback_on_writable(wsi);
+            return 0;
+        }
+        (void)wsc_close(c->wsc, code ? code : AL_CLOSE_NORMAL, reason ? reason : "closing");
+    }
+    if (flush(c) < 0)
+        return -1;
+    return wsc_close_sent(c->wsc) ? closing(c) : 0;
+}
+
+void api_wsc_close(struct conn *c, int code, const char *why)
+{
+    if (c->wsc && wsc_close(c->wsc, code, why) == AL_OK)
+        lws_callback_on_writable(c->dial_wsi);
+}
+
+void api_wsc_closed(struct api *a, struct lws *wsi, struct conn *c)
+{
+    if (!c)
+        return;
+    if (!c->dial_done) {
+        c->dial_done = 1;
+        char why[96];
+        if (uv_now(a->loop) - c->dialed_ms >= (uint64_t)API_WSC_UPGRADE_S * 1000u)
+            (void)snprintf(why, sizeof why, "no upgrade answer within %d s", API_WSC_UPGRADE_S);
+        else
+            (void)snprintf(why, sizeof why, "connection closed before the upgrade answer");
+        relay_runner_dial_failed(c->sb, why);
+    }
+    api_ws_closed(a, wsi, c); /* frees the link too */
+}
