@@ -63,12 +63,35 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 }
 
 /* The cells of each glyph written (libvterm's screen reported them as
- * damage): the last one of a text write is its last glyph. */
-static void cb_glyph(VTermRect rect, void *user)
+ * damage) and what its cell holds: the last one of a text write is its
+ * last glyph. */
+static void cb_glyph(VTermRect rect, const uint32_t *chars, int n, void *user)
 {
     struct vt *vt = user;
     vt->dmg_seen = 1;
     vt->dmg_last = rect;
+    if (n < 0)
+        n = 0;
+    if (n > VT_MAX_CHARS)
+        n = VT_MAX_CHARS;
+    vt->dmg_n = (uint8_t)n;
+    memcpy(vt->dmg_chars, chars, (size_t)n * sizeof *chars);
+}
+
+/* What may have changed DECLRMM, DECSCA or DECAWM: ask again when needed. */
+static void modes_unknown(struct vt *vt)
+{
+    vt->fast = VT_FAST_UNKNOWN;
+    vt->awm = -1;
+}
+
+/* DECAWM, asked of libvterm only when not known since the last unit that
+ * could change it. */
+static int autowrap(struct vt *vt)
+{
+    if (vt->awm < 0)
+        vt->awm = vt_query_mode(vt, 7) == 1;
+    return vt->awm;
 }
 
 static void cb_output(const char *s, size_t len, void *user)
@@ -257,7 +280,7 @@ static void text_done(struct vt *vt, int moved)
     VTermRect r = vt->dmg_last;
     if (r.start_row == cur.row && r.end_row == cur.row + 1 && r.start_col == cur.col &&
         r.end_col > r.start_col && r.end_col >= vt_row_width(vt, cur.row))
-        vt->pending_wrap = vt_query_mode(vt, 7) == 1;
+        vt->pending_wrap = autowrap(vt);
     else
         vt->pending_wrap = 0;
 }
@@ -274,14 +297,13 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
     if (vt->dmg_seen) {
         /* The last damage of a text write is its last glyph. */
         VTermRect r = vt->dmg_last;
-        struct vt_cell c;
-        vt_read_cell(vt, r.start_row, r.start_col, &c);
         vt->comb.valid = 1;
         vt->comb.pos.row = r.start_row;
         vt->comb.pos.col = r.start_col;
         vt->comb.width = r.end_col - r.start_col;
-        vt->comb.n = c.nchars;
-        memcpy(vt->comb.chars, c.chars, sizeof c.chars);
+        vt->comb.n = vt->dmg_n;
+        memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+        memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
     }
     text_done(vt, before.row != after.row || before.col != after.col);
 }
@@ -544,12 +566,15 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     vterm_input_write(vt->term, (const char *)u->bytes, u->len);
-    fix_cursor(vt);
     vterm_state_get_cursorpos(vt->state, &after);
+    if (after.row < 0 || after.row >= vt->rows || after.col < 0 || after.col >= vt->cols) {
+        fix_cursor(vt);
+        vterm_state_get_cursorpos(vt->state, &after);
+    }
     if (before.row != after.row || before.col != after.col)
         vt->pending_wrap = 0;
     if (u->kind == VTF_ESC || (u->kind == VTF_CSI && (u->seq->leader || u->seq->ninter)))
-        vt->fast = VT_FAST_UNKNOWN; /* DECLRMM, DECSCA, RIS, DECRC... may have changed */
+        modes_unknown(vt); /* DECLRMM, DECSCA, DECAWM, RIS, DECRC... may have changed */
     if (u->kind == VTF_ESC)
         vt->single_shift = u->seq->ninter == 0 && (u->seq->final == 'N' || u->seq->final == 'O');
     switch (u->kind) {
@@ -617,6 +642,7 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vt->cols = cols;
     vt->rows = rows;
     vt->cursor_visible = 1;
+    vt->awm = -1;
     reset_tracked(vt);
     /* A one-column libvterm dereferences NULL on a wide glyph. */
     vtf_set_narrow(vt->filter, cols < 2);
@@ -676,7 +702,7 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
     if (cols == vt->cols && rows == vt->rows)
         return AL_OK;
     vt_sync(vt);
-    vt->fast = VT_FAST_UNKNOWN; /* the fixes below write to libvterm */
+    modes_unknown(vt); /* the fixes below write to libvterm */
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     uint16_t old_cols = vt->cols;

@@ -153,7 +153,7 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
         (uint16_t)((c->pen.bits & ~PEN_PROTECTED) | (info->protected_cell ? PEN_PROTECTED : 0));
     if (s->on_glyph) {
         VTermRect rect = {pos.row, pos.row + 1, pos.col, pos.col + w};
-        s->on_glyph(rect, s->ud);
+        s->on_glyph(rect, c->chars, i, s->ud);
     }
     return 1;
 }

@@ -28,8 +28,10 @@
 struct vts;
 
 /* Called for each glyph written, with the cells it covers (what libvterm's
- * screen reported as damage for it). */
-typedef void vts_glyph_fn(VTermRect rect, void *ud);
+ * screen reported as damage for it) and the code points its cell now holds
+ * (chars[0..n), n <= VTERM_MAX_CHARS_PER_CELL), so that the caller need not
+ * read the cell back. */
+typedef void vts_glyph_fn(VTermRect rect, const uint32_t *chars, int n, void *ud);
 /* Terminal properties, after the layer took what it needs (the alternate
  * screen, DECSCNM). */
 typedef int vts_prop_fn(VTermProp prop, VTermValue *val, void *ud);
