@@ -713,6 +713,38 @@ static int ascii_run(struct vtf *f, const uint8_t *p, size_t n, size_t *took)
     return 0;
 }
 
+/* The common case inside a CSI: the digits and ';' of its parameters (a
+ * TUI's cursor addressing and colours), taken in one loop as csi_byte would
+ * take them one by one; stops before anything else, a separator over
+ * VTF_MAX_CSI_SEPS or the length limit (csi_byte then deals with it).
+ * Returns the bytes taken. */
+static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
+{
+    struct vtf_seq *s = &f->seq;
+    if (f->seq_bad || s->ninter)
+        return 0;
+    int32_t *cur = &s->params[s->nparams - 1];
+    size_t k = 0;
+    for (; k < n && f->csi_len < VTF_MAX_CSI_LEN; k++, f->csi_len++) {
+        uint8_t c = p[k];
+        if (c >= '0' && c <= '9') {
+            if (*cur == VTF_PARAM_MISSING) {
+                *cur = c - '0';
+            } else if (*cur <= VTF_MAX_CSI_PARAM) {
+                *cur = *cur * 10 + (c - '0');
+                if (*cur > VTF_MAX_CSI_PARAM)
+                    *cur = VTF_MAX_CSI_PARAM + 1; /* clamped at the final byte */
+            }
+        } else if (c == ';' && s->nparams < VTF_MAX_CSI_PARAMS) {
+            cur = &s->params[s->nparams++];
+            *cur = VTF_PARAM_MISSING;
+        } else {
+            break;
+        }
+    }
+    return k;
+}
+
 int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
 {
     if (!f || (!p && n))
@@ -727,6 +759,13 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
                 return rc;
             i += took - 1;
             continue;
+        }
+        if (f->st == ST_CSI && ((c >= '0' && c <= '9') || c == ';')) {
+            size_t took = csi_params_run(f, p + i, n - i);
+            if (took > 0) {
+                i += took - 1;
+                continue;
+            }
         }
         switch (f->st) {
         case ST_GROUND:
