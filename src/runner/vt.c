@@ -375,18 +375,46 @@ void vt_sync(struct vt *vt)
     write_text(vt, vt->held, n);
 }
 
-/* The ASCII fast path. libvterm's state spends most of the model's time
- * on each glyph; a run of printable ASCII that cannot wrap, insert, change
- * charset or protect cells only fills cells and moves the cursor. So such
- * a run goes straight into the cells (vts_put_ascii, with the pen libvterm
- * gave the layer) and libvterm's cursor moves by one CUF. Conditions:
- * GL is ASCII (never designated or 'B') and no single shift is pending;
- * IRM off; no pending wrap; the row not double width; the run ends before
- * the last column (so no wrap and no phantom); DECLRMM and DECSCA off
- * (asked of libvterm, see enum vt_fast). The caller writes the unit's last
- * glyph through libvterm as before, which keeps libvterm's previous glyph
- * (combining) and vt's own tracking (comb, pending_wrap) as they were.
- * Returns 1 if done, 0 to go the usual way. */
+/* Glyphs of whole, valid UTF-8 text (as the filter hands it on) if each is
+ * one code point of width 1 and they end before column `room`; 0 if not. */
+static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
+{
+    size_t glyphs = 0;
+    for (size_t i = 0; i < n; glyphs++) {
+        if (glyphs >= room)
+            return 0;
+        uint8_t b = p[i];
+        if (b >= 0x20 && b <= 0x7e) {
+            i++;
+            continue;
+        }
+        size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 ? 2 : 0;
+        if (k == 0 || i + k > n)
+            return 0;
+        uint32_t cp = b & (0x7fu >> k);
+        for (size_t j = 1; j < k; j++)
+            cp = (cp << 6) | (p[i + j] & 0x3fu);
+        if (vtf_cp_width(cp) != 1)
+            return 0;
+        i += k;
+    }
+    return glyphs;
+}
+
+/* The text fast path. libvterm's state spends most of the model's time
+ * on each glyph; a run of one-column glyphs (printable ASCII, or any code
+ * point of width 1: box drawing, Braille, Latin, Greek... never a
+ * zero-width or wide one) that cannot wrap, insert, change charset or
+ * protect cells only fills cells and moves the cursor. So such a run goes
+ * straight into the cells (vts_put_text, with the pen libvterm gave the
+ * layer) and libvterm's cursor moves by one CUF. Conditions: GL is ASCII
+ * (never designated or 'B'; libvterm decodes non-ASCII UTF-8 whatever GL
+ * is) and no single shift is pending; IRM off; no pending wrap; the row not
+ * double width; the run ends before the last column (so no wrap and no
+ * phantom); DECLRMM and DECSCA off (asked of libvterm, see enum vt_fast).
+ * The caller writes the unit's last glyph through libvterm as before, which
+ * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
+ * pending_wrap) as they were. Returns 1 if done, 0 to go the usual way. */
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
@@ -394,21 +422,28 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
         return 0;
     VTermPos pos;
     vterm_state_get_cursorpos(vt->state, &pos);
-    if (pos.col < 0 || (size_t)pos.col + n >= vt->cols)
+    if (pos.col < 0 || pos.col >= vt->cols)
+        return 0;
+    size_t room = (size_t)(vt->cols - 1 - pos.col), ascii = 0;
+    if (n <= room) /* printable ASCII, the common case: one byte, one glyph */
+        while (ascii < n && p[ascii] >= 0x20 && p[ascii] <= 0x7e)
+            ascii++;
+    size_t glyphs = ascii == n ? n : narrow_glyphs(p, n, room);
+    if (glyphs == 0)
         return 0;
     const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, pos.row);
     if (li && li->doublewidth)
         return 0;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < 0x20 || p[i] > 0x7e)
-            return 0;
     if (vt->fast == VT_FAST_UNKNOWN) {
         long a, b;
         int protect = vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
         vt->fast = vt_query_mode(vt, 69) != 1 && !protect ? VT_FAST_OK : VT_FAST_NO;
     }
-    if (vt->fast != VT_FAST_OK || vts_put_ascii(vt->cells, pos.row, pos.col, p, n) != 0)
+    if (vt->fast != VT_FAST_OK ||
+        (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
+                    : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
+    n = glyphs;
     /* ESC [ n C, by hand: snprintf was a tenth of the runner's user time */
     char digits[8], cuf[16];
     size_t nd = 0, k = 0;
