@@ -415,7 +415,7 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * The caller writes the unit's last glyph through libvterm as before, which
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were. Returns 1 if done, 0 to go the usual way. */
-static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
+static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
@@ -425,7 +425,9 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
     if (pos.col < 0 || pos.col >= vt->cols)
         return 0;
     size_t room = (size_t)(vt->cols - 1 - pos.col), ascii = 0;
-    if (n <= room) /* printable ASCII, the common case: one byte, one glyph */
+    if (n <= room && ascii_known) /* the filter says: all printable ASCII */
+        ascii = n;
+    else if (n <= room) /* printable ASCII, the common case: one byte, one glyph */
         while (ascii < n && p[ascii] >= 0x20 && p[ascii] <= 0x7e)
             ascii++;
     size_t glyphs = ascii == n ? n : narrow_glyphs(p, n, room);
@@ -458,7 +460,8 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
     return 1;
 }
 
-static void on_text(struct vt *vt, const uint8_t *p, size_t n)
+/* A text unit; ascii: the filter found every byte printable ASCII. */
+static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
     if (vt->held_len) {
         memcpy(vt->tbuf, vt->held, vt->held_len);
@@ -466,9 +469,11 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n)
         n += vt->held_len;
         p = vt->tbuf;
         vt->held_len = 0;
+        ascii = 0;
     }
-    size_t cut = last_glyph_start(p, n);
-    if (!fast_text(vt, p, cut))
+    /* the last glyph of printable ASCII is its last byte */
+    size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);
+    if (!fast_text(vt, p, cut, ascii))
         write_text(vt, p, cut);
     vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
@@ -592,7 +597,7 @@ static int on_unit(void *ud, const struct vtf_unit *u)
 {
     struct vt *vt = ud;
     if (u->kind == VTF_TEXT) {
-        on_text(vt, u->bytes, u->len);
+        on_text(vt, u->bytes, u->len, u->ascii);
         return 0;
     }
     vt_sync(vt);

@@ -57,6 +57,7 @@ struct vtf {
     uint8_t str[2 + VTF_MAX_STRING + 2];
 
     size_t text_len;
+    int text_wide; /* text holds a code point above U+007F */
     uint8_t text[VTF_TEXT_CHUNK];
 
     uint32_t rep_cp;
@@ -256,6 +257,7 @@ void vtf_reset(struct vtf *f)
     f->st = ST_GROUND;
     f->u_need = 0;
     f->text_len = 0;
+    f->text_wide = 0;
     f->rep_cp = 0;
     f->ncomb = 0;
 }
@@ -269,7 +271,7 @@ void vtf_get_stats(const struct vtf *f, struct vtf_stats *out)
 static int emit_unit(struct vtf *f, enum vtf_kind kind, const uint8_t *b, size_t n,
                      const struct vtf_seq *seq)
 {
-    struct vtf_unit u = {kind, b, n, seq};
+    struct vtf_unit u = {kind, b, n, seq, 0};
     f->stats.units++;
     return f->emit(f->ud, &u);
 }
@@ -278,9 +280,11 @@ static int flush_text(struct vtf *f)
 {
     if (f->text_len == 0)
         return 0;
-    size_t n = f->text_len;
+    struct vtf_unit u = {VTF_TEXT, f->text, f->text_len, NULL, !f->text_wide};
     f->text_len = 0;
-    return emit_unit(f, VTF_TEXT, f->text, n, NULL);
+    f->text_wide = 0;
+    f->stats.units++;
+    return f->emit(f->ud, &u);
 }
 
 static int emit_ctrl(struct vtf *f, uint8_t c)
@@ -326,6 +330,8 @@ static int put_cp(struct vtf *f, uint32_t cp)
         if (rc)
             return rc;
     }
+    if (cp >= 0x80)
+        f->text_wide = 1;
     f->text_len += vtf_utf8_encode(cp, f->text + f->text_len);
     return 0;
 }
@@ -745,6 +751,17 @@ static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
     return k;
 }
 
+/* CR LF at ground, both in this buffer: one CTRL unit. */
+static int emit_crlf(struct vtf *f)
+{
+    int rc = flush_text(f);
+    if (rc)
+        return rc;
+    f->out[0] = '\r';
+    f->out[1] = '\n';
+    return emit_unit(f, VTF_CTRL, f->out, 2, NULL);
+}
+
 int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
 {
     if (!f || (!p && n))
@@ -752,6 +769,13 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint8_t c = p[i];
         int rc;
+        if (c == '\r' && i + 1 < n && p[i + 1] == '\n' && f->st == ST_GROUND && f->u_need == 0) {
+            rc = emit_crlf(f);
+            if (rc)
+                return rc;
+            i++;
+            continue;
+        }
         if (f->st == ST_GROUND && f->u_need == 0 && c >= 0x20 && c < 0x7f) {
             size_t took;
             rc = ascii_run(f, p + i, n - i, &took);

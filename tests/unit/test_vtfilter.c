@@ -118,7 +118,11 @@ static void test_plain_passes(void **state)
 {
     (void)state;
     struct rec *r = RUN("hello \033[1;31mred\033[0m\r\n\033]0;t\007\033(0q\033(B", NULL);
-    expect_out(r, "hello \033[1;31mred\033[0m\r\n\033]0;t\033\\\033(0q\033(B", "TSTSCCOETE");
+    expect_out(r, "hello \033[1;31mred\033[0m\r\n\033]0;t\033\\\033(0q\033(B", "TSTSCOETE");
+    free(r);
+    /* CR LF together is one control unit; CR or LF alone, one each */
+    r = RUN("a\r\rb\n\r\n\n\r", NULL);
+    expect_out(r, "a\r\rb\n\r\n\n\r", "TCCTCCCC");
     free(r);
 }
 
@@ -401,13 +405,16 @@ static void test_split_every_byte(void **state)
 }
 
 /* Units the filter hands on, re-parsed: no REP, at most VTF_MAX_CSI_SEPS
- * separators, no C1 code point, valid UTF-8, bounded strings. */
+ * separators, no C1 code point, valid UTF-8, bounded strings, text marked
+ * ASCII only when it is, a control alone or CR LF. */
 static int check_unit(void *ud, const struct vtf_unit *u)
 {
     (void)ud;
     const uint8_t *b = u->bytes;
     switch (u->kind) {
     case VTF_TEXT:
+        for (size_t i = 0; u->ascii && i < u->len; i++) /* the flag the fast path trusts */
+            assert_true(b[i] >= 0x20 && b[i] <= 0x7e);
         for (size_t i = 0; i < u->len;) {
             uint32_t cp;
             size_t k;
@@ -437,6 +444,11 @@ static int check_unit(void *ud, const struct vtf_unit *u)
         }
         break;
     case VTF_CTRL:
+        if (u->len == 2) { /* CR LF, together */
+            assert_int_equal(b[0], '\r');
+            assert_int_equal(b[1], '\n');
+            break;
+        }
         assert_int_equal(u->len, 1);
         assert_true(b[0] < 0x20 && b[0] != 0x1b && b[0] != 0 && b[0] != 0x18 && b[0] != 0x1a);
         break;
