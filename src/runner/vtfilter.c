@@ -8,6 +8,11 @@
  *   u_*           the UTF-8 decoder: code point so far, bytes still needed,
  *                 the range the next byte must fall in (strict UTF-8), the
  *                 bytes seen so far
+ *   csi_raw       a CSI's bytes as they came (ESC '[' included), handed on
+ *                 as they are when csi_raw_ok: they are then exactly what
+ *                 rebuilding from the parse would give (no control or DEL
+ *                 inside, no leading zero, no clamped parameter), and
+ *                 copying them costs less than printing every parameter
  *   seq, csi_len  the ESC/CSI being parsed; seq_bad means "drop it when the
  *                 final byte arrives" (the stream stays in sync meanwhile)
  *   str, str_len  the OSC being gathered, prefix and terminator included
@@ -49,6 +54,8 @@ struct vtf {
 
     struct vtf_seq seq;
     size_t csi_len;
+    int csi_raw_ok;
+    uint8_t csi_raw[2 + VTF_MAX_CSI_LEN];
     int seq_bad;
 
     enum vtf_str_kind str_kind;
@@ -350,6 +357,9 @@ static void start_csi(struct vtf *f)
     f->seq.nparams = 1;
     f->seq.params[0] = VTF_PARAM_MISSING;
     f->csi_len = 0;
+    f->csi_raw_ok = 1;
+    f->csi_raw[0] = ESC_BYTE;
+    f->csi_raw[1] = '[';
     f->seq_bad = 0;
 }
 
@@ -562,6 +572,7 @@ static int csi_final(struct vtf *f, uint8_t c)
         if (s->params[i] > VTF_MAX_CSI_PARAM) {
             s->params[i] = VTF_MAX_CSI_PARAM;
             f->stats.params_clamped++;
+            f->csi_raw_ok = 0;
         }
     }
     if (c == 'b') { /* REP: libvterm 0.1.4 may loop forever on it */
@@ -569,6 +580,10 @@ static int csi_final(struct vtf *f, uint8_t c)
             return expand_rep(f);
         f->stats.rep_dropped++;
         return 0;
+    }
+    if (f->csi_raw_ok) { /* the bytes as they came: the final is in csi_raw too */
+        int rc = flush_text(f);
+        return rc ? rc : emit_unit(f, VTF_CSI, f->csi_raw, 2 + f->csi_len, s);
     }
     size_t n = 0;
     f->out[n++] = ESC_BYTE;
@@ -593,10 +608,10 @@ static int csi_final(struct vtf *f, uint8_t c)
 static int csi_byte(struct vtf *f, uint8_t c)
 {
     struct vtf_seq *s = &f->seq;
-    if (c < 0x20)
-        return control(f, c, 1);
-    if (c == 0x7f)
-        return 0;
+    if (c < 0x20 || c == 0x7f) {
+        f->csi_raw_ok = 0; /* executed (or dropped) apart: not in the unit */
+        return c == 0x7f ? 0 : control(f, c, 1);
+    }
     if (c >= 0x80) { /* not part of any CSI: drop it, keep the text */
         f->stats.csi_dropped++;
         f->st = ST_GROUND;
@@ -606,6 +621,8 @@ static int csi_byte(struct vtf *f, uint8_t c)
         f->csi_len++;
     if (f->csi_len > VTF_MAX_CSI_LEN)
         f->seq_bad = 1;
+    else
+        f->csi_raw[1 + f->csi_len] = c;
     if (c >= 0x40)
         return csi_final(f, c);
     if (f->seq_bad)
@@ -617,6 +634,8 @@ static int csi_byte(struct vtf *f, uint8_t c)
         } else if (*p == VTF_PARAM_MISSING) {
             *p = c - '0';
         } else if (*p <= VTF_MAX_CSI_PARAM) {
+            if (*p == 0)
+                f->csi_raw_ok = 0; /* a leading zero */
             *p = *p * 10 + (c - '0');
             if (*p > VTF_MAX_CSI_PARAM)
                 *p = VTF_MAX_CSI_PARAM + 1; /* clamped at the final byte */
@@ -737,6 +756,8 @@ static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
             if (*cur == VTF_PARAM_MISSING) {
                 *cur = c - '0';
             } else if (*cur <= VTF_MAX_CSI_PARAM) {
+                if (*cur == 0)
+                    f->csi_raw_ok = 0; /* a leading zero */
                 *cur = *cur * 10 + (c - '0');
                 if (*cur > VTF_MAX_CSI_PARAM)
                     *cur = VTF_MAX_CSI_PARAM + 1; /* clamped at the final byte */
@@ -747,6 +768,7 @@ static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
         } else {
             break;
         }
+        f->csi_raw[2 + f->csi_len] = c; /* csi_len counts bytes before this one */
     }
     return k;
 }

@@ -193,6 +193,37 @@ static void test_csi_separators(void **state)
     (void)want;
 }
 
+/* A CSI is handed on as it came when that is its canonical form, and
+ * rebuilt when not (a leading zero, a DEL or a control inside, a clamped
+ * parameter), whole or fed a byte at a time. */
+static void test_csi_canonical(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out, *kinds;
+    } cases[] = {
+        {"\033[007;0;00m", "\033[7;0;0m", "S"},
+        {"\033[1\1772m", "\033[12m", "S"},
+        {"\033[1\n;2H", "\n\033[1;2H", "CS"},
+        {"\033[?25h\033[;5H\033[38:2::1:2:3m", "\033[?25h\033[;5H\033[38:2::1:2:3m", "SSS"},
+        {"\033[0m\033[10;20r\033[>1c", "\033[0m\033[10;20r\033[>1c", "SSS"},
+        {"\033[65535;065535;70000X", "\033[65535;65535;65535X", "S"},
+        {"\033[1 q\033[!p\033[2$p", "\033[1 q\033[!p\033[2$p", "SSS"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct rec *r = run(cases[i].in, strlen(cases[i].in), NULL);
+        expect_out(r, cases[i].out, cases[i].kinds);
+        free(r);
+        r = rec_new();
+        struct vtf *f = filter_new(r);
+        for (const char *c = cases[i].in; *c; c++)
+            assert_int_equal(vtf_feed(f, (const uint8_t *)c, 1), AL_OK);
+        vtf_free(f);
+        expect_out(r, cases[i].out, cases[i].kinds);
+        free(r);
+    }
+}
+
 static void test_csi_limits(void **state)
 {
     (void)state;
@@ -612,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_rep),
         cmocka_unit_test(test_csi_separators),
         cmocka_unit_test(test_csi_limits),
+        cmocka_unit_test(test_csi_canonical),
         cmocka_unit_test(test_c1_and_utf8),
         cmocka_unit_test(test_combining_limit),
         cmocka_unit_test(test_strings),
