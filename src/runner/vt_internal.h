@@ -32,7 +32,7 @@
  *                      resize): text_done needs it at every glyph that ends
  *                      a row (a TUI's right border), and a DECRQM each time
  *                      was a tenth of the model's time on a TUI repaint
- *   fast, single_shift whether runs of printable ASCII may go straight into
+ *   fast, single_shift whether runs of one-column glyphs may go straight into
  *                      the cells (vtscreen) with one CUF for libvterm's cursor,
  *                      instead of through libvterm's state glyph by glyph: see
  *                      fast_text in vt.c
@@ -71,7 +71,7 @@
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
 
-/* What the ASCII fast path (vt.c, fast_text) last learnt of the modes it
+/* What the text fast path (vt.c, fast_text) last learnt of the modes it
  * cannot track from units: side margins (DECLRMM) and protection (DECSCA).
  * Any ESC, or CSI with a leader or intermediates, may change them: back to
  * unknown, asked again at the next text. */
