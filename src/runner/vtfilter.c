@@ -19,7 +19,8 @@
  *                 (str[0..1] = ESC ']'); str_over means too long
  *   text          printable text decoded but not yet handed on, whole code
  *                 points only; handed on before any other unit and at the
- *                 end of every vtf_feed
+ *                 end of every vtf_feed; text_wide: it holds a code point
+ *                 above U+007F (else the unit is marked ascii)
  *   rep_cp        the last base (non-zero-width) character, what REP repeats
  *   ncomb         zero-width code points since that base character
  *   narrow        replace wide code points (the screen is one column wide)
