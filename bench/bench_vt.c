@@ -13,7 +13,8 @@
  *          drawing, a status line, a scroll region scrolled (an agent's UI)
  *
  * Prints, per workload, min/median/max over RUNS of core-seconds per GB.
- * Usage: bench_vt [MB per workload 1..1000] [RUNS 1..21].
+ * Usage: bench_vt [MB per workload 1..1000] [RUNS 1..21] [WORKLOAD]; with
+ * WORKLOAD (text, yes or tui) only that one runs (to profile it alone).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -85,8 +86,12 @@ int main(int argc, char **argv)
 {
     long mb = argc > 1 ? strtol(argv[1], NULL, 10) : 100;
     long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
-    if (mb < 1 || mb > MAX_MB || runs < 1 || runs > MAX_RUNS) {
-        fprintf(stderr, "usage: bench_vt [MB 1..%d] [RUNS 1..%d]\n", MAX_MB, MAX_RUNS);
+    const char *only = argc > 3 ? argv[3] : NULL;
+    if (mb < 1 || mb > MAX_MB || runs < 1 || runs > MAX_RUNS ||
+        (only && strcmp(only, "text") != 0 && strcmp(only, "yes") != 0 &&
+         strcmp(only, "tui") != 0)) {
+        fprintf(stderr, "usage: bench_vt [MB 1..%d] [RUNS 1..%d] [text|yes|tui]\n", MAX_MB,
+                MAX_RUNS);
         return 1;
     }
     struct {
@@ -95,6 +100,8 @@ int main(int argc, char **argv)
     } loads[] = {{"text", gen_text}, {"yes", gen_yes}, {"tui", gen_tui}};
     printf("| workload | core-s/GB min | median | max |\n|---|---|---|---|\n");
     for (size_t w = 0; w < sizeof loads / sizeof loads[0]; w++) {
+        if (only && strcmp(only, loads[w].name) != 0)
+            continue;
         struct gen g = {malloc((size_t)mb * 1000000), 0, (size_t)mb * 1000000};
         if (!g.p) {
             fprintf(stderr, "bench_vt: out of memory\n");

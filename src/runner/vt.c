@@ -63,12 +63,35 @@ static int cb_settermprop(VTermProp prop, VTermValue *val, void *user)
 }
 
 /* The cells of each glyph written (libvterm's screen reported them as
- * damage): the last one of a text write is its last glyph. */
-static void cb_glyph(VTermRect rect, void *user)
+ * damage) and what its cell holds: the last one of a text write is its
+ * last glyph. */
+static void cb_glyph(VTermRect rect, const uint32_t *chars, int n, void *user)
 {
     struct vt *vt = user;
     vt->dmg_seen = 1;
     vt->dmg_last = rect;
+    if (n < 0)
+        n = 0;
+    if (n > VT_MAX_CHARS)
+        n = VT_MAX_CHARS;
+    vt->dmg_n = (uint8_t)n;
+    memcpy(vt->dmg_chars, chars, (size_t)n * sizeof *chars);
+}
+
+/* What may have changed DECLRMM, DECSCA or DECAWM: ask again when needed. */
+static void modes_unknown(struct vt *vt)
+{
+    vt->fast = VT_FAST_UNKNOWN;
+    vt->awm = -1;
+}
+
+/* DECAWM, asked of libvterm only when not known since the last unit that
+ * could change it. */
+static int autowrap(struct vt *vt)
+{
+    if (vt->awm < 0)
+        vt->awm = vt_query_mode(vt, 7) == 1;
+    return vt->awm;
 }
 
 static void cb_output(const char *s, size_t len, void *user)
@@ -257,7 +280,7 @@ static void text_done(struct vt *vt, int moved)
     VTermRect r = vt->dmg_last;
     if (r.start_row == cur.row && r.end_row == cur.row + 1 && r.start_col == cur.col &&
         r.end_col > r.start_col && r.end_col >= vt_row_width(vt, cur.row))
-        vt->pending_wrap = vt_query_mode(vt, 7) == 1;
+        vt->pending_wrap = autowrap(vt);
     else
         vt->pending_wrap = 0;
 }
@@ -274,14 +297,13 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
     if (vt->dmg_seen) {
         /* The last damage of a text write is its last glyph. */
         VTermRect r = vt->dmg_last;
-        struct vt_cell c;
-        vt_read_cell(vt, r.start_row, r.start_col, &c);
         vt->comb.valid = 1;
         vt->comb.pos.row = r.start_row;
         vt->comb.pos.col = r.start_col;
         vt->comb.width = r.end_col - r.start_col;
-        vt->comb.n = c.nchars;
-        memcpy(vt->comb.chars, c.chars, sizeof c.chars);
+        vt->comb.n = vt->dmg_n;
+        memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+        memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
     }
     text_done(vt, before.row != after.row || before.col != after.col);
 }
@@ -353,40 +375,77 @@ void vt_sync(struct vt *vt)
     write_text(vt, vt->held, n);
 }
 
-/* The ASCII fast path. libvterm's state spends most of the model's time
- * on each glyph; a run of printable ASCII that cannot wrap, insert, change
- * charset or protect cells only fills cells and moves the cursor. So such
- * a run goes straight into the cells (vts_put_ascii, with the pen libvterm
- * gave the layer) and libvterm's cursor moves by one CUF. Conditions:
- * GL is ASCII (never designated or 'B') and no single shift is pending;
- * IRM off; no pending wrap; the row not double width; the run ends before
- * the last column (so no wrap and no phantom); DECLRMM and DECSCA off
- * (asked of libvterm, see enum vt_fast). The caller writes the unit's last
- * glyph through libvterm as before, which keeps libvterm's previous glyph
- * (combining) and vt's own tracking (comb, pending_wrap) as they were.
- * Returns 1 if done, 0 to go the usual way. */
-static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
+/* Glyphs of whole, valid UTF-8 text (as the filter hands it on) if each is
+ * one code point of width 1 and they end before column `room`; 0 if not. */
+static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
+{
+    size_t glyphs = 0;
+    for (size_t i = 0; i < n; glyphs++) {
+        if (glyphs >= room)
+            return 0;
+        uint8_t b = p[i];
+        if (b >= 0x20 && b <= 0x7e) {
+            i++;
+            continue;
+        }
+        size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 ? 2 : 0;
+        if (k == 0 || i + k > n)
+            return 0;
+        uint32_t cp = b & (0x7fu >> k);
+        for (size_t j = 1; j < k; j++)
+            cp = (cp << 6) | (p[i + j] & 0x3fu);
+        if (vtf_cp_width(cp) != 1)
+            return 0;
+        i += k;
+    }
+    return glyphs;
+}
+
+/* The text fast path. libvterm's state spends most of the model's time
+ * on each glyph; a run of one-column glyphs (printable ASCII, or any code
+ * point of width 1: box drawing, Braille, Latin, Greek... never a
+ * zero-width or wide one) that cannot wrap, insert, change charset or
+ * protect cells only fills cells and moves the cursor. So such a run goes
+ * straight into the cells (vts_put_text, with the pen libvterm gave the
+ * layer) and libvterm's cursor moves by one CUF. Conditions: GL is ASCII
+ * (never designated or 'B'; libvterm decodes non-ASCII UTF-8 whatever GL
+ * is) and no single shift is pending; IRM off; no pending wrap; the row not
+ * double width; the run ends before the last column (so no wrap and no
+ * phantom); DECLRMM and DECSCA off (asked of libvterm, see enum vt_fast).
+ * The caller writes the unit's last glyph through libvterm as before, which
+ * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
+ * pending_wrap) as they were. Returns 1 if done, 0 to go the usual way. */
+static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
         return 0;
     VTermPos pos;
     vterm_state_get_cursorpos(vt->state, &pos);
-    if (pos.col < 0 || (size_t)pos.col + n >= vt->cols)
+    if (pos.col < 0 || pos.col >= vt->cols)
+        return 0;
+    size_t room = (size_t)(vt->cols - 1 - pos.col), ascii = 0;
+    if (n <= room && ascii_known) /* the filter says: all printable ASCII */
+        ascii = n;
+    else if (n <= room) /* printable ASCII, the common case: one byte, one glyph */
+        while (ascii < n && p[ascii] >= 0x20 && p[ascii] <= 0x7e)
+            ascii++;
+    size_t glyphs = ascii == n ? n : narrow_glyphs(p, n, room);
+    if (glyphs == 0)
         return 0;
     const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, pos.row);
     if (li && li->doublewidth)
         return 0;
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < 0x20 || p[i] > 0x7e)
-            return 0;
     if (vt->fast == VT_FAST_UNKNOWN) {
         long a, b;
         int protect = vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
         vt->fast = vt_query_mode(vt, 69) != 1 && !protect ? VT_FAST_OK : VT_FAST_NO;
     }
-    if (vt->fast != VT_FAST_OK || vts_put_ascii(vt->cells, pos.row, pos.col, p, n) != 0)
+    if (vt->fast != VT_FAST_OK ||
+        (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
+                    : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
+    n = glyphs;
     /* ESC [ n C, by hand: snprintf was a tenth of the runner's user time */
     char digits[8], cuf[16];
     size_t nd = 0, k = 0;
@@ -401,7 +460,8 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n)
     return 1;
 }
 
-static void on_text(struct vt *vt, const uint8_t *p, size_t n)
+/* A text unit; ascii: the filter found every byte printable ASCII. */
+static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
     if (vt->held_len) {
         memcpy(vt->tbuf, vt->held, vt->held_len);
@@ -409,9 +469,11 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n)
         n += vt->held_len;
         p = vt->tbuf;
         vt->held_len = 0;
+        ascii = 0;
     }
-    size_t cut = last_glyph_start(p, n);
-    if (!fast_text(vt, p, cut))
+    /* the last glyph of printable ASCII is its last byte */
+    size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);
+    if (!fast_text(vt, p, cut, ascii))
         write_text(vt, p, cut);
     vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
@@ -535,7 +597,7 @@ static int on_unit(void *ud, const struct vtf_unit *u)
 {
     struct vt *vt = ud;
     if (u->kind == VTF_TEXT) {
-        on_text(vt, u->bytes, u->len);
+        on_text(vt, u->bytes, u->len, u->ascii);
         return 0;
     }
     vt_sync(vt);
@@ -544,12 +606,15 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     vterm_input_write(vt->term, (const char *)u->bytes, u->len);
-    fix_cursor(vt);
     vterm_state_get_cursorpos(vt->state, &after);
+    if (after.row < 0 || after.row >= vt->rows || after.col < 0 || after.col >= vt->cols) {
+        fix_cursor(vt);
+        vterm_state_get_cursorpos(vt->state, &after);
+    }
     if (before.row != after.row || before.col != after.col)
         vt->pending_wrap = 0;
     if (u->kind == VTF_ESC || (u->kind == VTF_CSI && (u->seq->leader || u->seq->ninter)))
-        vt->fast = VT_FAST_UNKNOWN; /* DECLRMM, DECSCA, RIS, DECRC... may have changed */
+        modes_unknown(vt); /* DECLRMM, DECSCA, DECAWM, RIS, DECRC... may have changed */
     if (u->kind == VTF_ESC)
         vt->single_shift = u->seq->ninter == 0 && (u->seq->final == 'N' || u->seq->final == 'O');
     switch (u->kind) {
@@ -617,6 +682,7 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vt->cols = cols;
     vt->rows = rows;
     vt->cursor_visible = 1;
+    vt->awm = -1;
     reset_tracked(vt);
     /* A one-column libvterm dereferences NULL on a wide glyph. */
     vtf_set_narrow(vt->filter, cols < 2);
@@ -676,7 +742,7 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
     if (cols == vt->cols && rows == vt->rows)
         return AL_OK;
     vt_sync(vt);
-    vt->fast = VT_FAST_UNKNOWN; /* the fixes below write to libvterm */
+    modes_unknown(vt); /* the fixes below write to libvterm */
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     uint16_t old_cols = vt->cols;

@@ -27,7 +27,12 @@
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
  *                      right after it; from the last glyph damage of a write
- *   fast, single_shift whether runs of printable ASCII may go straight into
+ *   awm                DECAWM, cached between the units that may change it
+ *                      (any ESC, a CSI with a leader or intermediates, a
+ *                      resize): text_done needs it at every glyph that ends
+ *                      a row (a TUI's right border), and a DECRQM each time
+ *                      was a tenth of the model's time on a TUI repaint
+ *   fast, single_shift whether runs of one-column glyphs may go straight into
  *                      the cells (vtscreen) with one CUF for libvterm's cursor,
  *                      instead of through libvterm's state glyph by glyph: see
  *                      fast_text in vt.c
@@ -66,7 +71,7 @@
 _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libvterm");
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
 
-/* What the ASCII fast path (vt.c, fast_text) last learnt of the modes it
+/* What the text fast path (vt.c, fast_text) last learnt of the modes it
  * cannot track from units: side margins (DECLRMM) and protection (DECSCA).
  * Any ESC, or CSI with a leader or intermediates, may change them: back to
  * unknown, asked again at the next text. */
@@ -115,6 +120,10 @@ struct vt {
 
     int dmg_seen; /* damage seen while writing one text unit, and the last */
     VTermRect dmg_last;
+    uint8_t dmg_n; /* the code points of that last glyph's cell */
+    uint32_t dmg_chars[VT_MAX_CHARS];
+    int awm; /* DECAWM (?7) as libvterm last answered: 1, 0, or -1 not known
+              * (asked again when needed); forgotten where fast is */
 
     unsigned snap_gaps;            /* what the last snapshot could not reproduce */
     enum vt_snap_level snap_level; /* the ladder's step the last snapshot made */

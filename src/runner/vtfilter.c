@@ -8,13 +8,19 @@
  *   u_*           the UTF-8 decoder: code point so far, bytes still needed,
  *                 the range the next byte must fall in (strict UTF-8), the
  *                 bytes seen so far
+ *   csi_raw       a CSI's bytes as they came (ESC '[' included), handed on
+ *                 as they are when csi_raw_ok: they are then exactly what
+ *                 rebuilding from the parse would give (no control or DEL
+ *                 inside, no leading zero, no clamped parameter), and
+ *                 copying them costs less than printing every parameter
  *   seq, csi_len  the ESC/CSI being parsed; seq_bad means "drop it when the
  *                 final byte arrives" (the stream stays in sync meanwhile)
  *   str, str_len  the OSC being gathered, prefix and terminator included
  *                 (str[0..1] = ESC ']'); str_over means too long
  *   text          printable text decoded but not yet handed on, whole code
  *                 points only; handed on before any other unit and at the
- *                 end of every vtf_feed
+ *                 end of every vtf_feed; text_wide: it holds a code point
+ *                 above U+007F (else the unit is marked ascii)
  *   rep_cp        the last base (non-zero-width) character, what REP repeats
  *   ncomb         zero-width code points since that base character
  *   narrow        replace wide code points (the screen is one column wide)
@@ -49,6 +55,8 @@ struct vtf {
 
     struct vtf_seq seq;
     size_t csi_len;
+    int csi_raw_ok;
+    uint8_t csi_raw[2 + VTF_MAX_CSI_LEN];
     int seq_bad;
 
     enum vtf_str_kind str_kind;
@@ -57,6 +65,7 @@ struct vtf {
     uint8_t str[2 + VTF_MAX_STRING + 2];
 
     size_t text_len;
+    int text_wide; /* text holds a code point above U+007F */
     uint8_t text[VTF_TEXT_CHUNK];
 
     uint32_t rep_cp;
@@ -139,6 +148,25 @@ static const struct vtf_range vtf_wide[] = {
     {0x1F9C0, 0x1F9C0}, {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD},
 };
 
+/* Blocks of VTF_PLAIN_BLOCK code points of the BMP in which every code
+ * point is width 1 (in neither table above, no surrogate, no U+FFFE/F): bit
+ * b of byte i is the block starting at (8 * i + b) * VTF_PLAIN_BLOCK. Made
+ * from the two tables (box drawing, block elements, Braille, most of Latin,
+ * Greek, Cyrillic, arrows and symbols are plain), so that the common glyphs
+ * of a TUI skip both binary searches; test_vtfilter checks vtf_cp_width for
+ * every code point against the installed libvterm. */
+#define VTF_PLAIN_BLOCK 64
+static const uint8_t vtf_plain[0x10000 / VTF_PLAIN_BLOCK / 8] = {
+    0xf8, 0xcf, 0x3b, 0x04, 0x0f, 0x00, 0x50, 0x00, 0x0c, 0xdf, 0xff, 0x0f, 0xea, 0xce, 0x7f, 0xff,
+    0xf4, 0x6f, 0x7f, 0x80, 0xff, 0xcf, 0xff, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0xf0, 0xff, 0xde, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0xe0, 0xff, 0x44,
+};
+
 static int in_table(uint32_t cp, const struct vtf_range *t, size_t n)
 {
     size_t lo = 0, hi = n;
@@ -159,6 +187,9 @@ int vtf_cp_width(uint32_t cp)
     if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0))
         return -1;
     if (cp < 0x300)
+        return 1;
+    if (cp < 0x10000 &&
+        (vtf_plain[cp / VTF_PLAIN_BLOCK / 8] >> (cp / VTF_PLAIN_BLOCK % 8) & 1u) != 0)
         return 1;
     if ((cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff || cp > 0x10ffff)
         return -1;
@@ -231,6 +262,7 @@ void vtf_reset(struct vtf *f)
     f->st = ST_GROUND;
     f->u_need = 0;
     f->text_len = 0;
+    f->text_wide = 0;
     f->rep_cp = 0;
     f->ncomb = 0;
 }
@@ -244,7 +276,7 @@ void vtf_get_stats(const struct vtf *f, struct vtf_stats *out)
 static int emit_unit(struct vtf *f, enum vtf_kind kind, const uint8_t *b, size_t n,
                      const struct vtf_seq *seq)
 {
-    struct vtf_unit u = {kind, b, n, seq};
+    struct vtf_unit u = {kind, b, n, seq, 0};
     f->stats.units++;
     return f->emit(f->ud, &u);
 }
@@ -253,9 +285,11 @@ static int flush_text(struct vtf *f)
 {
     if (f->text_len == 0)
         return 0;
-    size_t n = f->text_len;
+    struct vtf_unit u = {VTF_TEXT, f->text, f->text_len, NULL, !f->text_wide};
     f->text_len = 0;
-    return emit_unit(f, VTF_TEXT, f->text, n, NULL);
+    f->text_wide = 0;
+    f->stats.units++;
+    return f->emit(f->ud, &u);
 }
 
 static int emit_ctrl(struct vtf *f, uint8_t c)
@@ -301,6 +335,8 @@ static int put_cp(struct vtf *f, uint32_t cp)
         if (rc)
             return rc;
     }
+    if (cp >= 0x80)
+        f->text_wide = 1;
     f->text_len += vtf_utf8_encode(cp, f->text + f->text_len);
     return 0;
 }
@@ -319,6 +355,9 @@ static void start_csi(struct vtf *f)
     f->seq.nparams = 1;
     f->seq.params[0] = VTF_PARAM_MISSING;
     f->csi_len = 0;
+    f->csi_raw_ok = 1;
+    f->csi_raw[0] = ESC_BYTE;
+    f->csi_raw[1] = '[';
     f->seq_bad = 0;
 }
 
@@ -531,6 +570,7 @@ static int csi_final(struct vtf *f, uint8_t c)
         if (s->params[i] > VTF_MAX_CSI_PARAM) {
             s->params[i] = VTF_MAX_CSI_PARAM;
             f->stats.params_clamped++;
+            f->csi_raw_ok = 0;
         }
     }
     if (c == 'b') { /* REP: libvterm 0.1.4 may loop forever on it */
@@ -538,6 +578,10 @@ static int csi_final(struct vtf *f, uint8_t c)
             return expand_rep(f);
         f->stats.rep_dropped++;
         return 0;
+    }
+    if (f->csi_raw_ok) { /* the bytes as they came: the final is in csi_raw too */
+        int rc = flush_text(f);
+        return rc ? rc : emit_unit(f, VTF_CSI, f->csi_raw, 2 + f->csi_len, s);
     }
     size_t n = 0;
     f->out[n++] = ESC_BYTE;
@@ -562,10 +606,10 @@ static int csi_final(struct vtf *f, uint8_t c)
 static int csi_byte(struct vtf *f, uint8_t c)
 {
     struct vtf_seq *s = &f->seq;
-    if (c < 0x20)
-        return control(f, c, 1);
-    if (c == 0x7f)
-        return 0;
+    if (c < 0x20 || c == 0x7f) {
+        f->csi_raw_ok = 0; /* executed (or dropped) apart: not in the unit */
+        return c == 0x7f ? 0 : control(f, c, 1);
+    }
     if (c >= 0x80) { /* not part of any CSI: drop it, keep the text */
         f->stats.csi_dropped++;
         f->st = ST_GROUND;
@@ -575,6 +619,8 @@ static int csi_byte(struct vtf *f, uint8_t c)
         f->csi_len++;
     if (f->csi_len > VTF_MAX_CSI_LEN)
         f->seq_bad = 1;
+    else
+        f->csi_raw[1 + f->csi_len] = c;
     if (c >= 0x40)
         return csi_final(f, c);
     if (f->seq_bad)
@@ -586,6 +632,8 @@ static int csi_byte(struct vtf *f, uint8_t c)
         } else if (*p == VTF_PARAM_MISSING) {
             *p = c - '0';
         } else if (*p <= VTF_MAX_CSI_PARAM) {
+            if (*p == 0)
+                f->csi_raw_ok = 0; /* a leading zero */
             *p = *p * 10 + (c - '0');
             if (*p > VTF_MAX_CSI_PARAM)
                 *p = VTF_MAX_CSI_PARAM + 1; /* clamped at the final byte */
@@ -688,6 +736,52 @@ static int ascii_run(struct vtf *f, const uint8_t *p, size_t n, size_t *took)
     return 0;
 }
 
+/* The common case inside a CSI: the digits and ';' of its parameters (a
+ * TUI's cursor addressing and colours), taken in one loop as csi_byte would
+ * take them one by one; stops before anything else, a separator over
+ * VTF_MAX_CSI_SEPS or the length limit (csi_byte then deals with it).
+ * Returns the bytes taken. */
+static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
+{
+    struct vtf_seq *s = &f->seq;
+    if (f->seq_bad || s->ninter)
+        return 0;
+    int32_t *cur = &s->params[s->nparams - 1];
+    size_t k = 0;
+    for (; k < n && f->csi_len < VTF_MAX_CSI_LEN; k++, f->csi_len++) {
+        uint8_t c = p[k];
+        if (c >= '0' && c <= '9') {
+            if (*cur == VTF_PARAM_MISSING) {
+                *cur = c - '0';
+            } else if (*cur <= VTF_MAX_CSI_PARAM) {
+                if (*cur == 0)
+                    f->csi_raw_ok = 0; /* a leading zero */
+                *cur = *cur * 10 + (c - '0');
+                if (*cur > VTF_MAX_CSI_PARAM)
+                    *cur = VTF_MAX_CSI_PARAM + 1; /* clamped at the final byte */
+            }
+        } else if (c == ';' && s->nparams < VTF_MAX_CSI_PARAMS) {
+            cur = &s->params[s->nparams++];
+            *cur = VTF_PARAM_MISSING;
+        } else {
+            break;
+        }
+        f->csi_raw[2 + f->csi_len] = c; /* csi_len counts bytes before this one */
+    }
+    return k;
+}
+
+/* CR LF at ground, both in this buffer: one CTRL unit. */
+static int emit_crlf(struct vtf *f)
+{
+    int rc = flush_text(f);
+    if (rc)
+        return rc;
+    f->out[0] = '\r';
+    f->out[1] = '\n';
+    return emit_unit(f, VTF_CTRL, f->out, 2, NULL);
+}
+
 int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
 {
     if (!f || (!p && n))
@@ -695,6 +789,13 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint8_t c = p[i];
         int rc;
+        if (c == '\r' && i + 1 < n && p[i + 1] == '\n' && f->st == ST_GROUND && f->u_need == 0) {
+            rc = emit_crlf(f);
+            if (rc)
+                return rc;
+            i++;
+            continue;
+        }
         if (f->st == ST_GROUND && f->u_need == 0 && c >= 0x20 && c < 0x7f) {
             size_t took;
             rc = ascii_run(f, p + i, n - i, &took);
@@ -702,6 +803,13 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
                 return rc;
             i += took - 1;
             continue;
+        }
+        if (f->st == ST_CSI && ((c >= '0' && c <= '9') || c == ';')) {
+            size_t took = csi_params_run(f, p + i, n - i);
+            if (took > 0) {
+                i += took - 1;
+                continue;
+            }
         }
         switch (f->st) {
         case ST_GROUND:

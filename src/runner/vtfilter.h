@@ -9,7 +9,9 @@
  *
  *   VTF_TEXT  printable text, whole UTF-8 code points (invalid UTF-8 becomes
  *             U+FFFD, C1 code points U+0080..U+009F are dropped)
- *   VTF_CTRL  one C0 control byte (never ESC, CAN, SUB, NUL)
+ *   VTF_CTRL  one C0 control byte (never ESC, CAN, SUB, NUL), or CR LF
+ *             together when they come together (the common line end: one
+ *             unit for the pair halves the consumer's work per line)
  *   VTF_ESC   ESC, up to VTF_MAX_INTERMED intermediates, a final byte
  *   VTF_CSI   a CSI rebuilt from its parse (at most VTF_MAX_CSI_SEPS
  *             separators, parameters clamped to VTF_MAX_CSI_PARAM); REP is
@@ -68,6 +70,7 @@ struct vtf_unit {
     const uint8_t *bytes; /* the canonical bytes to hand to the terminal, in one write */
     size_t len;
     const struct vtf_seq *seq; /* VTF_ESC and VTF_CSI; NULL otherwise */
+    int ascii;                 /* VTF_TEXT: 1 when every byte is printable ASCII */
 };
 
 /* Receives each unit in stream order. A non-zero return stops vtf_feed,

@@ -153,7 +153,7 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
         (uint16_t)((c->pen.bits & ~PEN_PROTECTED) | (info->protected_cell ? PEN_PROTECTED : 0));
     if (s->on_glyph) {
         VTermRect rect = {pos.row, pos.row + 1, pos.col, pos.col + w};
-        s->on_glyph(rect, s->ud);
+        s->on_glyph(rect, c->chars, i, s->ud);
     }
     return 1;
 }
@@ -468,13 +468,40 @@ void vts_free(struct vts *s)
     free(s);
 }
 
+int vts_put_text(struct vts *s, int row, int col, const uint8_t *p, size_t len, size_t glyphs)
+{
+    struct vts_row *r = row_at(s, row);
+    if (!r || col < 0 || glyphs > (size_t)s->cols || (size_t)col + glyphs > (size_t)s->cols)
+        return AL_E_INVAL;
+    /* only the cells before col are blanked: those from col on are written
+     * here, so a row of text written at its end is written once */
+    if (row_fill_to(s, r, col) != 0 || row_reserve(s, r, col + (int)glyphs) != 0)
+        return AL_E_NOMEM;
+    struct vts_cell *c = r->cells + col;
+    size_t g = 0;
+    for (size_t i = 0; i < len && g < glyphs; g++) {
+        uint32_t cp = p[i];
+        size_t k = cp >= 0xf0 ? 4 : cp >= 0xe0 ? 3 : cp >= 0xc0 ? 2 : 1;
+        if (k > 1) {
+            cp &= 0x7fu >> k;
+            for (size_t j = 1; j < k && i + j < len; j++)
+                cp = (cp << 6) | (p[i + j] & 0x3fu);
+        }
+        i += k;
+        c[g].chars[0] = cp;
+        c[g].chars[1] = 0;
+        c[g].pen = s->pen;
+    }
+    if (col + (int)g > r->len)
+        r->len = (uint16_t)(col + (int)g);
+    return 0;
+}
+
 int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
 {
     struct vts_row *r = row_at(s, row);
     if (!r || col < 0 || n > (size_t)s->cols || (size_t)col + n > (size_t)s->cols)
         return AL_E_INVAL;
-    /* only the cells before col are blanked: those from col on are written
-     * here, so a row of text written at its end is written once */
     if (row_fill_to(s, r, col) != 0 || row_reserve(s, r, col + (int)n) != 0)
         return AL_E_NOMEM;
     struct vts_cell *c = r->cells + col;

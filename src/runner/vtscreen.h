@@ -28,8 +28,10 @@
 struct vts;
 
 /* Called for each glyph written, with the cells it covers (what libvterm's
- * screen reported as damage for it). */
-typedef void vts_glyph_fn(VTermRect rect, void *ud);
+ * screen reported as damage for it) and the code points its cell now holds
+ * (chars[0..n), n <= VTERM_MAX_CHARS_PER_CELL), so that the caller need not
+ * read the cell back. */
+typedef void vts_glyph_fn(VTermRect rect, const uint32_t *chars, int n, void *ud);
 /* Terminal properties, after the layer took what it needs (the alternate
  * screen, DECSCNM). */
 typedef int vts_prop_fn(VTermProp prop, VTermValue *val, void *ud);
@@ -39,12 +41,15 @@ int vts_new(VTermState *state, int rows, int cols, vts_glyph_fn *on_glyph, vts_p
             void *ud, struct vts **out);
 void vts_free(struct vts *s);
 
-/* The ASCII fast path (vt.c): printable ASCII bytes p[0..n) as glyphs at
- * row, from col on, with the current pen, as libvterm's state would put
- * them one by one when nothing else happens (no wrap, no insert mode, no
- * charset, no protection: the caller makes sure). The cursor is the
- * caller's to move. 0, AL_E_INVAL (outside the row) or AL_E_NOMEM (nothing
- * written). */
+/* The text fast path (vt.c): glyphs of width 1 as whole, valid UTF-8 text
+ * p[0..len), `glyphs` of them (each one code point of width 1: the caller
+ * made sure), at row from col on, with the current pen, as libvterm's state
+ * would put them one by one when nothing else happens (no wrap, no insert
+ * mode, no charset, no protection: the caller makes sure). The cursor is
+ * the caller's to move. 0, AL_E_INVAL (outside the row) or AL_E_NOMEM
+ * (nothing written). */
+int vts_put_text(struct vts *s, int row, int col, const uint8_t *p, size_t len, size_t glyphs);
+/* The same for printable ASCII p[0..n): one byte, one glyph. */
 int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n);
 
 /* As vterm_screen_get_cell: 0 outside the screen. */

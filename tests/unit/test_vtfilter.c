@@ -118,7 +118,11 @@ static void test_plain_passes(void **state)
 {
     (void)state;
     struct rec *r = RUN("hello \033[1;31mred\033[0m\r\n\033]0;t\007\033(0q\033(B", NULL);
-    expect_out(r, "hello \033[1;31mred\033[0m\r\n\033]0;t\033\\\033(0q\033(B", "TSTSCCOETE");
+    expect_out(r, "hello \033[1;31mred\033[0m\r\n\033]0;t\033\\\033(0q\033(B", "TSTSCOETE");
+    free(r);
+    /* CR LF together is one control unit; CR or LF alone, one each */
+    r = RUN("a\r\rb\n\r\n\n\r", NULL);
+    expect_out(r, "a\r\rb\n\r\n\n\r", "TCCTCCCC");
     free(r);
 }
 
@@ -187,6 +191,37 @@ static void test_csi_separators(void **state)
     expect_out(r, "\033[4:3;38:2::1:2:3m", "S");
     free(r);
     (void)want;
+}
+
+/* A CSI is handed on as it came when that is its canonical form, and
+ * rebuilt when not (a leading zero, a DEL or a control inside, a clamped
+ * parameter), whole or fed a byte at a time. */
+static void test_csi_canonical(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out, *kinds;
+    } cases[] = {
+        {"\033[007;0;00m", "\033[7;0;0m", "S"},
+        {"\033[1\1772m", "\033[12m", "S"},
+        {"\033[1\n;2H", "\n\033[1;2H", "CS"},
+        {"\033[?25h\033[;5H\033[38:2::1:2:3m", "\033[?25h\033[;5H\033[38:2::1:2:3m", "SSS"},
+        {"\033[0m\033[10;20r\033[>1c", "\033[0m\033[10;20r\033[>1c", "SSS"},
+        {"\033[65535;065535;70000X", "\033[65535;65535;65535X", "S"},
+        {"\033[1 q\033[!p\033[2$p", "\033[1 q\033[!p\033[2$p", "SSS"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct rec *r = run(cases[i].in, strlen(cases[i].in), NULL);
+        expect_out(r, cases[i].out, cases[i].kinds);
+        free(r);
+        r = rec_new();
+        struct vtf *f = filter_new(r);
+        for (const char *c = cases[i].in; *c; c++)
+            assert_int_equal(vtf_feed(f, (const uint8_t *)c, 1), AL_OK);
+        vtf_free(f);
+        expect_out(r, cases[i].out, cases[i].kinds);
+        free(r);
+    }
 }
 
 static void test_csi_limits(void **state)
@@ -401,13 +436,16 @@ static void test_split_every_byte(void **state)
 }
 
 /* Units the filter hands on, re-parsed: no REP, at most VTF_MAX_CSI_SEPS
- * separators, no C1 code point, valid UTF-8, bounded strings. */
+ * separators, no C1 code point, valid UTF-8, bounded strings, text marked
+ * ASCII only when it is, a control alone or CR LF. */
 static int check_unit(void *ud, const struct vtf_unit *u)
 {
     (void)ud;
     const uint8_t *b = u->bytes;
     switch (u->kind) {
     case VTF_TEXT:
+        for (size_t i = 0; u->ascii && i < u->len; i++) /* the flag the fast path trusts */
+            assert_true(b[i] >= 0x20 && b[i] <= 0x7e);
         for (size_t i = 0; i < u->len;) {
             uint32_t cp;
             size_t k;
@@ -437,6 +475,11 @@ static int check_unit(void *ud, const struct vtf_unit *u)
         }
         break;
     case VTF_CTRL:
+        if (u->len == 2) { /* CR LF, together */
+            assert_int_equal(b[0], '\r');
+            assert_int_equal(b[1], '\n');
+            break;
+        }
         assert_int_equal(u->len, 1);
         assert_true(b[0] < 0x20 && b[0] != 0x1b && b[0] != 0 && b[0] != 0x18 && b[0] != 0x1a);
         break;
@@ -600,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_rep),
         cmocka_unit_test(test_csi_separators),
         cmocka_unit_test(test_csi_limits),
+        cmocka_unit_test(test_csi_canonical),
         cmocka_unit_test(test_c1_and_utf8),
         cmocka_unit_test(test_combining_limit),
         cmocka_unit_test(test_strings),
