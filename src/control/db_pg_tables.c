@@ -267,10 +267,14 @@ static bool dbp_final(enum db_term_state s)
 }
 
 /* The condition of a fenced write to terminals, its fence as $N: none
- * (N < 0), or the fence of the terminal's sandbox. */
+ * (N < 0), or the fence of the terminal's sandbox. FOR SHARE: under READ
+ * COMMITTED a plain subquery reads the snapshot of the statement's start,
+ * so a write could land just after another replica's take-over committed;
+ * the row lock waits for a take-over in progress and then reads the row as
+ * it committed (and a take-over waits for a write that locked it first). */
 #define DBP_TERM_FENCE(n)                                                                          \
     " AND ($" #n "::bigint < 0 OR EXISTS (SELECT 1 FROM sandboxes s"                               \
-    " WHERE s.id = terminals.sandbox_id AND s.fence = $" #n "::bigint))"
+    " WHERE s.id = terminals.sandbox_id AND s.fence = $" #n "::bigint FOR SHARE))"
 
 static int dbp_terminal_cas_state(struct db *db, const char *id, enum db_term_state from,
                                   enum db_term_state to, int64_t now, int64_t fence)
@@ -384,7 +388,8 @@ static int dbp_audit_add(struct db *db, int64_t at, const char *actor, const cha
     int rc = dbp_exec(db, "add audit",
                       "INSERT INTO audit (at, actor, action, target, detail)"
                       " SELECT $1::bigint, $2, $3, $4, $5 WHERE $6::bigint < 0 OR EXISTS"
-                      " (SELECT 1 FROM sandboxes WHERE id = $7::text AND fence = $6::bigint)",
+                      " (SELECT 1 FROM sandboxes WHERE id = $7::text AND fence = $6::bigint"
+                      " FOR SHARE)", /* see DBP_TERM_FENCE */
                       7, v, &r);
     if (rc == AL_OK && !dbp_one_changed(r.res))
         rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
