@@ -27,10 +27,10 @@
 #include "endpoint.h"
 #include "relay.h"
 #include "wsc.h"
+#include "wscraw.h"
 #include "wsg.h"
 
-#define API_WSC_UPGRADE_S 10                /* the upgrade, answer included */
-#define API_WSC_OUT_MAX (AL_MAX_FRAME + 64) /* one write: a whole frame and its header */
+#define API_WSC_UPGRADE_S 10 /* the upgrade, answer included */
 
 static void ev_upgraded(void *ud)
 {
@@ -94,33 +94,13 @@ void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c)
 
 int api_wsc_receive(struct conn *c, const void *in, size_t len)
 {
-    if (!c || !c->wsc)
-        return -1;
-    int rc = wsc_receive(c->wsc, in, len);
-    if (rc == AL_E_NOMEM || rc == AL_E_PROTO)
-        return -1;
-    if (wsc_pending(c->wsc)) /* a pong or a close answer to write */
-        lws_callback_on_writable(c->dial_wsi);
-    return 0;
+    return c ? wscraw_receive(c->wsc, c->dial_wsi, in, len) : -1;
 }
 
-/* Write what the link has encoded until it has nothing or the socket is
- * choked. 1: all out; 0: choked (a WRITEABLE is asked for); -1: failed. */
+/* See wscraw_flush. */
 static int flush(struct conn *c)
 {
-    static uint8_t buf[LWS_PRE + API_WSC_OUT_MAX];
-    while (wsc_pending(c->wsc)) {
-        size_t n = wsc_output(c->wsc, buf + LWS_PRE, API_WSC_OUT_MAX);
-        if (!n)
-            break;
-        if (lws_write(c->dial_wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < (int)n)
-            return -1;
-        if (lws_send_pipe_choked(c->dial_wsi)) {
-            lws_callback_on_writable(c->dial_wsi);
-            return 0;
-        }
-    }
-    return 1;
+    return wscraw_flush(c->wsc, c->dial_wsi);
 }
 
 /* After our close frame went out: drop the socket at the next WRITEABLE. */

@@ -23,11 +23,9 @@
 #include "runner_listen.h"
 #include "rprobe.h"
 #include "wsc.h"
+#include "wscraw.h"
 #include "wsg.h"
 #include "wslisten.h"
-
-/* Bytes of one write to a dialed link: a whole frame with its header. */
-#define RUNNER_CONN_OUT_MAX (AL_MAX_FRAME + 64)
 
 struct runner_conn {
     struct wsg ws;   /* the message being reassembled, the close */
@@ -213,23 +211,10 @@ static void raw_connected(struct runner_app *a, struct lws *wsi, struct runner_c
     lws_callback_on_writable(wsi);
 }
 
-/* Write what the link has encoded until it has nothing or the socket is
- * choked. 1: all out; 0: choked (a WRITEABLE is asked for); -1: failed. */
+/* See wscraw_flush. */
 static int raw_flush(struct runner_conn *c)
 {
-    static uint8_t buf[LWS_PRE + RUNNER_CONN_OUT_MAX];
-    while (wsc_pending(c->wsc)) {
-        size_t n = wsc_output(c->wsc, buf + LWS_PRE, RUNNER_CONN_OUT_MAX);
-        if (!n)
-            break;
-        if (lws_write(c->wsi, buf + LWS_PRE, n, LWS_WRITE_RAW) < (int)n)
-            return -1;
-        if (lws_send_pipe_choked(c->wsi)) {
-            lws_callback_on_writable(c->wsi);
-            return 0;
-        }
-    }
-    return 1;
+    return wscraw_flush(c->wsc, c->wsi);
 }
 
 static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
@@ -293,14 +278,7 @@ static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_co
 
 static int raw_receive(struct runner_conn *c, const void *in, size_t len)
 {
-    if (!c->wsc)
-        return -1;
-    int rc = wsc_receive(c->wsc, in, len);
-    if (rc == AL_E_NOMEM || rc == AL_E_PROTO)
-        return -1;
-    if (wsc_pending(c->wsc)) /* a pong or a close answer to write */
-        lws_callback_on_writable(c->wsi);
-    return 0;
+    return wscraw_receive(c->wsc, c->wsi, in, len);
 }
 
 static void raw_closed_socket(struct runner_app *a, struct lws *wsi, struct runner_conn *c)

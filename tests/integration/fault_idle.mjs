@@ -107,6 +107,12 @@ async function defaultPings() {
     'a CLI with --ping-interval 2 on the same airlockd was never cut, and has the output');
 }
 
+function firstDiff(a, b) {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return n;
+}
+
 async function age() {
   const { s, sb } = await setup('age', [], AGE_CUT);
   const out = pacedStream(s.base, 'age', AGE_SIZE, 3, 40);
@@ -118,7 +124,8 @@ async function age() {
   const took = Date.now() - t0;
   const got = js.ch.output();
   check(got.length === out.data.length && sha(got) === sha(out.data) && !js.ch.gaps,
-    `age cuts every 3 s: the ${AGE_SIZE} byte stream arrived exactly once, no gap (${took} ms)`);
+    `age cuts every 3 s: the ${AGE_SIZE} byte stream arrived exactly once, no gap (${took} ms; got ${got.length} bytes, ${
+      js.ch.gaps} gaps, ${js.reconnects} reconnects${got.length && sha(got) !== sha(out.data) ? `, first difference at ${firstDiff(got, out.data)}` : ''})`);
   check(sb.proxy.fired('age-cut') >= 3 && js.proxy.fired('age-cut') >= 3,
     `both hops were cut at their age (runner ${sb.proxy.fired('age-cut')}, client ${js.proxy.fired('age-cut')} times)`);
 }
