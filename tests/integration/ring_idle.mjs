@@ -11,6 +11,9 @@ import fs from 'node:fs';
 import { run, check, tmpdir, sleep, waitFor, rssKb } from '../interop/harness.mjs';
 import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
 import { descendants } from '../interop/procs.mjs';
+import { SANITIZED } from '../interop/abuse.mjs';
+
+const RING_KB = 4096; // the runner's default output ring (4 MiB)
 
 const comm = (pid) => { try { return fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return ''; } };
 
@@ -37,9 +40,14 @@ await run('ring_idle', async () => {
   const quiet = rssKb(runner);
   // EP_ACK_SETTLE_US (250 ms) for airlockd's last ACK, EP_RING_IDLE_US (2 s)
   // of quiet, and the runner's next tick, which its pings bound (15 s)
-  const after = await waitFor(() => { const k = rssKb(runner); return k - before < 1500 ? k : 0; }, 20000,
+  // Under the sanitizers the frames' freed buffers stay resident in ASan's
+  // quarantine, so the RSS cannot come back to its level before the burst:
+  // there the check is that the ring's own mapping (RING_KB) goes back.
+  const given = (k) => (SANITIZED ? quiet - k >= RING_KB - 256 : k - before < 1500);
+  const after = await waitFor(() => { const k = rssKb(runner); return given(k) ? k : 0; }, 20000,
     `the ring given back (RSS ${before} before, peak ${peak})`, 250).catch(() => rssKb(runner));
   check(peak - before > 3000, `the burst took the ring (runner RSS ${before} -> peak ${peak} KB)`);
-  check(after - before < 1500, `idle and acknowledged, the ring is given back (RSS ${before} -> ${quiet} -> ${after} KB)`);
+  check(given(after), `idle and acknowledged, the ring is given back (RSS ${before} -> ${quiet} -> ${after} KB${
+    SANITIZED ? `; sanitizers: ${quiet - after} KB of the ${RING_KB} KB ring returned` : ''})`);
   // and taken again when the terminal prints: it still works
 }, 120000);
