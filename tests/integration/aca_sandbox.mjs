@@ -17,7 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { run, check, tmpdir, BIN, SRC, sleep, keygen, waitFor, onCleanup } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach, checksummedStream } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, api, attach, checksummedStream, screenBytes } from '../interop/airlockd.mjs';
 import { startFront, runnerSession } from '../tools/platform_front.mjs';
 import { runCli } from '../interop/cli.mjs';
 
@@ -161,7 +161,7 @@ await run('aca_sandbox', async () => {
   r = await api(port, 'POST', '/v1/terminals', op, { sandbox: 'idle', argv: ['sh', '-c', 'echo ready; exec sleep 60'] });
   check(r.status === 201, 'an idle terminal');
   const b = await attach(port, r.json.id, op);
-  await b.ctl.wait(() => Buffer.concat(b.ch.out).includes('ready'), 'its first line', 15000);
+  await b.ctl.wait(() => screenBytes(b.ch).includes('ready'), 'its first line (or a snapshot with it)', 15000);
   const idleCuts0 = idle.stats.idleCuts;
   await sleep(6500);
   const row1 = await sandboxRow(port, admin, 'idle');

@@ -9,7 +9,7 @@
 import path from 'node:path';
 import fs from 'node:fs';
 import { run, check, tmpdir, sleep, waitFor, rssKb } from '../interop/harness.mjs';
-import { addUser, startAirlockd, addLocalSandbox, api, attach } from '../interop/airlockd.mjs';
+import { addUser, startAirlockd, addLocalSandbox, api, attach, screenBytes } from '../interop/airlockd.mjs';
 import { descendants } from '../interop/procs.mjs';
 import { SANITIZED } from '../interop/abuse.mjs';
 
@@ -30,7 +30,8 @@ await run('ring_idle', async () => {
     { sandbox: 'box', argv: ['sh', '-c', 'stty raw -echo; echo go; sleep 1; head -c 12000000 /dev/zero | tr "\\0" x | fold -w 99; echo; echo done; exec sleep 120'] });
   check(r.status === 201, `a terminal: ${r.status} ${r.body}`);
   const a = await attach(d.port, r.json.id, op);
-  await a.ctl.wait(() => Buffer.concat(a.ch.out).includes('go'), 'the terminal started', 20000);
+  // (an attach that lands after 'go' gets it in a snapshot: the screen, not ch.out)
+  await a.ctl.wait(() => screenBytes(a.ch).includes('go'), 'the terminal started', 20000);
   await sleep(500);
   const before = rssKb(runner);
   let peak = before;
