@@ -92,11 +92,15 @@ async function defaultPings() {
   await js.ch.waitExit(IDLE_MS + 30000);
   const st = await cli.exited;
   const cuts = [sb.proxy, js.proxy, cli.proxy].map((p) => cutsBetween([p], t0, Date.now()));
-  // (the clients' hops carry VIEWERS when the other client comes back, so
-  // they are idle less often than the runner link)
-  check(cuts[0] >= 2 && cuts.every((n) => n >= 1), `default pings (15 s) behind 5 s idle cuts: each hop was cut while idle (runner, JS, CLI: ${cuts})`);
-  check(js.reconnects >= 1 && /connection lost/.test(cli.err()) && /reconnected/.test(cli.err()),
-    `the JS client (${js.reconnects} reconnects) and the CLI reconnected`);
+  // The clients' hops carry VIEWERS whenever the other client leaves or
+  // comes back, about every 5 s, the same period as the cut: one of them
+  // may never stay silent for 5 s (one run in several here, when two of
+  // these tests ran at once). The runner link carries nothing and must be
+  // cut; of the clients' hops at least one, and each one cut reconnected.
+  check(cuts[0] >= 2 && cuts[1] + cuts[2] >= 1, `default pings (15 s) behind 5 s idle cuts: the runner link and the clients' hops were cut while idle (runner, JS, CLI: ${cuts})`);
+  const cliBack = /connection lost/.test(cli.err()) && /reconnected/.test(cli.err());
+  check((cuts[1] === 0 || js.reconnects >= 1) && (cuts[2] === 0 || cliBack),
+    `each client whose hop was cut reconnected (JS: ${js.reconnects} reconnects, CLI: ${cliBack ? 'yes' : 'no'})`);
   check(sha(js.ch.output()) === sha(t.data) && !js.ch.gaps, 'the JS client has the output exactly once, no gap');
   const got = fs.readFileSync(cli.out);
   check(st.code === 0 && got.length === t.data.length && sha(got) === sha(t.data),
