@@ -58,6 +58,7 @@ struct api {
     char runner_bin[PATH_MAX];
     char self_url[300];
     char web_dir[PATH_MAX];
+    char rec_dir[PATH_MAX]; /* recordings: --recordings, else DATA/recordings */
     int tls;
     struct db_session_policy sess; /* web sessions' lifetimes, in ms */
     struct db *db;
