@@ -411,8 +411,8 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .data_dir = a->data_dir,
         .rec_dir = a->rec_dir,
         /* another replica may hold a recording open: take it over by a copy */
-        .rec_fenced = a->cfg.db_url && strncmp(a->cfg.db_url, DB_SQLITE_PREFIX,
-                                               strlen(DB_SQLITE_PREFIX)) != 0,
+        .rec_fenced = a->cfg.db_url &&
+                      strncmp(a->cfg.db_url, DB_SQLITE_PREFIX, strlen(DB_SQLITE_PREFIX)) != 0,
         .lsbx = a->lsbx,
         .self_url = a->self_url,
         .no_network = a->cfg.sandbox_no_network,

@@ -89,8 +89,7 @@ static int copy_prefix(int in, int out, off_t size)
             done += n;
             continue;
         }
-        if (n == 0 || (errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
-                       errno != EOPNOTSUPP))
+        if (n == 0 || (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP))
             return n == 0 ? AL_E_FORMAT : AL_E_IO; /* shrank under us, or failed */
         /* no in-kernel copy between these files: read and write */
         char buf[65536];

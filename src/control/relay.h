@@ -117,10 +117,10 @@ struct relay_config {
     struct db *db;
     struct signer *signer; /* mints runner:connect tokens (the key is its own) */
     const char *data_dir;
-    const char *rec_dir; /* recordings: ID.cast */
-    int rec_fenced;      /* a shared database: a recording taken over from another
-                            replica is first replaced by a copy of its durable
-                            prefix (docs/scale-out.md, "Recordings") */
+    const char *rec_dir;  /* recordings: ID.cast */
+    int rec_fenced;       /* a shared database: a recording taken over from another
+                             replica is first replaced by a copy of its durable
+                             prefix (docs/scale-out.md, "Recordings") */
     struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
     const char *self_url; /* ws://host:port where local runners dial us */
     int no_network;       /* local sandboxes' agents get loopback only, unless the
