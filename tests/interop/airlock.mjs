@@ -294,7 +294,10 @@ export class Controller {
   connect(url, headers = {}, { protocols = ['airlock.v1'], ...opts } = {}) {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url, protocols, { headers, perMessageDeflate: false, ...opts });
-      ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
+      ws.on('unexpected-response', (req, res) => {
+        req.destroy(); // ws leaves the request to this listener: no 'close' follows
+        reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode }));
+      });
       ws.on('error', (e) => reject(e));
       ws.on('open', () => { ws.send(enc.hello()); });
       this.wire(ws, () => resolve(this));
