@@ -260,7 +260,9 @@ int relay_proxy_revoke(struct relay *r, const char *term_id);
  * upstreams only then: after airlockd's start (or a link's loss), a
  * terminal that ended meanwhile is known to have ended only once its
  * runner answers the re-attach; until then it is not taken as running
- * (docs/proxy.md). */
+ * (docs/proxy.md). A terminal this replica does not serve is live when
+ * the database says it runs and another replica holds its sandbox's
+ * lease with the runner linked (docs/scale-out.md). */
 int relay_proxy_live(const struct relay *r, const char *term_id);
 
 struct rl_term_info {
