@@ -75,6 +75,13 @@
  *              dials, starts or keeps the runner's link, and the relay's
  *              writes about the sandbox carry its fence (the *_fenced
  *              calls): the database refuses them once the fence moved on.
+ *   runner keys (schema 10, a column of sandboxes; db_runner_key.c)
+ *              runner_key: the hex SHA-256 of the key the sandbox's
+ *              dialing runner must present (rkey.h), NULL before the
+ *              first; beside the lease, so that every replica checks the
+ *              same pin (an impostor reaching a replica that never saw
+ *              the runner is refused there too). Never in db_sandbox:
+ *              nothing lists it.
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -102,7 +109,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 9,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 10,        /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -135,6 +142,7 @@ enum {
     DB_REPLICA_ID_LEN = 26,      /* "r-" + 24 hex digits */
     DB_REPLICA_ADDR_MAX = 256,   /* a replica's address: a ws:// or wss:// URL */
     DB_REPLICAS_LIST_MAX = 1000, /* rows one db_replica_list returns at most */
+    DB_RUNNER_KEY_HEX = 64,      /* a pinned runner key: hex SHA-256 (rkey.h) */
     DB_NO_FENCE = -1             /* a write not fenced (db_*_fenced) */
 };
 
@@ -494,6 +502,20 @@ int db_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_l
                    void *ctx);
 /* Free every lease replica_id holds (a clean stop); the fences stay. */
 int db_lease_release(struct db *db, const char *replica_id);
+
+/* Runner keys (schema 10): a sandbox's pinned runner key, as the hex
+ * SHA-256 of the key (DB_RUNNER_KEY_HEX lowercase hex digits).
+ * db_runner_key_pin: hash_hex pinned unless a key is pinned already, in one
+ * statement (two replicas racing pin one key); the pin now in force, new
+ * or old, into pinned (cap > DB_RUNNER_KEY_HEX). AL_E_NOENT without such
+ * a sandbox. */
+int db_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash_hex, char *pinned,
+                      size_t cap);
+/* db_runner_key_set: the pin replaced by hash_hex (a local runner started
+ * with a fresh key), or forgotten (hash_hex NULL: a new enrollment), made
+ * only while the sandbox's fence is still `fence` (AL_E_PERM once it moved
+ * on; DB_NO_FENCE: not fenced). AL_E_NOENT without such a sandbox. */
+int db_runner_key_set(struct db *db, const char *sandbox_id, const char *hash_hex, int64_t fence);
 
 /* Fenced writes: the same as the calls without _fenced, made only while
  * the sandbox's fence is still `fence` (checked by the database in the

@@ -111,6 +111,12 @@ struct db_backend {
                        void *ctx);
     int (*lease_release)(struct db *db, const char *replica_id);
 
+    /* Runner keys (db.h), inputs checked by db_runner_key.c. pin: the pin
+     * in force into pinned (DB_HASH_HEX + 1 bytes), AL_E_NOENT without the
+     * sandbox; set: hash NULL forgets, fence as sandbox_set_link's. */
+    int (*runner_key_pin)(struct db *db, const char *sandbox_id, const char *hash, char *pinned);
+    int (*runner_key_set)(struct db *db, const char *sandbox_id, const char *hash, int64_t fence);
+
     /* sandbox_id and fence: a fenced row (fence >= 0), else NULL and -1;
      * AL_E_PERM, nothing added, when the fence moved on. */
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,

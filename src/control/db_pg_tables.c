@@ -739,6 +739,41 @@ static int dbp_lease_release(struct db *db, const char *replica_id)
                    "UPDATE sandboxes SET owner = NULL, lease_until = NULL WHERE owner = $1", 1, v);
 }
 
+/* ---- runner keys --------------------------------------------------------------- */
+
+static int dbp_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash, char *pinned)
+{
+    const char *const v[] = {sandbox_id, hash};
+    bool found = false;
+    int rc = dbp_one(db, "pin runner key",
+                     "UPDATE sandboxes SET runner_key = coalesce(runner_key, $2) WHERE id = $1"
+                     " RETURNING runner_key",
+                     2, v, db_row_one_hash, pinned, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+static int dbp_runner_key_set(struct db *db, const char *sandbox_id, const char *hash,
+                              int64_t fence)
+{
+    char f[DBP_INT_TEXT];
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {sandbox_id, hash, f};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set runner key",
+                      "UPDATE sandboxes SET runner_key = $2 WHERE id = $1"
+                      " AND ($3::bigint < 0 OR fence = $3::bigint)",
+                      3, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = fence >= 0
+                 ? db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                           sandbox_id, (long long)fence)
+                 : db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    PQclear(r.res);
+    return rc;
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -780,6 +815,8 @@ const struct db_backend db_pg_backend = {
     .lease_move = dbp_lease_move,
     .lease_renew = dbp_lease_renew,
     .lease_release = dbp_lease_release,
+    .runner_key_pin = dbp_runner_key_pin,
+    .runner_key_set = dbp_runner_key_set,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

@@ -289,3 +289,8 @@ int db_row_one_fence(const struct db_row *r, void *out)
 {
     return r->ops->i64(r, 0, 0, INT64_MAX, NULL, out);
 }
+
+int db_row_one_hash(const struct db_row *r, void *out)
+{
+    return r->ops->text(r, 0, out, DB_HASH_HEX + 1, false);
+}

@@ -101,6 +101,8 @@ struct db_row_lease {
 int db_row_list_lease(const struct db_row *r, void *ctx);
 /* One column, a fence, into *(int64_t *)out. */
 int db_row_one_fence(const struct db_row *r, void *out);
+/* One column, a hex SHA-256, into (char *)out (DB_HASH_HEX + 1 bytes). */
+int db_row_one_hash(const struct db_row *r, void *out);
 
 /* For a lookup of one row (out: the struct to fill): the decoders with a
  * db_row_fn's signature. A session's out is a struct db_row_session_out. */

@@ -647,6 +647,35 @@ static int dbs_lease_release(struct db *db, const char *replica_id)
                    DBS_NARGS(a), NULL, NULL);
 }
 
+/* ---- runner keys --------------------------------------------------------------- */
+
+static int dbs_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash, char *pinned)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(hash)};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "UPDATE sandboxes SET runner_key = coalesce(runner_key, ?2) WHERE id = ?1"
+                     " RETURNING runner_key",
+                     a, DBS_NARGS(a), db_row_one_hash, pinned, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+static int dbs_runner_key_set(struct db *db, const char *sandbox_id, const char *hash,
+                              int64_t fence)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(hash), dbs_int(fence)};
+    int rc = dbs_change(db,
+                        "UPDATE sandboxes SET runner_key = ?2 WHERE id = ?1"
+                        " AND (?3 < 0 OR fence = ?3)",
+                        a, DBS_NARGS(a), "sandbox", sandbox_id, NULL);
+    if (rc == AL_E_NOENT && fence >= 0)
+        rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                     sandbox_id, (long long)fence);
+    return rc;
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -688,6 +717,8 @@ const struct db_backend db_sqlite_backend = {
     .lease_move = dbs_lease_move,
     .lease_renew = dbs_lease_renew,
     .lease_release = dbs_lease_release,
+    .runner_key_pin = dbs_runner_key_pin,
+    .runner_key_set = dbs_runner_key_set,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

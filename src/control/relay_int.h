@@ -217,6 +217,9 @@ void relay_link_timers(const struct relay *r, struct ep *ep);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 
+/* Pin key (a local runner's, made by the relay) as the sandbox's, fenced:
+ * only the owner (AL_E_PERM once another owns it; the sandbox is lost). */
+int relay_cred_key_pin(struct rl_sbx *sb, const char *key);
 /* Mint a runner:connect token for sb (its audience sandbox_id) through the
  * signer; `purpose` says why, in the audit (fenced). AL_E_STATE when sb is
  * not ours. */
