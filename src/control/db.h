@@ -67,6 +67,11 @@
  *              alive while it is not stopped and its beat is younger
  *              than the caller's staleness; rows whose beat is older than
  *              the caller's horizon are deleted (db_replica_prune).
+ *              Schema 11: jwks, the public keys the replica signs with (a
+ *              JWKS, compact JSON; NULL until it publishes them): every
+ *              replica accepts the tokens any registered replica minted
+ *              (docs/scale-out.md, "Trust between replicas"); the database
+ *              is trusted, the sandbox never reaches it.
  *   leases     (schema 9, columns of sandboxes; db_lease.c) which replica
  *              owns the sandbox's runner link: owner (a replica id, NULL
  *              when free), fence (grows by one at every change of owner,
@@ -109,7 +114,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 10,        /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 11,        /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -143,6 +148,7 @@ enum {
     DB_REPLICA_ADDR_MAX = 256,   /* a replica's address: a ws:// or wss:// URL */
     DB_REPLICAS_LIST_MAX = 1000, /* rows one db_replica_list returns at most */
     DB_RUNNER_KEY_HEX = 64,      /* a pinned runner key: hex SHA-256 (rkey.h) */
+    DB_REPLICA_JWKS_MAX = 65536, /* a replica's public keys, JWKS text (TOK_MAX_JWKS_BYTES) */
     DB_NO_FENCE = -1             /* a write not fenced (db_*_fenced) */
 };
 
@@ -298,6 +304,7 @@ struct db_replica {
 
 typedef int (*db_replica_cb)(void *ctx, const struct db_replica *r);
 typedef int (*db_lease_cb)(void *ctx, const char *sandbox_id, int64_t fence);
+typedef int (*db_replica_jwks_cb)(void *ctx, const char *replica_id, const char *jwks);
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -472,6 +479,15 @@ int db_replica_stop(struct db *db, const char *id);
 int db_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
 /* Delete the rows whose beat is older than keep_ms (1..) before now. */
 int db_replica_prune(struct db *db, int64_t keep_ms);
+/* Publish the replica's public keys (schema 11): jwks, the text of a JWKS
+ * without control characters (compact JSON), 1..DB_REPLICA_JWKS_MAX
+ * bytes; the data layer does not parse it (the verifier does, strictly).
+ * AL_E_NOENT when there is no such row. */
+int db_replica_set_jwks(struct db *db, const char *id, const char *jwks);
+/* Every replica's published keys (at most DB_REPLICAS_LIST_MAX rows, alive
+ * or not, oldest start first; rows without keys skipped): cb once per
+ * replica with its id and its JWKS text, valid during the call. */
+int db_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx);
 
 /* Leases (schema 9): which replica owns a sandbox's runner link, with a
  * fencing token (the fence) that grows at every change of owner. Times are

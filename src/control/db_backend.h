@@ -97,6 +97,9 @@ struct db_backend {
     int (*replica_stop)(struct db *db, const char *id);
     int (*replica_list)(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
     int (*replica_prune)(struct db *db, int64_t keep_ms);
+    /* jwks checked by db_replica.c; list: rows with keys only */
+    int (*replica_set_jwks)(struct db *db, const char *id, const char *jwks);
+    int (*replica_jwks_list)(struct db *db, db_replica_jwks_cb cb, void *ctx);
 
     /* Leases (db.h), each one statement reading the database's clock.
      * take: AL_E_STATE when not taken (db_lease.c tells why); move: AL_E_NOENT

@@ -178,6 +178,13 @@ static const char *const dbp_schema_v10[] = {
     "  CONSTRAINT sandboxes_runner_key_check " DBP_HEX64_CHECK("runner_key"),
     NULL,
 };
+/* Schema 11, as db_sqlite_schema.c's dbs_schema_v11: each replica's
+ * public keys. */
+static const char *const dbp_schema_v11[] = {
+    "ALTER TABLE replicas ADD COLUMN jwks text"
+    "  CONSTRAINT replicas_jwks_check CHECK (length(jwks) BETWEEN 1 AND 65536)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -193,6 +200,7 @@ const struct dbp_migration dbp_migrations[] = {
     {"recording time and exit", dbp_schema_v8},
     {"leases", dbp_schema_v9},
     {"runner keys", dbp_schema_v10},
+    {"replica keys", dbp_schema_v11},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,

@@ -78,6 +78,7 @@ struct db_row_list {
         db_terminal_cb terminal;
         db_audit_cb audit;
         db_replica_cb replica;
+        db_replica_jwks_cb jwks;
     } cb;
     void *ctx;
     void *row;
@@ -93,6 +94,9 @@ int db_row_list_audit(const struct db_row *r, void *ctx);
 /* A replica's columns: id, address, started_at, beat_at, stopped_at and
  * alive, a boolean each backend's query computes from its own clock. */
 int db_row_list_replica(const struct db_row *r, void *ctx);
+/* A replica's published keys: id, jwks; the listing's row buffer holds
+ * DB_REPLICA_JWKS_MAX + 1 bytes (db_row_list_start). */
+int db_row_list_jwks(const struct db_row *r, void *ctx);
 /* A lease's columns: sandbox id, fence; ctx a struct db_row_lease. */
 struct db_row_lease {
     db_lease_cb cb;

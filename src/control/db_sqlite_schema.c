@@ -202,6 +202,9 @@ static const char dbs_schema_v9[] =
 static const char dbs_schema_v10[] =
     "ALTER TABLE sandboxes ADD COLUMN runner_key TEXT CHECK (runner_key IS NULL OR"
     "  (length(runner_key) = 64 AND runner_key NOT GLOB '*[^0-9a-f]*'));";
+/* Schema 11: each replica's public keys (db.h "replicas"), a JWKS. */
+static const char dbs_schema_v11[] =
+    "ALTER TABLE replicas ADD COLUMN jwks TEXT CHECK (length(jwks) BETWEEN 1 AND 65536);";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -217,6 +220,7 @@ const struct dbs_migration dbs_migrations[] = {
     {"recording time and exit", dbs_schema_v8},
     {"leases", dbs_schema_v9},
     {"runner keys", dbs_schema_v10},
+    {"replica keys", dbs_schema_v11},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,

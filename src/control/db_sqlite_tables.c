@@ -574,6 +574,27 @@ static int dbs_replica_prune(struct db *db, int64_t keep_ms)
                    NULL, NULL);
 }
 
+static int dbs_replica_set_jwks(struct db *db, const char *id, const char *jwks)
+{
+    const struct dbs_arg a[] = {dbs_text(id), dbs_text(jwks)};
+    return dbs_change(db, "UPDATE replicas SET jwks = ?2 WHERE id = ?1", a, DBS_NARGS(a), "replica",
+                      id, NULL);
+}
+
+static int dbs_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_int(DB_REPLICAS_LIST_MAX)};
+    struct db_row_list l = {.cb.jwks = cb, .ctx = ctx};
+    int rc = db_row_list_start(db, &l, DB_REPLICA_JWKS_MAX + 1);
+    if (rc == AL_OK)
+        rc = dbs_list(db,
+                      "SELECT id, jwks FROM replicas WHERE jwks IS NOT NULL"
+                      " ORDER BY started_at, id LIMIT ?1",
+                      a, DBS_NARGS(a), db_row_list_jwks, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
 /* ---- leases -------------------------------------------------------------------- */
 
 /* Free, expired, held by a replica not alive (?3: its staleness; or
@@ -712,6 +733,8 @@ const struct db_backend db_sqlite_backend = {
     .replica_stop = dbs_replica_stop,
     .replica_list = dbs_replica_list,
     .replica_prune = dbs_replica_prune,
+    .replica_set_jwks = dbs_replica_set_jwks,
+    .replica_jwks_list = dbs_replica_jwks_list,
     .lease_take = dbs_lease_take,
     .lease_take_free = dbs_lease_take_free,
     .lease_move = dbs_lease_move,

@@ -97,6 +97,11 @@ struct rl_client;
 /* A connection has frames to send: the glue calls *_output when writable. */
 typedef void rl_wake_fn(void *conn);
 #define RL_LINK_ERROR_MAX 256 /* bytes of a sandbox's last dial failure */
+/* Trust between replicas (relay_peers.c): the other replicas' keysets
+ * kept at most, and how often a token with an unknown kid may make the
+ * relay read them again between heartbeats. */
+#define RL_PEER_KEYSETS_MAX 1000 /* DB_REPLICAS_LIST_MAX */
+#define RL_PEER_REFRESH_MIN_US 1000000ull
 
 /* What a dial presents: the runner's URL and our runner:connect token;
  * for an aca sandbox also its platform, whose token goes in Authorization

@@ -5,7 +5,8 @@
  * link, in a local runner's token file, on a dial to a static sandbox) is
  * minted here through the signer (the key is the signer's, never ours) and
  * audited with its purpose, jti and kid; a dialing runner's bearer token
- * is checked here against the public keys (token.h). Keys: a dialing
+ * is checked here against our public keys and every other registered
+ * replica's (relay_peers.c, token.h). Keys: a dialing
  * runner's key must be the sandbox's pinned one (rkey.h), kept in the
  * database beside the lease (db.h "runner keys") so that every replica
  * checks the same pin; the first key a sandbox without a pin sees is
@@ -77,7 +78,7 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
     }
     struct tok_verify_params p;
     tok_verify_params_init(&p, sandbox_id, RL_SCOPE, (int64_t)time(NULL));
-    return tok_verify(r->keys, token, strlen(token), &p, NULL, why, cap);
+    return relay_peers_verify(r, token, &p, why, cap); /* ours, or another replica's */
 }
 
 /* A link with a valid token but not the sandbox's key: counted, and shown

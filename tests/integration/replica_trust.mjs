@@ -7,6 +7,14 @@
 //   dialing a replica that never saw the sandbox's runner, is refused (403)
 //   there as at the owner, and the lease does not move; the real runner,
 //   moved to a replica that never saw it, is accepted there (the same pin);
+// - each replica has its own key and its own jwks.json, nothing copied:
+//   every replica publishes its public keys in the database and accepts
+//   the tokens of every registered replica (the enrollment token minted by
+//   one and the in-band tokens of another verify where the runner lands;
+//   a token minted by replica 0's key verifies at replica 2), while a
+//   token signed by a key no replica published is refused; the enrollment
+//   answer lists every replica's key, so the runner verifies whichever
+//   replica's in-band tokens;
 // - a lone airlockd (SQLite) keeps a pin an airlockd from before schema 10
 //   left in its data directory: another key is refused, the pinned one
 //   accepted, and the pin moves into the database.
@@ -44,10 +52,10 @@ await run('replica_trust', async () => {
   const dirs = [0, 1, 2].map((i) => path.join(base, `data${i}`));
   const rdir = path.join(base, 'runner');
   fs.mkdirSync(rdir);
+  // each replica its own key and jwks.json: nothing copied between them
   for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
-  // every public key in every jwks.json (shared verification keys: below)
-  const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
-  for (const d of [...dirs, rdir]) fs.writeFileSync(path.join(d, 'jwks.json'), JSON.stringify(jwks));
+  const kidOf = (d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys.map((k) => k.kid);
+  const kids = dirs.map((d) => kidOf(d)[0]);
   const admin = addUser(dirs[0], 'ada', 'admin', pg);
   const rs = [];
   for (let i = 0; i < 3; i++) rs.push(await startAirlockd({ dir: dirs[i], db: `${pg}&application_name=replica${i}` }));
@@ -62,6 +70,14 @@ await run('replica_trust', async () => {
   check(r.status === 200 && r.json.token, 'its enrollment token');
   const token = r.json.token;
   fs.writeFileSync(path.join(rdir, 'token'), token, { mode: 0o600 });
+  const ekids = r.json.jwks.keys.map((k) => k.kid);
+  check(kids.every((k) => ekids.includes(k)) && ekids.length === 3,
+    `the enrollment answer's jwks lists every replica's key (${ekids.length}), the runner's jwks.json`);
+  fs.writeFileSync(path.join(rdir, 'jwks.json'), JSON.stringify(r.json.jwks));
+  for (let i = 0; i < 3; i++)
+    check(kidOf(dirs[i]).length === 1, `replica ${i}'s own jwks.json has its own key only`);
+  const pub = psql(pg, 'SELECT count(*) FROM replicas WHERE jwks IS NOT NULL');
+  check(Number(pub) === 3, `each replica published its public keys in its replicas row (${pub})`);
   const fwd = await forwarder(rs[0].port);
   const rlog = path.join(base, 'reverse-runner.log');
   const out = fs.openSync(rlog, 'a');
@@ -97,7 +113,25 @@ await run('replica_trust', async () => {
   fwd.to(rs[1].port);
   const moved = await waitFor(async () => { const x = await revOf(rs[1].port); return x.link_up && x.owner === idOf[1] ? x : false; },
     15000, 'the runner to link to replica 1', 100);
-  check(moved.fence === 2, `the real runner, redialing replica 1 (never saw it), is accepted: the lease moved there (fence ${moved.fence})`);
+  check(moved.fence === 2, `the real runner, redialing replica 1 (never saw it) with a token replica 0 minted, is accepted: the lease moved there (fence ${moved.fence})`);
+  await waitFor(() => /in-band token accepted: sub=airlockd/.test(fs.readFileSync(rlog, 'utf8').split('connected to').pop()),
+    10000, "the runner to verify replica 1's in-band token", 100);
+  check(!/in-band token refused/.test(fs.readFileSync(rlog, 'utf8')), "the runner verified every replica's in-band tokens (none refused)");
+
+  // ---- tokens across replicas: minted by replica 0's key, checked at
+  // replica 2 (a sandbox without a pin: the first key is pinned); a key no
+  // replica published is refused before any key is looked at
+  r = await api(rs[2].port, 'POST', '/v1/sandboxes', admin, { id: 'rev3', kind: 'reverse' });
+  check(r.status === 201, 'another reverse sandbox, owned by replica 2');
+  const stranger = path.join(base, 'stranger');
+  execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', stranger], { stdio: 'pipe' });
+  let u = await upgrade(rs[2].port, 'C'.repeat(43), mint(stranger, 'rev3'), 'rev3');
+  const rev3 = (await api(rs[2].port, 'GET', '/v1/sandboxes', admin)).json.find((y) => y.id === 'rev3');
+  check(u.status === 403 && !rev3.refused_links, `a token signed by a key no replica published: ${u.status}, refused for its token (not counted as a key refusal)`);
+  u = await upgrade(rs[2].port, 'C'.repeat(43), mint(dirs[0], 'rev3'), 'rev3');
+  check(u.status === 101, `a token minted by replica 0's key, at replica 2: ${u.status} (replica 0's published key verifies it)`);
+  const still = await revOf(rs[1].port);
+  check(still.owner === idOf[1] && still.link_up, 'the first sandbox is untouched meanwhile');
 
   for (const x of rs) {
     const e = await x.stop();
@@ -117,7 +151,7 @@ await run('replica_trust', async () => {
   fs.mkdirSync(path.dirname(file), { mode: 0o700, recursive: true });
   fs.writeFileSync(file, crypto.createHash('sha256').update(key).digest('hex'), { mode: 0o600 });
   const ltok = mint(lone, 'rev2');
-  let u = await upgrade(la.port, 'B'.repeat(43), ltok, 'rev2');
+  u = await upgrade(la.port, 'B'.repeat(43), ltok, 'rev2');
   check(u.status === 403, `another key than the one pinned in the data directory: ${u.status}`);
   u = await upgrade(la.port, key, ltok, 'rev2');
   check(u.status === 101, `the key pinned in the data directory: ${u.status}`);
