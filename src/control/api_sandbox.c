@@ -101,6 +101,34 @@ int api_sandbox_remove(struct api *a, struct lws *wsi, struct call *c)
     return api_reply_json(wsi, 200, json_pack("{s:s}", "id", c->id));
 }
 
+/* The enrollment's jwks: ours, then every other replica's published keys
+ * (docs/scale-out.md, "Trust between replicas"), each kid once, at most
+ * TOK_MAX_KEYS, so that the runner verifies the in-band tokens of
+ * whichever replica its link lands on. */
+static int add_peer_keys(void *ctx, const char *replica_id, const char *text)
+{
+    (void)replica_id;
+    json_t *keys = json_object_get(ctx, "keys");
+    json_t *peer = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    json_t *pk = json_object_get(peer, "keys");
+    size_t i, j;
+    json_t *k, *o;
+    json_array_foreach(pk, i, k)
+    {
+        const char *kid = json_string_value(json_object_get(k, "kid"));
+        int known = !kid;
+        json_array_foreach(keys, j, o)
+        {
+            const char *okid = json_string_value(json_object_get(o, "kid"));
+            known = known || (okid && !strcmp(okid, kid));
+        }
+        if (!known && json_array_size(keys) < TOK_MAX_KEYS)
+            (void)json_array_append(keys, k);
+    }
+    json_decref(peer);
+    return 0;
+}
+
 int api_sandbox_enroll(struct api *a, struct lws *wsi, struct call *c)
 {
     const struct db_user *u = &c->u;
@@ -145,6 +173,9 @@ int api_sandbox_enroll(struct api *a, struct lws *wsi, struct call *c)
     char jwks_path[PATH_MAX + 16];
     (void)snprintf(jwks_path, sizeof jwks_path, "%s/%s", a->data_dir, KEYS_JWKS_FILE);
     json_t *jwks = json_load_file(jwks_path, JSON_REJECT_DUPLICATES, &jerr);
+    if (json_is_array(json_object_get(jwks, "keys")) &&
+        db_replica_jwks_list(a->db, add_peer_keys, jwks) != AL_OK)
+        api_log(a, 0, "enrollment of %s: the other replicas' keys: %s", id, db_errmsg(a->db));
     rc = api_reply_json(wsi, 200,
                         json_pack("{s:s, s:s, s:s, s:o*, s:I}", "token", t->token, "url", url,
                                   "command", cmd, "jwks", jwks, "expires_in", (json_int_t)ttl));

@@ -67,6 +67,11 @@
  *              alive while it is not stopped and its beat is younger
  *              than the caller's staleness; rows whose beat is older than
  *              the caller's horizon are deleted (db_replica_prune).
+ *              Schema 11: jwks, the public keys the replica signs with (a
+ *              JWKS, compact JSON; NULL until it publishes them): every
+ *              replica accepts the tokens any registered replica minted
+ *              (docs/scale-out.md, "Trust between replicas"); the database
+ *              is trusted, the sandbox never reaches it.
  *   leases     (schema 9, columns of sandboxes; db_lease.c) which replica
  *              owns the sandbox's runner link: owner (a replica id, NULL
  *              when free), fence (grows by one at every change of owner,
@@ -75,6 +80,13 @@
  *              dials, starts or keeps the runner's link, and the relay's
  *              writes about the sandbox carry its fence (the *_fenced
  *              calls): the database refuses them once the fence moved on.
+ *   runner keys (schema 10, a column of sandboxes; db_runner_key.c)
+ *              runner_key: the hex SHA-256 of the key the sandbox's
+ *              dialing runner must present (rkey.h), NULL before the
+ *              first; beside the lease, so that every replica checks the
+ *              same pin (an impostor reaching a replica that never saw
+ *              the runner is refused there too). Never in db_sandbox:
+ *              nothing lists it.
  *
  * Ownership: struct db is opaque, one per db_open, freed by db_close, used
  * by one thread at a time. Inputs are caller-owned strings; outputs are
@@ -102,7 +114,7 @@
 #define DB_KEY_PREFIX "alk_"
 
 enum {
-    DB_SCHEMA_VERSION = 9,         /* the newest schema this code knows */
+    DB_SCHEMA_VERSION = 11,        /* the newest schema this code knows */
     DB_PATH_MAX = 4096,            /* a database path */
     DB_URL_MAX = 4160,             /* the whole URL given to db_open */
     DB_MSG_MAX = 512,              /* an error message, with its NUL */
@@ -135,6 +147,8 @@ enum {
     DB_REPLICA_ID_LEN = 26,      /* "r-" + 24 hex digits */
     DB_REPLICA_ADDR_MAX = 256,   /* a replica's address: a ws:// or wss:// URL */
     DB_REPLICAS_LIST_MAX = 1000, /* rows one db_replica_list returns at most */
+    DB_RUNNER_KEY_HEX = 64,      /* a pinned runner key: hex SHA-256 (rkey.h) */
+    DB_REPLICA_JWKS_MAX = 65536, /* a replica's public keys, JWKS text (TOK_MAX_JWKS_BYTES) */
     DB_NO_FENCE = -1             /* a write not fenced (db_*_fenced) */
 };
 
@@ -290,6 +304,7 @@ struct db_replica {
 
 typedef int (*db_replica_cb)(void *ctx, const struct db_replica *r);
 typedef int (*db_lease_cb)(void *ctx, const char *sandbox_id, int64_t fence);
+typedef int (*db_replica_jwks_cb)(void *ctx, const char *replica_id, const char *jwks);
 typedef int (*db_user_cb)(void *ctx, const struct db_user *u);
 typedef int (*db_sandbox_cb)(void *ctx, const struct db_sandbox *sb);
 typedef int (*db_terminal_cb)(void *ctx, const struct db_terminal *t);
@@ -464,6 +479,15 @@ int db_replica_stop(struct db *db, const char *id);
 int db_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
 /* Delete the rows whose beat is older than keep_ms (1..) before now. */
 int db_replica_prune(struct db *db, int64_t keep_ms);
+/* Publish the replica's public keys (schema 11): jwks, the text of a JWKS
+ * without control characters (compact JSON), 1..DB_REPLICA_JWKS_MAX
+ * bytes; the data layer does not parse it (the verifier does, strictly).
+ * AL_E_NOENT when there is no such row. */
+int db_replica_set_jwks(struct db *db, const char *id, const char *jwks);
+/* Every replica's published keys (at most DB_REPLICAS_LIST_MAX rows, alive
+ * or not, oldest start first; rows without keys skipped): cb once per
+ * replica with its id and its JWKS text, valid during the call. */
+int db_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx);
 
 /* Leases (schema 9): which replica owns a sandbox's runner link, with a
  * fencing token (the fence) that grows at every change of owner. Times are
@@ -494,6 +518,20 @@ int db_lease_renew(struct db *db, const char *replica_id, int64_t lease_ms, db_l
                    void *ctx);
 /* Free every lease replica_id holds (a clean stop); the fences stay. */
 int db_lease_release(struct db *db, const char *replica_id);
+
+/* Runner keys (schema 10): a sandbox's pinned runner key, as the hex
+ * SHA-256 of the key (DB_RUNNER_KEY_HEX lowercase hex digits).
+ * db_runner_key_pin: hash_hex pinned unless a key is pinned already, in one
+ * statement (two replicas racing pin one key); the pin now in force, new
+ * or old, into pinned (cap > DB_RUNNER_KEY_HEX). AL_E_NOENT without such
+ * a sandbox. */
+int db_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash_hex, char *pinned,
+                      size_t cap);
+/* db_runner_key_set: the pin replaced by hash_hex (a local runner started
+ * with a fresh key), or forgotten (hash_hex NULL: a new enrollment), made
+ * only while the sandbox's fence is still `fence` (AL_E_PERM once it moved
+ * on; DB_NO_FENCE: not fenced). AL_E_NOENT without such a sandbox. */
+int db_runner_key_set(struct db *db, const char *sandbox_id, const char *hash_hex, int64_t fence);
 
 /* Fenced writes: the same as the calls without _fenced, made only while
  * the sandbox's fence is still `fence` (checked by the database in the

@@ -97,6 +97,9 @@ struct db_backend {
     int (*replica_stop)(struct db *db, const char *id);
     int (*replica_list)(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx);
     int (*replica_prune)(struct db *db, int64_t keep_ms);
+    /* jwks checked by db_replica.c; list: rows with keys only */
+    int (*replica_set_jwks)(struct db *db, const char *id, const char *jwks);
+    int (*replica_jwks_list)(struct db *db, db_replica_jwks_cb cb, void *ctx);
 
     /* Leases (db.h), each one statement reading the database's clock.
      * take: AL_E_STATE when not taken (db_lease.c tells why); move: AL_E_NOENT
@@ -110,6 +113,12 @@ struct db_backend {
     int (*lease_renew)(struct db *db, const char *replica_id, int64_t lease_ms, db_lease_cb cb,
                        void *ctx);
     int (*lease_release)(struct db *db, const char *replica_id);
+
+    /* Runner keys (db.h), inputs checked by db_runner_key.c. pin: the pin
+     * in force into pinned (DB_HASH_HEX + 1 bytes), AL_E_NOENT without the
+     * sandbox; set: hash NULL forgets, fence as sandbox_set_link's. */
+    int (*runner_key_pin)(struct db *db, const char *sandbox_id, const char *hash, char *pinned);
+    int (*runner_key_set)(struct db *db, const char *sandbox_id, const char *hash, int64_t fence);
 
     /* sandbox_id and fence: a fenced row (fence >= 0), else NULL and -1;
      * AL_E_PERM, nothing added, when the fence moved on. */

@@ -171,6 +171,20 @@ static const char *const dbp_schema_v9[] = {
     "CREATE INDEX sandboxes_owner ON sandboxes (owner)",
     NULL,
 };
+/* Schema 10, as db_sqlite_schema.c's dbs_schema_v10: each sandbox's
+ * pinned runner key. */
+static const char *const dbp_schema_v10[] = {
+    "ALTER TABLE sandboxes ADD COLUMN runner_key text"
+    "  CONSTRAINT sandboxes_runner_key_check " DBP_HEX64_CHECK("runner_key"),
+    NULL,
+};
+/* Schema 11, as db_sqlite_schema.c's dbs_schema_v11: each replica's
+ * public keys. */
+static const char *const dbp_schema_v11[] = {
+    "ALTER TABLE replicas ADD COLUMN jwks text"
+    "  CONSTRAINT replicas_jwks_check CHECK (length(jwks) BETWEEN 1 AND 65536)",
+    NULL,
+};
 // clang-format on
 
 /* dbp_migrations[i] upgrades the schema from version i to i + 1, with the
@@ -185,6 +199,8 @@ const struct dbp_migration dbp_migrations[] = {
     {"replicas", dbp_schema_v7},
     {"recording time and exit", dbp_schema_v8},
     {"leases", dbp_schema_v9},
+    {"runner keys", dbp_schema_v10},
+    {"replica keys", dbp_schema_v11},
 };
 
 _Static_assert(sizeof dbp_migrations / sizeof dbp_migrations[0] == DB_SCHEMA_VERSION,

@@ -635,6 +635,34 @@ static int dbp_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, v
                     2, v, db_row_list_replica, &l);
 }
 
+static int dbp_replica_set_jwks(struct db *db, const char *id, const char *jwks)
+{
+    const char *const v[] = {id, jwks};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "publish replica keys", "UPDATE replicas SET jwks = $2 WHERE id = $1", 2,
+                      v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = db_fail(db, AL_E_NOENT, "no replica %s", id);
+    PQclear(r.res);
+    return rc;
+}
+
+static int dbp_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx)
+{
+    char lim[DBP_INT_TEXT];
+    dbp_i64_text(lim, sizeof lim, DB_REPLICAS_LIST_MAX);
+    const char *const v[] = {lim};
+    struct db_row_list l = {.cb.jwks = cb, .ctx = ctx};
+    int rc = db_row_list_start(db, &l, DB_REPLICA_JWKS_MAX + 1);
+    if (rc == AL_OK)
+        rc = dbp_list(db, "list replica keys",
+                      "SELECT id, jwks FROM replicas WHERE jwks IS NOT NULL"
+                      " ORDER BY started_at, id COLLATE \"C\" LIMIT $1::bigint",
+                      1, v, db_row_list_jwks, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
 static int dbp_replica_prune(struct db *db, int64_t keep_ms)
 {
     char keep[DBP_INT_TEXT];
@@ -739,6 +767,41 @@ static int dbp_lease_release(struct db *db, const char *replica_id)
                    "UPDATE sandboxes SET owner = NULL, lease_until = NULL WHERE owner = $1", 1, v);
 }
 
+/* ---- runner keys --------------------------------------------------------------- */
+
+static int dbp_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash, char *pinned)
+{
+    const char *const v[] = {sandbox_id, hash};
+    bool found = false;
+    int rc = dbp_one(db, "pin runner key",
+                     "UPDATE sandboxes SET runner_key = coalesce(runner_key, $2) WHERE id = $1"
+                     " RETURNING runner_key",
+                     2, v, db_row_one_hash, pinned, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+static int dbp_runner_key_set(struct db *db, const char *sandbox_id, const char *hash,
+                              int64_t fence)
+{
+    char f[DBP_INT_TEXT];
+    dbp_i64_text(f, sizeof f, fence);
+    const char *const v[] = {sandbox_id, hash, f};
+    struct dbp_res r;
+    int rc = dbp_exec(db, "set runner key",
+                      "UPDATE sandboxes SET runner_key = $2 WHERE id = $1"
+                      " AND ($3::bigint < 0 OR fence = $3::bigint)",
+                      3, v, &r);
+    if (rc == AL_OK && !dbp_one_changed(r.res))
+        rc = fence >= 0
+                 ? db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                           sandbox_id, (long long)fence)
+                 : db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    PQclear(r.res);
+    return rc;
+}
+
 const struct db_backend db_pg_backend = {
     .scheme = "postgres",
     .open = dbp_open,
@@ -775,11 +838,15 @@ const struct db_backend db_pg_backend = {
     .replica_stop = dbp_replica_stop,
     .replica_list = dbp_replica_list,
     .replica_prune = dbp_replica_prune,
+    .replica_set_jwks = dbp_replica_set_jwks,
+    .replica_jwks_list = dbp_replica_jwks_list,
     .lease_take = dbp_lease_take,
     .lease_take_free = dbp_lease_take_free,
     .lease_move = dbp_lease_move,
     .lease_renew = dbp_lease_renew,
     .lease_release = dbp_lease_release,
+    .runner_key_pin = dbp_runner_key_pin,
+    .runner_key_set = dbp_runner_key_set,
     .audit_add = dbp_audit_add,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,

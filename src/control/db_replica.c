@@ -10,6 +10,7 @@
 
 #include "al_err.h"
 #include "db_backend.h"
+#include "db_check.h"
 
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -111,6 +112,28 @@ int db_replica_list(struct db *db, int64_t stale_ms, db_replica_cb cb, void *ctx
     if (stale_ms < 1)
         return db_fail(db, AL_E_INVAL, "a replica's staleness is at least 1 ms");
     return db->be->replica_list(db, stale_ms, cb, ctx);
+}
+
+int db_replica_set_jwks(struct db *db, const char *id, const char *jwks)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK || (rc = db_replica_check_id(db, id)) != AL_OK)
+        return rc;
+    if (!jwks || !jwks[0])
+        return db_fail(db, AL_E_INVAL, "a replica's public keys are wanted");
+    if ((rc = db_check_text(db, "a replica's public keys", jwks, DB_REPLICA_JWKS_MAX)) != AL_OK)
+        return rc;
+    return db->be->replica_set_jwks(db, id, jwks);
+}
+
+int db_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx)
+{
+    int rc = db_begin(db);
+    if (rc != AL_OK)
+        return rc;
+    if (!cb)
+        return db_fail(db, AL_E_INVAL, "no callback");
+    return db->be->replica_jwks_list(db, cb, ctx);
 }
 
 int db_replica_prune(struct db *db, int64_t keep_ms)

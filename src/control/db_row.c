@@ -234,6 +234,16 @@ int db_row_list_replica(const struct db_row *r, void *ctx)
     return rc == AL_OK ? l->cb.replica(l->ctx, &p) : rc;
 }
 
+int db_row_list_jwks(const struct db_row *r, void *ctx)
+{
+    const struct db_row_list *l = ctx;
+    char id[DB_REPLICA_ID_LEN + 1];
+    int rc = r->ops->text(r, 0, id, sizeof id, false);
+    if (rc == AL_OK)
+        rc = r->ops->text(r, 1, l->row, DB_REPLICA_JWKS_MAX + 1, false);
+    return rc == AL_OK ? l->cb.jwks(l->ctx, id, l->row) : rc;
+}
+
 int db_row_one_user(const struct db_row *r, void *out)
 {
     return db_row_user(r, out);
@@ -288,4 +298,9 @@ int db_row_list_lease(const struct db_row *r, void *ctx)
 int db_row_one_fence(const struct db_row *r, void *out)
 {
     return r->ops->i64(r, 0, 0, INT64_MAX, NULL, out);
+}
+
+int db_row_one_hash(const struct db_row *r, void *out)
+{
+    return r->ops->text(r, 0, out, DB_HASH_HEX + 1, false);
 }

@@ -78,6 +78,7 @@ struct db_row_list {
         db_terminal_cb terminal;
         db_audit_cb audit;
         db_replica_cb replica;
+        db_replica_jwks_cb jwks;
     } cb;
     void *ctx;
     void *row;
@@ -93,6 +94,9 @@ int db_row_list_audit(const struct db_row *r, void *ctx);
 /* A replica's columns: id, address, started_at, beat_at, stopped_at and
  * alive, a boolean each backend's query computes from its own clock. */
 int db_row_list_replica(const struct db_row *r, void *ctx);
+/* A replica's published keys: id, jwks; the listing's row buffer holds
+ * DB_REPLICA_JWKS_MAX + 1 bytes (db_row_list_start). */
+int db_row_list_jwks(const struct db_row *r, void *ctx);
 /* A lease's columns: sandbox id, fence; ctx a struct db_row_lease. */
 struct db_row_lease {
     db_lease_cb cb;
@@ -101,6 +105,8 @@ struct db_row_lease {
 int db_row_list_lease(const struct db_row *r, void *ctx);
 /* One column, a fence, into *(int64_t *)out. */
 int db_row_one_fence(const struct db_row *r, void *out);
+/* One column, a hex SHA-256, into (char *)out (DB_HASH_HEX + 1 bytes). */
+int db_row_one_hash(const struct db_row *r, void *out);
 
 /* For a lookup of one row (out: the struct to fill): the decoders with a
  * db_row_fn's signature. A session's out is a struct db_row_session_out. */

@@ -197,6 +197,14 @@ static const char dbs_schema_v9[] =
     "ALTER TABLE sandboxes ADD COLUMN fence INTEGER NOT NULL DEFAULT 0 CHECK (fence >= 0);"
     "ALTER TABLE sandboxes ADD COLUMN lease_until INTEGER CHECK (lease_until >= 0);"
     "CREATE INDEX sandboxes_owner ON sandboxes (owner);";
+/* Schema 10: each sandbox's pinned runner key (db.h "runner keys"), the
+ * hex SHA-256 of the key, beside its lease. */
+static const char dbs_schema_v10[] =
+    "ALTER TABLE sandboxes ADD COLUMN runner_key TEXT CHECK (runner_key IS NULL OR"
+    "  (length(runner_key) = 64 AND runner_key NOT GLOB '*[^0-9a-f]*'));";
+/* Schema 11: each replica's public keys (db.h "replicas"), a JWKS. */
+static const char dbs_schema_v11[] =
+    "ALTER TABLE replicas ADD COLUMN jwks TEXT CHECK (length(jwks) BETWEEN 1 AND 65536);";
 // clang-format on
 
 /* dbs_migrations[i] upgrades the schema from version i to i + 1. Append
@@ -211,6 +219,8 @@ const struct dbs_migration dbs_migrations[] = {
     {"replicas", dbs_schema_v7},
     {"recording time and exit", dbs_schema_v8},
     {"leases", dbs_schema_v9},
+    {"runner keys", dbs_schema_v10},
+    {"replica keys", dbs_schema_v11},
 };
 
 _Static_assert(sizeof dbs_migrations / sizeof dbs_migrations[0] == DB_SCHEMA_VERSION,

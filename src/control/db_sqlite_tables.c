@@ -574,6 +574,27 @@ static int dbs_replica_prune(struct db *db, int64_t keep_ms)
                    NULL, NULL);
 }
 
+static int dbs_replica_set_jwks(struct db *db, const char *id, const char *jwks)
+{
+    const struct dbs_arg a[] = {dbs_text(id), dbs_text(jwks)};
+    return dbs_change(db, "UPDATE replicas SET jwks = ?2 WHERE id = ?1", a, DBS_NARGS(a), "replica",
+                      id, NULL);
+}
+
+static int dbs_replica_jwks_list(struct db *db, db_replica_jwks_cb cb, void *ctx)
+{
+    const struct dbs_arg a[] = {dbs_int(DB_REPLICAS_LIST_MAX)};
+    struct db_row_list l = {.cb.jwks = cb, .ctx = ctx};
+    int rc = db_row_list_start(db, &l, DB_REPLICA_JWKS_MAX + 1);
+    if (rc == AL_OK)
+        rc = dbs_list(db,
+                      "SELECT id, jwks FROM replicas WHERE jwks IS NOT NULL"
+                      " ORDER BY started_at, id LIMIT ?1",
+                      a, DBS_NARGS(a), db_row_list_jwks, &l);
+    db_row_list_end(&l);
+    return rc;
+}
+
 /* ---- leases -------------------------------------------------------------------- */
 
 /* Free, expired, held by a replica not alive (?3: its staleness; or
@@ -647,6 +668,35 @@ static int dbs_lease_release(struct db *db, const char *replica_id)
                    DBS_NARGS(a), NULL, NULL);
 }
 
+/* ---- runner keys --------------------------------------------------------------- */
+
+static int dbs_runner_key_pin(struct db *db, const char *sandbox_id, const char *hash, char *pinned)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(hash)};
+    bool found = false;
+    int rc = dbs_one(db,
+                     "UPDATE sandboxes SET runner_key = coalesce(runner_key, ?2) WHERE id = ?1"
+                     " RETURNING runner_key",
+                     a, DBS_NARGS(a), db_row_one_hash, pinned, &found);
+    if (rc == AL_OK && !found)
+        rc = db_fail(db, AL_E_NOENT, "no sandbox %s", sandbox_id);
+    return rc;
+}
+
+static int dbs_runner_key_set(struct db *db, const char *sandbox_id, const char *hash,
+                              int64_t fence)
+{
+    const struct dbs_arg a[] = {dbs_text(sandbox_id), dbs_text(hash), dbs_int(fence)};
+    int rc = dbs_change(db,
+                        "UPDATE sandboxes SET runner_key = ?2 WHERE id = ?1"
+                        " AND (?3 < 0 OR fence = ?3)",
+                        a, DBS_NARGS(a), "sandbox", sandbox_id, NULL);
+    if (rc == AL_E_NOENT && fence >= 0)
+        rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
+                     sandbox_id, (long long)fence);
+    return rc;
+}
+
 const struct db_backend db_sqlite_backend = {
     .scheme = "sqlite",
     .open = dbs_open,
@@ -683,11 +733,15 @@ const struct db_backend db_sqlite_backend = {
     .replica_stop = dbs_replica_stop,
     .replica_list = dbs_replica_list,
     .replica_prune = dbs_replica_prune,
+    .replica_set_jwks = dbs_replica_set_jwks,
+    .replica_jwks_list = dbs_replica_jwks_list,
     .lease_take = dbs_lease_take,
     .lease_take_free = dbs_lease_take_free,
     .lease_move = dbs_lease_move,
     .lease_renew = dbs_lease_renew,
     .lease_release = dbs_lease_release,
+    .runner_key_pin = dbs_runner_key_pin,
+    .runner_key_set = dbs_runner_key_set,
     .audit_add = dbs_audit_add,
     .audit_query = dbs_audit_query,
     .audit_prune = dbs_audit_prune,

@@ -249,5 +249,6 @@ void relay_free(struct relay *r)
         free(sb);
     }
     tok_keyset_free(r->keys);
+    relay_peers_free(r);
     free(r);
 }

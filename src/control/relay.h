@@ -97,6 +97,11 @@ struct rl_client;
 /* A connection has frames to send: the glue calls *_output when writable. */
 typedef void rl_wake_fn(void *conn);
 #define RL_LINK_ERROR_MAX 256 /* bytes of a sandbox's last dial failure */
+/* Trust between replicas (relay_peers.c): the other replicas' keysets
+ * kept at most, and how often a token with an unknown kid may make the
+ * relay read them again between heartbeats. */
+#define RL_PEER_KEYSETS_MAX 1000 /* DB_REPLICAS_LIST_MAX */
+#define RL_PEER_REFRESH_MIN_US 1000000ull
 
 /* What a dial presents: the runner's URL and our runner:connect token;
  * for an aca sandbox also its platform, whose token goes in Authorization
@@ -183,10 +188,12 @@ const char *relay_sandbox_owner(const struct relay *r, const char *id, char *buf
 int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *token, char *why,
                         size_t cap);
 /* Whether a dialing runner's key (AL_RUNNER_KEY_HEADER) is the sandbox's
- * pinned one (rkey.h); the first key of a sandbox without a pin is pinned. */
+ * pinned one (rkey.h), as the database holds it for every replica; the
+ * first key of a sandbox without a pin is pinned. */
 int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
                       size_t cap);
-/* Forget the pin (a reverse sandbox enrolled again). */
+/* Forget the pin (a reverse sandbox enrolled again), in the database and
+ * any left in the data directory from before schema 10. */
 int relay_cred_key_forget(struct relay *r, const char *sandbox_id);
 /* A link to the sandbox's runner is up (dialed or accepted). A newer link
  * replaces an older one: the relay forgets it, and *replaced (when not

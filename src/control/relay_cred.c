@@ -5,9 +5,12 @@
  * link, in a local runner's token file, on a dial to a static sandbox) is
  * minted here through the signer (the key is the signer's, never ours) and
  * audited with its purpose, jti and kid; a dialing runner's bearer token
- * is checked here against the public keys (token.h). Keys: a dialing
- * runner's key must be the sandbox's pinned one (rkey.h); the first key a
- * sandbox without a pin sees is pinned.
+ * is checked here against our public keys and every other registered
+ * replica's (relay_peers.c, token.h). Keys: a dialing
+ * runner's key must be the sandbox's pinned one (rkey.h), kept in the
+ * database beside the lease (db.h "runner keys") so that every replica
+ * checks the same pin; the first key a sandbox without a pin sees is
+ * pinned.
  *
  * Not here: when tokens are refreshed or files rewritten (relay_runner.c,
  * relay_spawn.c), the fresh key a local runner is started with
@@ -75,7 +78,7 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
     }
     struct tok_verify_params p;
     tok_verify_params_init(&p, sandbox_id, RL_SCOPE, tok_now());
-    return tok_verify(r->keys, token, strlen(token), &p, NULL, why, cap);
+    return relay_peers_verify(r, token, &p, why, cap); /* ours, or another replica's */
 }
 
 /* A link with a valid token but not the sandbox's key: counted, and shown
@@ -89,30 +92,37 @@ static void refused(struct relay *r, const char *sandbox_id)
     }
 }
 
+/* The pin a replica kept in its data directory before pins were in the
+ * database (schema 10): moved there if the sandbox has none yet, so that a
+ * lone airlockd upgraded keeps its pins; then the file goes. */
+static const char *legacy_pin(struct relay *r, const char *sandbox_id, char out[RKEY_HASH_HEX + 1])
+{
+    return rkey_load(r->cfg.data_dir, sandbox_id, out) == AL_OK ? out : NULL;
+}
+
 int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
                       size_t cap)
 {
-    char pinned[RKEY_HASH_HEX + 1], h[RKEY_HASH_HEX + 1];
+    char pinned[RKEY_HASH_HEX + 1], h[RKEY_HASH_HEX + 1], old[RKEY_HASH_HEX + 1];
     size_t len = key ? strlen(key) : 0;
     if (len != AL_RUNNER_KEY_LEN) {
         refused(r, sandbox_id);
         al_errf(why, cap, "no runner key (%s)", AL_RUNNER_KEY_HEADER);
         return AL_E_PERM;
     }
-    int rc = rkey_load(r->cfg.data_dir, sandbox_id, pinned);
-    if (rc == AL_E_NOENT) { /* the first runner of a reverse sandbox: pinned */
-        rkey_hash(key, len, h);
-        rc = rkey_store(r->cfg.data_dir, sandbox_id, h);
-        if (rc != AL_OK)
-            al_errf(why, cap, "cannot pin the runner's key");
-        else
-            relay_log(r, 1, "sandbox %s: runner key pinned", sandbox_id);
-        return rc;
-    }
+    /* the pin is the database's, shared by every replica: the first key a
+     * sandbox without one sees is pinned in the same statement that reads
+     * it, so that two replicas racing pin one key */
+    rkey_hash(key, len, h);
+    const char *legacy = legacy_pin(r, sandbox_id, old);
+    int rc = db_runner_key_pin(r->cfg.db, sandbox_id, legacy ? legacy : h, pinned, sizeof pinned);
     if (rc != AL_OK) {
-        al_errf(why, cap, "cannot read the pinned runner key");
+        al_errf(why, cap, "cannot read or pin the runner key: %s", db_errmsg(r->cfg.db));
         return rc;
     }
+    if (legacy && !strcmp(pinned, legacy) && rkey_store(r->cfg.data_dir, sandbox_id, NULL) == AL_OK)
+        relay_log(r, 1, "sandbox %s: runner key pin moved from the data directory to the database",
+                  sandbox_id);
     if (!rkey_matches(pinned, key, len)) {
         refused(r, sandbox_id);
         al_errf(why, cap,
@@ -123,7 +133,18 @@ int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, 
     return AL_OK;
 }
 
+int relay_cred_key_pin(struct rl_sbx *sb, const char *key)
+{
+    char h[RKEY_HASH_HEX + 1];
+    rkey_hash(key, strlen(key), h);
+    int rc = relay_lease_checked(sb, db_runner_key_set(sb->r->cfg.db, sb->id, h, sb->fence));
+    OPENSSL_cleanse(h, sizeof h);
+    return rc;
+}
+
 int relay_cred_key_forget(struct relay *r, const char *sandbox_id)
 {
-    return rkey_store(r->cfg.data_dir, sandbox_id, NULL);
+    int rc = db_runner_key_set(r->cfg.db, sandbox_id, NULL, DB_NO_FENCE);
+    int frc = rkey_store(r->cfg.data_dir, sandbox_id, NULL); /* a pin from before schema 10 */
+    return rc != AL_OK ? rc : frc;
 }

@@ -195,6 +195,11 @@ struct relay {
     char replica_id[DB_REPLICA_ID_LEN + 1]; /* "" until relay_lease_start */
     int64_t lease_ms, stale_ms;
     struct tok_keyset *keys;
+    /* the other replicas' published keys (relay_peers.c), read at this
+     * relay_now_us() */
+    struct tok_keyset **peer_keys;
+    size_t n_peer_keys;
+    uint64_t peer_keys_us;
     struct rl_sbx *sbxs;
     uint64_t bytes_out, bytes_in, resyncs, rec_errors;
 };
@@ -215,8 +220,26 @@ int relay_path(const struct relay *r, char *out, size_t cap, const char *fmt, ..
  * --idle-timeout) on a link's endpoint; unset, it keeps its defaults. */
 void relay_link_timers(const struct relay *r, struct ep *ep);
 
+/* ---- relay_peers.c ------------------------------------------------------------ */
+
+/* Publish this replica's public keys (its jwks.json) in its replicas row. */
+int relay_peers_publish(struct relay *r);
+/* Read every other replica's published keys again (the ones read last
+ * stay if the database fails). */
+int relay_peers_refresh(struct relay *r);
+void relay_peers_free(struct relay *r);
+/* tok_verify against our keys and every other replica's; a kid none of
+ * them knows reads the keys again first (at most once per
+ * RL_PEER_REFRESH_MIN_US). */
+struct tok_verify_params;
+int relay_peers_verify(struct relay *r, const char *token, const struct tok_verify_params *p,
+                       char *why, size_t cap);
+
 /* ---- relay_cred.c ------------------------------------------------------------- */
 
+/* Pin key (a local runner's, made by the relay) as the sandbox's, fenced:
+ * only the owner (AL_E_PERM once another owns it; the sandbox is lost). */
+int relay_cred_key_pin(struct rl_sbx *sb, const char *key);
 /* Mint a runner:connect token for sb (its audience sandbox_id) through the
  * signer; `purpose` says why, in the audit (fenced). AL_E_STATE when sb is
  * not ours. */

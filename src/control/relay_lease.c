@@ -201,6 +201,8 @@ int relay_lease_beat(struct relay *r)
         return AL_E_STATE;
     for (struct rl_sbx *sb = r->sbxs; sb; sb = sb->next)
         sb->renewed = 0;
+    if (relay_peers_refresh(r) != AL_OK) /* the other replicas' keys, with the beat */
+        relay_log(r, 2, "reading the other replicas' public keys: %s", db_errmsg(r->cfg.db));
     int rc = db_lease_renew(r->cfg.db, r->replica_id, r->lease_ms, renewed, r);
     if (rc != AL_OK)
         return rc; /* the database is away: the leases may expire; writes are fenced */
@@ -218,7 +220,8 @@ int relay_lease_start(struct relay *r, const char *replica_id, int64_t beat_ms, 
     (void)snprintf(r->replica_id, sizeof r->replica_id, "%s", replica_id);
     r->lease_ms = beat_ms * RL_LEASE_BEATS;
     r->stale_ms = stale_ms;
-    return relay_lease_beat(r);
+    int rc = relay_peers_publish(r); /* before any token of ours leaves */
+    return rc == AL_OK ? relay_lease_beat(r) : rc;
 }
 
 int relay_lease_take(struct relay *r, struct rl_sbx *sb)

@@ -155,11 +155,10 @@ static int spawn_runner(struct rl_sbx *sb)
         return rc;
     (void)snprintf(url, sizeof url, "%s/v1/runners/connect?identifier=%s", r->cfg.self_url, sb->id);
     /* a fresh key for this runner, pinned before it dials: only it can link */
-    char key[AL_RUNNER_KEY_LEN + 1], kh[RKEY_HASH_HEX + 1];
+    char key[AL_RUNNER_KEY_LEN + 1];
     if (rkey_new(key) != AL_OK)
         return AL_E_IO;
-    rkey_hash(key, strlen(key), kh);
-    rc = rkey_store(r->cfg.data_dir, sb->id, kh);
+    rc = relay_cred_key_pin(sb, key); /* in the database, fenced: only the owner */
     if (rc != AL_OK) {
         OPENSSL_cleanse(key, sizeof key);
         return rc;

@@ -20,8 +20,10 @@
 //   moves nothing; a reverse runner that dials a replica which is not the
 //   owner moves the lease there (fence grown); the old owner learns it at
 //   its next renew.
-// Every replica's public key is in every replica's jwks.json (and the
-// runners'): shared verification keys are not built yet (scale-out.md).
+// Each replica has its own key and its own jwks.json: the replicas trust
+// each other's tokens through the keys they publish in the database
+// (scale-out.md, "Trust between replicas"). The runners' jwks.json lists
+// every replica's key (the static runner is dialed by whichever owns it).
 import fs from 'node:fs';
 import path from 'node:path';
 import { spawn, execFileSync } from 'node:child_process';
@@ -59,10 +61,10 @@ await run('leases', async () => {
   const dirs = [0, 1, 2].map((i) => path.join(base, `data${i}`));
   const rdir = path.join(base, 'runner');
   fs.mkdirSync(rdir);
-  // each replica its own key; every public key in every jwks.json
+  // each replica its own key and jwks.json; every public key in the runners'
   for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
   const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
-  for (const d of [...dirs, rdir]) fs.writeFileSync(path.join(d, 'jwks.json'), JSON.stringify(jwks));
+  fs.writeFileSync(path.join(rdir, 'jwks.json'), JSON.stringify(jwks));
   const admin = addUser(dirs[0], 'ada', 'admin', pg);
   const op = addUser(dirs[0], 'otto', 'operator', pg);
 

@@ -2157,9 +2157,28 @@ static void test_session_bad_inputs(void **state)
     assert_int_equal(db_session_use(f->db, id, csrf, T0 + 4999, &no_idle, &s), AL_OK);
 }
 
+/* Take a closed database back to schema 10: replicas without keys. */
+static void undo_v11(const struct fx *f)
+{
+    raw_exec(f, "ALTER TABLE replicas DROP COLUMN jwks");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 11");
+    raw_set_version(f, 10);
+}
+
+/* Take a closed database back to schema 9: sandboxes without a pinned
+ * runner key. */
+static void undo_v10(const struct fx *f)
+{
+    undo_v11(f);
+    raw_exec(f, "ALTER TABLE sandboxes DROP COLUMN runner_key");
+    raw_exec(f, "DELETE FROM schema_migrations WHERE version = 10");
+    raw_set_version(f, 9);
+}
+
 /* Take a closed database back to schema 8: sandboxes without leases. */
 static void undo_v9(const struct fx *f)
 {
+    undo_v10(f);
     raw_exec(f, "DROP INDEX sandboxes_owner");
     if (pg.on)
         pg_exec(
@@ -3087,6 +3106,175 @@ static void live_replica(struct fx *f, char *id, int port)
     assert_int_equal(db_replica_beat(f->db, id, addr), AL_OK);
 }
 
+struct jwks_seen {
+    int n;
+    char id[4][DB_REPLICA_ID_LEN + 1];
+    char jwks[4][64];
+    size_t len[4];
+};
+
+static int collect_jwks(void *ctx, const char *id, const char *jwks)
+{
+    struct jwks_seen *s = ctx;
+    assert_true(s->n < 4);
+    (void)snprintf(s->id[s->n], sizeof s->id[0], "%s", id);
+    (void)snprintf(s->jwks[s->n], sizeof s->jwks[0], "%s", jwks);
+    s->len[s->n++] = strlen(jwks);
+    return 0;
+}
+
+/* A schema 9 database is migrated to 10: its sandboxes have no pinned
+ * runner key (the first pin is taken); the column refuses anything but a
+ * hex SHA-256. */
+static void test_migration_9_to_10(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(db_sandbox_add(f->db, "rv", DB_SANDBOX_REVERSE, NULL), AL_OK);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v10(f);
+    assert_int_equal(raw_version(f), 9);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 10"), 1);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM sandboxes WHERE runner_key IS NULL"), 1);
+    char h[DB_RUNNER_KEY_HEX + 1], pinned[DB_RUNNER_KEY_HEX + 1];
+    memset(h, 'a', DB_RUNNER_KEY_HEX);
+    h[DB_RUNNER_KEY_HEX] = 0;
+    assert_int_equal(db_runner_key_pin(f->db, "rv", h, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, h);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET runner_key = 'xyz'"), -1);
+    assert_int_equal(raw_try(f, "UPDATE sandboxes SET runner_key = upper(runner_key)"), -1);
+}
+
+/* A schema 10 database is migrated to 11: its replicas have no keys (not
+ * listed) until they publish them. */
+static void test_migration_10_to_11(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1];
+    live_replica(f, a, 1);
+    assert_int_equal(db_close(f->db), AL_OK);
+    f->db = NULL;
+    undo_v11(f);
+    assert_int_equal(raw_version(f), 10);
+    char err[MSG_CAP];
+    if (db_open(f->url, &f->db, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(raw_version(f), DB_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations WHERE version = 11"), 1);
+    struct jwks_seen seen = {0};
+    assert_int_equal(db_replica_jwks_list(f->db, collect_jwks, &seen), AL_OK);
+    assert_int_equal(seen.n, 0);
+    assert_int_equal(db_replica_set_jwks(f->db, a, "{\"keys\":[]}"), AL_OK);
+    assert_int_equal(db_replica_jwks_list(f->db, collect_jwks, &seen), AL_OK);
+    assert_int_equal(seen.n, 1);
+    assert_int_equal(raw_try(f, "UPDATE replicas SET jwks = ''"), -1);
+}
+
+/* Replicas' keys: published by each, listed for all (alive or not, oldest
+ * start first), a row without keys skipped, replaced by a new publish;
+ * the largest allowed, one byte more refused; bad inputs. */
+static void test_replica_keys(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1], c[DB_REPLICA_ID_LEN + 1];
+    live_replica(f, a, 1);
+    usleep(5000);
+    live_replica(f, b, 2);
+    usleep(5000);
+    live_replica(f, c, 3);
+    assert_int_equal(db_replica_set_jwks(f->db, b, "{\"keys\":[\"b\"]}"), AL_OK);
+    assert_int_equal(db_replica_set_jwks(f->db, a, "{\"keys\":[\"a0\"]}"), AL_OK);
+    assert_int_equal(db_replica_set_jwks(f->db, a, "{\"keys\":[\"a\"]}"), AL_OK);
+    assert_int_equal(db_replica_stop(f->db, a), AL_OK); /* stopped: still listed */
+    struct jwks_seen seen = {0};
+    assert_int_equal(db_replica_jwks_list(f->db, collect_jwks, &seen), AL_OK);
+    assert_int_equal(seen.n, 2); /* c has none */
+    assert_string_equal(seen.id[0], a);
+    assert_string_equal(seen.jwks[0], "{\"keys\":[\"a\"]}");
+    assert_string_equal(seen.id[1], b);
+    assert_string_equal(seen.jwks[1], "{\"keys\":[\"b\"]}");
+    /* the largest allowed; one byte more refused */
+    char *big = malloc(DB_REPLICA_JWKS_MAX + 2);
+    assert_non_null(big);
+    memset(big, 'x', DB_REPLICA_JWKS_MAX + 1);
+    big[DB_REPLICA_JWKS_MAX + 1] = 0;
+    assert_int_equal(db_replica_set_jwks(f->db, c, big), AL_E_TOOBIG);
+    big[DB_REPLICA_JWKS_MAX] = 0;
+    assert_int_equal(db_replica_set_jwks(f->db, c, big), AL_OK);
+    free(big);
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(db_replica_jwks_list(f->db, collect_jwks, &seen), AL_OK);
+    assert_int_equal(seen.n, 3);
+    assert_int_equal(seen.len[2], DB_REPLICA_JWKS_MAX);
+    /* bad inputs */
+    assert_int_equal(db_replica_set_jwks(f->db, "r-000000000000000000000000", "{}"), AL_E_NOENT);
+    assert_int_equal(db_replica_set_jwks(f->db, "r-1", "{}"), AL_E_INVAL);
+    assert_int_equal(db_replica_set_jwks(f->db, a, ""), AL_E_INVAL);
+    assert_int_equal(db_replica_set_jwks(f->db, a, NULL), AL_E_INVAL);
+    assert_int_equal(db_replica_set_jwks(f->db, a, "{\n}"), AL_E_INVAL);
+    assert_int_equal(db_replica_jwks_list(f->db, NULL, NULL), AL_E_INVAL);
+    assert_int_equal(db_replica_set_jwks(NULL, a, "{}"), AL_E_INVAL);
+}
+
+/* Runner keys: the first pin holds (a second offer gets the first back),
+ * shared by every connection to the database (another replica); set by
+ * the owner's fence only, unfenced for a forget; a forget lets the next
+ * offer pin; bad inputs refused. */
+static void test_runner_keys(void **state)
+{
+    struct fx *f = *state;
+    char a[DB_REPLICA_ID_LEN + 1], b[DB_REPLICA_ID_LEN + 1];
+    live_replica(f, a, 1);
+    live_replica(f, b, 2);
+    assert_int_equal(db_sandbox_add(f->db, "rv", DB_SANDBOX_REVERSE, NULL), AL_OK);
+    char k1[DB_RUNNER_KEY_HEX + 1], k2[DB_RUNNER_KEY_HEX + 1], k3[DB_RUNNER_KEY_HEX + 1];
+    char pinned[DB_RUNNER_KEY_HEX + 1];
+    hex_sha256("one", k1);
+    hex_sha256("two", k2);
+    hex_sha256("three", k3);
+    assert_int_equal(db_runner_key_pin(f->db, "rv", k1, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k1);
+    assert_int_equal(db_runner_key_pin(f->db, "rv", k2, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k1); /* the first holds */
+    /* another connection (another replica) sees the same pin */
+    struct db *other = NULL;
+    char err[MSG_CAP];
+    if (db_open(f->url, &other, err, sizeof err) != AL_OK)
+        fail_msg("open: %s", err);
+    assert_int_equal(db_runner_key_pin(other, "rv", k2, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k1);
+    /* set: the owner's fence only */
+    int64_t fa = 0, fb = 0;
+    assert_int_equal(db_lease_take(f->db, "rv", a, 60000, 60000, &fa), AL_OK);
+    assert_int_equal(db_runner_key_set(f->db, "rv", k3, fa), AL_OK);
+    assert_int_equal(db_runner_key_pin(other, "rv", k2, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k3);
+    assert_int_equal(db_lease_move(other, "rv", b, 60000, &fb), AL_OK);
+    assert_int_equal(db_runner_key_set(f->db, "rv", k1, fa), AL_E_PERM);
+    assert_int_equal(db_runner_key_pin(f->db, "rv", k2, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k3); /* the stale owner changed nothing */
+    /* forgotten (a new enrollment): the next offer is pinned */
+    assert_int_equal(db_runner_key_set(f->db, "rv", NULL, DB_NO_FENCE), AL_OK);
+    assert_int_equal(db_runner_key_pin(other, "rv", k2, pinned, sizeof pinned), AL_OK);
+    assert_string_equal(pinned, k2);
+    assert_int_equal(db_close(other), AL_OK);
+    /* bad inputs */
+    assert_int_equal(db_runner_key_pin(f->db, "nope", k1, pinned, sizeof pinned), AL_E_NOENT);
+    assert_int_equal(db_runner_key_set(f->db, "nope", k1, DB_NO_FENCE), AL_E_NOENT);
+    assert_int_equal(db_runner_key_pin(f->db, "rv", k1, pinned, DB_RUNNER_KEY_HEX), AL_E_INVAL);
+    assert_int_equal(db_runner_key_pin(f->db, "rv", NULL, pinned, sizeof pinned), AL_E_INVAL);
+    assert_int_equal(db_runner_key_pin(f->db, "../x", k1, pinned, sizeof pinned), AL_E_INVAL);
+    k1[3] = 'G';
+    assert_int_equal(db_runner_key_pin(f->db, "rv", k1, pinned, sizeof pinned), AL_E_INVAL);
+    assert_int_equal(db_runner_key_set(f->db, "rv", "abc", DB_NO_FENCE), AL_E_INVAL);
+    assert_int_equal(db_runner_key_set(f->db, "rv", NULL, -2), AL_E_INVAL);
+    assert_int_equal(db_runner_key_pin(NULL, "rv", k2, pinned, sizeof pinned), AL_E_INVAL);
+}
+
 struct leases {
     int n;
     char id[4][DB_NAME_MAX + 1];
@@ -3304,6 +3492,10 @@ int main(int argc, char **argv)
         BOTH(test_leases),
         BOTH(test_fenced_writes),
         BOTH(test_migration_8_to_9),
+        BOTH(test_migration_9_to_10),
+        BOTH(test_runner_keys),
+        BOTH(test_migration_10_to_11),
+        BOTH(test_replica_keys),
         BOTH(test_replica_bad_inputs),
         BOTH(test_migration_7_to_8),
         BOTH(test_audit),
