@@ -167,6 +167,8 @@ void runner_app_run(struct runner_app *a)
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     lws_context_destroy(a->ctx);
+    SSL_CTX_free(a->d_tls_ctx); /* after the context: its links are gone */
+    a->d_tls_ctx = NULL;
     rprobe_free(a->pending_probe); /* an upgrade that never became a session */
     a->pending_probe = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
