@@ -413,7 +413,9 @@ static int start_listening(struct api *a, const struct listen_addr *l, char *err
         .protocols = protocols,
         .user = a,
         .server = 1, /* wslisten.c accepts (wslisten.h says why) */
-        .ssl = 1,
+        /* lws speaks TLS only as our server (wss:// dials are
+         * wsctls.c's): without it, no CA store is loaded at the start */
+        .ssl = a->tls,
         .timeout_s = API_TIMEOUT_S,
         .max_header_data = API_HEADER_DATA,
         .tls_cert = a->cfg.tls_cert,
