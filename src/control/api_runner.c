@@ -157,7 +157,9 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *
     if (!strcmp(prot, "wss")) {
         if (!a->dial_tls) /* the system's store (SSL_CERT_FILE where set) */
             a->dial_tls = wsctls_ctx_new(NULL, 0, why, cap);
-        rc = !a->dial_tls ? AL_E_CRYPTO : !(c->tls = wsctls_new(a->dial_tls, addr)) ? AL_E_NOMEM : AL_OK;
+        rc = !a->dial_tls                                ? AL_E_CRYPTO
+             : !(c->tls = wsctls_new(a->dial_tls, addr)) ? AL_E_NOMEM
+                                                         : AL_OK;
     }
     if (rc == AL_OK)
         rc = dial_link(c, addr, port, path);

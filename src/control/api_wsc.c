@@ -10,9 +10,8 @@
  *
  * Data model: the struct conn of the dial (api_local.h, made by
  * api_runner_dial) owns the link (c->wsc) and its TLS (c->tls, or NULL)
- * from RAW_CONNECTED until the socket closes; c->dial_done says the dial's outcome went to the relay
- * (the link up, or relay_runner_dial_failed), so that a close reports a
- * failure only once.
+ * from RAW_CONNECTED until the socket closes; c->dial_done says the dial's outcome went to the
+ * relay (the link up, or relay_runner_dial_failed), so that a close reports a failure only once.
  */
 #include <libwebsockets.h>
 #include <stdio.h>

@@ -28,8 +28,8 @@
 #include "wslisten.h"
 
 struct runner_conn {
-    struct wsg ws;   /* the message being reassembled, the close */
-    struct wsc *wsc; /* a dial's link (wslay), on an lws RAW socket */
+    struct wsg ws;      /* the message being reassembled, the close */
+    struct wsc *wsc;    /* a dial's link (wslay), on an lws RAW socket */
     struct wsctls *tls; /* a wss:// dial's TLS under the link (wsctls.h) */
     struct runner_app *app;
     struct lws *wsi;

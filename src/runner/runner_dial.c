@@ -190,7 +190,8 @@ int runner_dial_setup(struct runner_app *a)
     if (a->d_tls) { /* the system's store (SSL_CERT_FILE where set); a local
                      * test setup may turn the checks off */
         char why[WSCTLS_WHY_MAX];
-        a->d_tls_ctx = wsctls_ctx_new(NULL, getenv("AIRLOCK_INSECURE_TLS") != NULL, why, sizeof why);
+        a->d_tls_ctx =
+            wsctls_ctx_new(NULL, getenv("AIRLOCK_INSECURE_TLS") != NULL, why, sizeof why);
         if (!a->d_tls_ctx) {
             fprintf(stderr, "airlock-runner: --connect: %s\n", why);
             return -1;

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WSCTLS_WHY_MAX 200   /* bytes of the reason a handshake failed */
+#define WSCTLS_WHY_MAX 200    /* bytes of the reason a handshake failed */
 #define WSCTLS_READ_MAX 16384 /* plaintext taken per SSL_read: one TLS record */
 
 struct wsctls;
