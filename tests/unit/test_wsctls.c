@@ -70,7 +70,7 @@ static void write_pem(char *path, size_t cap, X509 *x)
     FILE *f = fdopen(fd, "w");
     assert_non_null(f);
     assert_true(PEM_write_X509(f, x) == 1);
-    fclose(f);
+    assert_int_equal(fclose(f), 0);
 }
 
 static int setup(void **state)
