@@ -14,7 +14,7 @@
  *   api_ws.c        WebSocket connections: messages in, frames out, close
  *   api_wsess.c     a web session's WebSockets closed when the session ends
  *   api_runner.c    runner links: accepted at /v1/runners/connect, dialed
- *   api_wsc.c       a ws:// dial's link: wslay framing on an lws RAW socket
+ *   api_wsc.c       a dial's link: wslay framing on an lws RAW socket, TLS for wss://
  *   api_proxy.c     the credential proxy: started, stopped, its route
  *   api_replica.c   this replica: registered, its heartbeat, GET /v1/replicas
  *
@@ -137,16 +137,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         lws_callback_on_writable(wsi);
         return 0;
     }
-    case LWS_CALLBACK_CLIENT_ESTABLISHED: {
-        struct conn *c = api_ws_conn(wsi);
-        if (!c)
-            return -1;
-        wsg_nodelay(wsi);
-        api_log(a, 1, "dialed a runner");
-        api_runner_up(a, c, wsi);
-        return 0;
-    }
-    case LWS_CALLBACK_RAW_CONNECTED: { /* a ws:// dial (api_wsc.c) */
+    case LWS_CALLBACK_RAW_CONNECTED: { /* a dial (api_wsc.c) */
         struct conn *c = api_ws_conn(wsi);
         if (!c || !c->wsc)
             return -1;
@@ -160,19 +151,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_RAW_CLOSE:
         api_wsc_closed(a, wsi, api_ws_conn(wsi));
         return 0;
-    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-        return api_runner_handshake(wsi, in, len);
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
         api_runner_dial_failed(wsi, in);
         return 0;
     case LWS_CALLBACK_RECEIVE:
-    case LWS_CALLBACK_CLIENT_RECEIVE:
         return api_ws_receive(a, wsi, api_ws_conn(wsi), in, len);
     case LWS_CALLBACK_SERVER_WRITEABLE:
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
         return api_ws_writeable(a, wsi, api_ws_conn(wsi));
     case LWS_CALLBACK_CLOSED:
-    case LWS_CALLBACK_CLIENT_CLOSED:
         api_ws_closed(a, wsi, api_ws_conn(wsi));
         return 0;
     case LWS_CALLBACK_WSI_DESTROY: {
@@ -301,6 +287,8 @@ static void teardown(struct api *a)
     if (a->ctx)
         lws_context_destroy(a->ctx);
     a->ctx = NULL;
+    SSL_CTX_free(a->dial_tls); /* after the context: its dials are gone */
+    a->dial_tls = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
     a->wsl = NULL;
     api_wsess_stop(a); /* after the context: its connections are forgotten */
@@ -452,7 +440,9 @@ static int start_listening(struct api *a, const struct listen_addr *l, char *err
         .protocols = protocols,
         .user = a,
         .server = 1, /* wslisten.c accepts (wslisten.h says why) */
-        .ssl = 1,
+        /* lws speaks TLS only as our server (wss:// dials are
+         * wsctls.c's): without it, no CA store is loaded at the start */
+        .ssl = a->tls,
         .timeout_s = API_TIMEOUT_S,
         .max_header_data = API_HEADER_DATA,
         .tls_cert = a->cfg.tls_cert,

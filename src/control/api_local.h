@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <libwebsockets.h>
 #include <limits.h>
+#include <openssl/ssl.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -45,6 +46,7 @@ enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
 
 struct rl_sbx;
 struct wsc;
+struct wsctls;
 struct wsc_events;
 struct rl_dial;
 struct rl_client;
@@ -66,6 +68,7 @@ struct api {
     struct relay *relay;
     struct lsbx *lsbx; /* local sandboxes' runners */
     struct lws_context *ctx;
+    SSL_CTX *dial_tls; /* wss:// dials' TLS context (wsctls.h), made at the first */
     uv_loop_t *loop;
     uv_signal_t sigterm, sigint;
     uv_timer_t tick;
@@ -106,8 +109,10 @@ struct conn {
     int watched; /* 0, or API_WATCH_SESSION (in api->watch), API_WATCH_KEY (api->keywatch) */
     struct lws *wake_wsi; /* in api->wake_list: its writable callback is due */
     struct conn *wake_prev, *wake_next;
-    /* a ws:// dial (api_wsc.c): the link wsc.c frames on an lws RAW socket */
+    /* a dial (api_wsc.c): the link wsc.c frames on an lws RAW socket, and
+     * for wss:// the TLS under it (wsctls.c) */
     struct wsc *wsc;
+    struct wsctls *tls;
     struct api *api;
     struct lws *dial_wsi;
     uint64_t dialed_ms; /* when the socket connected (uv_now) */
@@ -247,14 +252,13 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *
 /* Wipe and free what a conn holds of tokens (before it is freed, and once
  * a dial's headers are written). */
 void api_conn_wipe(struct conn *c);
-int api_runner_handshake(struct lws *wsi, void *in, size_t len);
 void api_runner_dial_failed(struct lws *wsi, const void *in);
 /* A dial refused (status 0: no HTTP status came; marked: the answer
  * carried AL_RUNNER_REPLY_HEADER, so the refusal is the runner's): the
  * relay told why, in words for the operator. */
 void api_runner_refused(struct conn *c, unsigned status, int marked, const char *lws_why);
 
-/* api_wsc.c: a ws:// dial's link (wsc.c) on an lws RAW socket; its
+/* api_wsc.c: a dial's link (wsc.c) on an lws RAW socket; its
  * events, for the wsc_new of api_runner_dial */
 const struct wsc_events *api_wsc_events(void);
 void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);

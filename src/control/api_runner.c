@@ -28,6 +28,7 @@
 #include "platform.h"
 #include "relay.h"
 #include "wsc.h"
+#include "wsctls.h"
 #include "wsctx.h"
 #include "wsg.h"
 
@@ -94,7 +95,7 @@ int api_runner_connect(struct api *a, struct lws *wsi, struct call *c)
     return 0;
 }
 
-/* A ws:// dial's link: its upgrade request with our token as Bearer in
+/* A dial's link: its upgrade request with our token as Bearer in
  * Authorization; behind a platform's front, the front's token there and
  * ours in AL_PLATFORM_TOKEN_HEADER (as api_runner_handshake). */
 static int dial_link(struct conn *c, const char *addr, int port, const char *path)
@@ -116,7 +117,7 @@ static int dial_link(struct conn *c, const char *addr, int port, const char *pat
 
 /* The relay's dial function: connect to a static or aca sandbox's runner
  * at d->url, presenting our token (and an aca sandbox's platform token);
- * the link comes up at CLIENT_ESTABLISHED. */
+ * the link comes up when the upgrade is answered (api_wsc.c). */
 int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *why, size_t cap)
 {
     struct api *a = ud;
@@ -150,63 +151,40 @@ int api_runner_dial(void *ud, struct rl_sbx *sb, const struct rl_dial *d, char *
     c->kind = CONN_DIAL;
     c->sb = sb;
     (void)snprintf(c->token, sizeof c->token, "%s", d->token);
-    int tls = !strcmp(prot, "wss");
-    struct lws_client_connect_info ci;
-    wsctx_dial_info(&ci, a->ctx, addr, port, path, tls ? LCCSCF_USE_SSL : 0);
-    if (tls) { /* lws's WebSocket client: lws 4.1.6 starts no RAW client with TLS */
-        ci.origin = addr;
-        ci.protocol = AL_SUBPROTOCOL;
-    } else { /* a socket only: wsc.c speaks WebSocket on it (api_wsc.c) */
-        int rc = dial_link(c, addr, port, path);
-        api_conn_wipe(c); /* the tokens are in the request now */
-        if (rc != AL_OK) {
-            free(c);
-            al_errf(why, cap, "cannot make the upgrade request");
-            return rc;
-        }
-        ci.method = "RAW";
-        ci.local_protocol_name = AL_SUBPROTOCOL;
+    /* a socket only: wsc.c speaks WebSocket on it (api_wsc.c), through
+     * wsctls.c's TLS for wss:// (lws 4.1.6 starts no RAW client with TLS) */
+    int rc = AL_OK;
+    if (!strcmp(prot, "wss")) {
+        if (!a->dial_tls) /* the system's store (SSL_CERT_FILE where set) */
+            a->dial_tls = wsctls_ctx_new(NULL, 0, why, cap);
+        rc = !a->dial_tls                                ? AL_E_CRYPTO
+             : !(c->tls = wsctls_new(a->dial_tls, addr)) ? AL_E_NOMEM
+                                                         : AL_OK;
     }
+    if (rc == AL_OK)
+        rc = dial_link(c, addr, port, path);
+    api_conn_wipe(c); /* the tokens are in the request now */
+    if (rc != AL_OK) {
+        wsctls_free(c->tls);
+        free(c);
+        if (rc != AL_E_CRYPTO)
+            al_errf(why, cap, "cannot make the upgrade request");
+        return rc;
+    }
+    struct lws_client_connect_info ci;
+    wsctx_dial_info(&ci, a->ctx, addr, port, path, 0);
+    ci.method = "RAW";
+    ci.local_protocol_name = AL_SUBPROTOCOL;
     ci.opaque_user_data = c;
     if (!lws_client_connect_via_info(&ci)) {
         wsc_free(c->wsc);
+        wsctls_free(c->tls);
         api_conn_wipe(c);
         free(c);
         al_errf(why, cap, "cannot start the connection");
         return AL_E_IO;
     }
     return AL_OK;
-}
-
-static int add_header(struct lws *wsi, const char *name, const char *fmt, const char *v,
-                      unsigned char **p, unsigned char *end)
-{
-    char hv[PLATFORM_TOKEN_MAX + 16];
-    int n = snprintf(hv, sizeof hv, fmt, v);
-    int rc = n < 0 || (size_t)n >= sizeof hv ||
-                     lws_add_http_header_by_name(wsi, (const unsigned char *)name,
-                                                 (unsigned char *)hv, n, p, end)
-                 ? -1
-                 : 0;
-    OPENSSL_cleanse(hv, sizeof hv);
-    return rc;
-}
-
-/* A dial's upgrade request: our token for the runner, as Bearer in
- * Authorization; behind a platform's front, the front's token there and
- * ours in AL_PLATFORM_TOKEN_HEADER. Both are wiped once written. */
-int api_runner_handshake(struct lws *wsi, void *in, size_t len)
-{
-    struct conn *c = api_ws_conn(wsi);
-    if (!c)
-        return -1;
-    unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-    int rc = c->platform_token
-                 ? add_header(wsi, "authorization:", "Bearer %s", c->platform_token, p, end) ||
-                       add_header(wsi, AL_PLATFORM_TOKEN_HEADER ":", "Bearer %s", c->token, p, end)
-                 : add_header(wsi, "authorization:", "Bearer %s", c->token, p, end);
-    api_conn_wipe(c);
-    return rc ? -1 : 0;
 }
 
 /* What a front's refusal means, by its status (docs/aca.md). */

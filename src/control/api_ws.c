@@ -1,7 +1,7 @@
 /*
  * api_ws: airlockd's WebSocket connections, a client's or a runner's
- * (accepted, or dialed over wss://: a ws:// dial is api_wsc.c's, which
- * shares the struct conn, the wake and the free here): whole messages in
+ * (accepted; a dial, ws:// or wss://, is api_wsc.c's, which shares the
+ * struct conn, the wake and the free here): whole messages in
  * to the relay, the relay's frames
  * out at each WRITEABLE (wsg_drain), the close when the relay's endpoint
  * asks for it, and the relay told when the connection is gone.
@@ -26,6 +26,7 @@
 #include "endpoint.h"
 #include "relay.h"
 #include "wsc.h"
+#include "wsctls.h"
 #include "wsg.h"
 
 /* The writable callbacks due, asked for once per loop turn. */
@@ -133,7 +134,8 @@ void api_ws_free(struct lws *wsi, struct conn *c)
     if (a)
         wake_unlink(a, c);
     wsg_release(&c->ws);
-    wsc_free(c->wsc); /* a ws:// dial's link (api_wsc.c), if any */
+    wsc_free(c->wsc); /* a dial's link (api_wsc.c), if any */
+    wsctls_free(c->tls);
     api_conn_wipe(c);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);

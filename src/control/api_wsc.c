@@ -1,18 +1,17 @@
 /*
- * api_wsc: airlockd's ws:// dial of a runner (a static or aca sandbox's)
- * as a wsc.c link on an lws RAW socket: the upgrade written and checked
- * by wsc (its deadline API_WSC_UPGRADE_S, lws's timeout), then whole
- * messages to the relay, the relay's frames out until the socket is
- * choked, the close. libwebsockets 4.1.6's WebSocket client reads a
- * received frame one byte per call (docs/performance.md); a wss:// dial
- * keeps it (4.1.6 starts no RAW client with TLS), and api_ws.c carries
- * that one.
+ * api_wsc: airlockd's dial of a runner (a static or aca sandbox's) as a
+ * wsc.c link on an lws RAW socket, under wsctls.c's TLS for wss://: the
+ * TLS handshake and the upgrade written and checked by wsc (together
+ * within API_WSC_UPGRADE_S, lws's timeout), then whole messages to the
+ * relay, the relay's frames out until the socket is choked, the close.
+ * libwebsockets 4.1.6's WebSocket client reads a received frame one byte
+ * per call (docs/performance.md), and starts no RAW client with TLS: so
+ * neither its WebSocket client nor its client TLS is used here.
  *
  * Data model: the struct conn of the dial (api_local.h, made by
- * api_runner_dial) owns the link (c->wsc) from RAW_CONNECTED until the
- * socket closes; c->dial_done says the dial's outcome went to the relay
- * (the link up, or relay_runner_dial_failed), so that a close reports a
- * failure only once.
+ * api_runner_dial) owns the link (c->wsc) and its TLS (c->tls, or NULL)
+ * from RAW_CONNECTED until the socket closes; c->dial_done says the dial's outcome went to the
+ * relay (the link up, or relay_runner_dial_failed), so that a close reports a failure only once.
  */
 #include <libwebsockets.h>
 #include <stdio.h>
@@ -30,7 +29,7 @@
 #include "wscraw.h"
 #include "wsg.h"
 
-#define API_WSC_UPGRADE_S 10 /* the upgrade, answer included */
+#define API_WSC_UPGRADE_S 10 /* TLS's handshake and the upgrade, answer included */
 
 static void ev_upgraded(void *ud)
 {
@@ -94,13 +93,13 @@ void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c)
 
 int api_wsc_receive(struct conn *c, const void *in, size_t len)
 {
-    return c ? wscraw_receive(c->wsc, c->dial_wsi, in, len) : -1;
+    return c ? wscraw_receive(c->wsc, c->tls, c->dial_wsi, in, len) : -1;
 }
 
 /* See wscraw_flush. */
 static int flush(struct conn *c)
 {
-    return wscraw_flush(c->wsc, c->dial_wsi);
+    return wscraw_flush(c->wsc, c->tls, c->dial_wsi);
 }
 
 /* After our close frame went out: drop the socket at the next WRITEABLE. */
@@ -113,8 +112,10 @@ static int closing(struct conn *c)
 
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
-    if (!c || !c->wsc || wsc_close_sent(c->wsc))
+    if (!c || !c->wsc)
         return -1;
+    if (wsc_close_sent(c->wsc)) /* the close (and TLS's close_notify) out: drop */
+        return flush(c) == 0 ? 0 : -1;
     int rc = flush(c);
     if (rc <= 0 || !wsc_is_open(c->wsc))
         return rc < 0 ? -1 : 0;
@@ -167,11 +168,10 @@ void api_wsc_closed(struct api *a, struct lws *wsi, struct conn *c)
         return;
     if (!c->dial_done) {
         c->dial_done = 1;
-        char why[96];
-        if (uv_now(a->loop) - c->dialed_ms >= (uint64_t)API_WSC_UPGRADE_S * 1000u)
-            (void)snprintf(why, sizeof why, "no upgrade answer within %d s", API_WSC_UPGRADE_S);
-        else
-            (void)snprintf(why, sizeof why, "connection closed before the upgrade answer");
+        char why[WSCTLS_WHY_MAX + 32];
+        wscraw_dial_why(c->tls,
+                        uv_now(a->loop) - c->dialed_ms >= (uint64_t)API_WSC_UPGRADE_S * 1000u,
+                        API_WSC_UPGRADE_S, why, sizeof why);
         relay_runner_dial_failed(c->sb, why);
     }
     api_ws_closed(a, wsi, c); /* frees the link too */

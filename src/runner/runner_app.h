@@ -27,6 +27,7 @@
 #define AL_RUNNER_APP_H
 
 #include <libwebsockets.h>
+#include <openssl/ssl.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -90,6 +91,7 @@ struct runner_app {
     char parsed[2048]; /* lws_parse_uri cuts this one up */
     const char *d_addr;
     int d_port, d_tls;
+    SSL_CTX *d_tls_ctx; /* wss://: the dials' TLS context (wsctls.h), owned */
     char d_path_full[2300];
     char token[RUNNER_APP_TOKEN_MAX];
     char link_key[AL_RUNNER_KEY_LEN + 1]; /* presented on every dial, never logged */

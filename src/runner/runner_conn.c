@@ -28,8 +28,9 @@
 #include "wslisten.h"
 
 struct runner_conn {
-    struct wsg ws;   /* the message being reassembled, the close */
-    struct wsc *wsc; /* a ws:// dial's link (wslay), on an lws RAW socket */
+    struct wsg ws;      /* the message being reassembled, the close */
+    struct wsc *wsc;    /* a dial's link (wslay), on an lws RAW socket */
+    struct wsctls *tls; /* a wss:// dial's TLS under the link (wsctls.h) */
     struct runner_app *app;
     struct lws *wsi;
     uint64_t dialed_ms;   /* when the RAW socket connected (uv_now) */
@@ -140,7 +141,8 @@ static int link_writeable(struct runner_app *a, struct lws *wsi, struct runner_c
     return 0;
 }
 
-/* ---- a ws:// dial's link: wslay framing on an lws RAW socket (wsc.h) ---- */
+/* ---- a dial's link: wslay framing (wsc.h) on an lws RAW socket, under
+ * TLS for wss:// (wsctls.h) ---- */
 
 static void raw_upgraded(void *ud)
 {
@@ -200,13 +202,18 @@ static void raw_connected(struct runner_app *a, struct lws *wsi, struct runner_c
     c->wsi = wsi;
     c->dialed_ms = uv_now(a->loop);
     c->wsc = runner_dial_link(a, &raw_events, c);
+    if (c->wsc && a->d_tls && !(c->tls = wsctls_new(a->d_tls_ctx, a->d_addr))) {
+        wsc_free(c->wsc);
+        c->wsc = NULL;
+    }
     if (!c->wsc) {
         c->dial_done = 1;
         runner_dial_refused(a, 0, "cannot make the upgrade request");
         lws_set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
         return;
     }
-    /* the whole upgrade, answer included, within the handshake's time */
+    /* TLS's handshake and the whole upgrade, answer included, within the
+     * handshake's time */
     lws_set_timeout(wsi, PENDING_TIMEOUT_AWAITING_SERVER_RESPONSE, RUNNER_APP_HANDSHAKE_S);
     lws_callback_on_writable(wsi);
 }
@@ -214,13 +221,15 @@ static void raw_connected(struct runner_app *a, struct lws *wsi, struct runner_c
 /* See wscraw_flush. */
 static int raw_flush(struct runner_conn *c)
 {
-    return wscraw_flush(c->wsc, c->wsi);
+    return wscraw_flush(c->wsc, c->tls, c->wsi);
 }
 
 static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
 {
-    if (!c->wsc || wsc_close_sent(c->wsc))
-        return -1; /* the close went out (or there is no link): drop */
+    if (!c->wsc)
+        return -1;
+    if (wsc_close_sent(c->wsc)) /* the close (and TLS's close_notify) out: drop */
+        return raw_flush(c) == 0 ? 0 : -1;
     int rc = raw_flush(c);
     if (rc <= 0 || !wsc_is_open(c->wsc))
         return rc < 0 ? -1 : 0;
@@ -278,7 +287,7 @@ static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_co
 
 static int raw_receive(struct runner_conn *c, const void *in, size_t len)
 {
-    return wscraw_receive(c->wsc, c->wsi, in, len);
+    return wscraw_receive(c->wsc, c->tls, c->wsi, in, len);
 }
 
 static void raw_closed_socket(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
@@ -292,16 +301,16 @@ static void raw_closed_socket(struct runner_app *a, struct lws *wsi, struct runn
         runner_dial_closed(a, was_current, aged);
     } else if (!c->dial_done) {
         c->dial_done = 1;
-        char why[96];
-        if (uv_now(a->loop) - c->dialed_ms >= (uint64_t)RUNNER_APP_HANDSHAKE_S * 1000u)
-            (void)snprintf(why, sizeof why, "no upgrade answer within %d s",
-                           RUNNER_APP_HANDSHAKE_S);
-        else
-            (void)snprintf(why, sizeof why, "connection closed before the upgrade answer");
+        char why[WSCTLS_WHY_MAX + 32];
+        wscraw_dial_why(c->tls,
+                        uv_now(a->loop) - c->dialed_ms >= (uint64_t)RUNNER_APP_HANDSHAKE_S * 1000u,
+                        RUNNER_APP_HANDSHAKE_S, why, sizeof why);
         runner_dial_refused(a, 0, why);
     }
     wsc_free(c->wsc);
     c->wsc = NULL;
+    wsctls_free(c->tls);
+    c->tls = NULL;
 }
 
 /* ---- probe sessions (docs/protocol.md §13, rprobe.c) ---- */
@@ -431,24 +440,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
             lws_set_timer_usecs(wsi, LWS_USEC_PER_SEC);
         }
         return 0;
-    case LWS_CALLBACK_CLIENT_ESTABLISHED:
-        if (c)
-            memset(c, 0, sizeof *c);
-        runner_dial_connected(a);
-        link_established(a, wsi, a->token_exp);
-        return 0;
-    case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER:
-        return runner_dial_headers(a, wsi, in, len);
     case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
         runner_dial_failed(a, wsi, in);
         return 0;
     case LWS_CALLBACK_RECEIVE:
-    case LWS_CALLBACK_CLIENT_RECEIVE:
         if (c && c->probe)
             return probe_receive(a, wsi, c, in, len);
         return link_receive(a, wsi, c, in, len);
     case LWS_CALLBACK_SERVER_WRITEABLE:
-    case LWS_CALLBACK_CLIENT_WRITEABLE:
         if (c && c->probe)
             return probe_writeable(a, wsi, c);
         return link_writeable(a, wsi, c);
@@ -464,6 +463,8 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (c && c->wsc) { /* a dial's link whose socket never reported its close */
             wsc_free(c->wsc);
             c->wsc = NULL;
+            wsctls_free(c->tls);
+            c->tls = NULL;
         }
         break;
     case LWS_CALLBACK_RAW_CONNECTED:
@@ -478,13 +479,6 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
         if (c)
             raw_closed_socket(a, wsi, c);
         return 0;
-    case LWS_CALLBACK_CLIENT_CLOSED: {
-        int aged = c && c->max_aged;
-        int was_current = a->current == wsi;
-        link_closed(a, wsi, c);
-        runner_dial_closed(a, was_current, aged);
-        return 0;
-    }
     default:
         break;
     }

@@ -22,6 +22,7 @@
 #include "runner_conn.h"
 #include "token.h"
 #include "upgrade.h"
+#include "wsctls.h"
 #include "wsctx.h"
 
 #define BACKOFF_MIN_MS 250
@@ -104,20 +105,12 @@ void runner_dial_start(struct runner_app *a)
         schedule_redial(a, 0);
         return;
     }
-    int tls = a->d_tls ? LCCSCF_USE_SSL : 0;
-    if (a->d_tls && getenv("AIRLOCK_INSECURE_TLS"))
-        tls |= LCCSCF_ALLOW_SELFSIGNED | LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK;
+    /* a socket only: wsc.c speaks WebSocket on it, through wsctls.c's TLS
+     * for wss:// (runner_conn.c; lws 4.1.6 starts no RAW client with TLS) */
     struct lws_client_connect_info ci;
-    wsctx_dial_info(&ci, a->ctx, a->d_addr, a->d_port, a->d_path_full, tls);
-    if (a->d_tls) { /* lws's WebSocket client: lws 4.1.6 refuses to start a
-                     * RAW client with LCCSCF_USE_SSL (connect_via_info
-                     * returns NULL; tried), so wss:// keeps lws's framing */
-        ci.origin = a->d_addr;
-        ci.protocol = AL_SUBPROTOCOL;
-    } else { /* a socket only: wsc.c speaks WebSocket on it (runner_conn.c) */
-        ci.method = "RAW";
-        ci.local_protocol_name = AL_SUBPROTOCOL;
-    }
+    wsctx_dial_info(&ci, a->ctx, a->d_addr, a->d_port, a->d_path_full, 0);
+    ci.method = "RAW";
+    ci.local_protocol_name = AL_SUBPROTOCOL;
     runner_log(a->runner, 1, "dialing %s (attempt %u)", a->url, a->redial_delay.attempt + 1);
     if (!lws_client_connect_via_info(&ci)) {
         runner_log(a->runner, 0, "cannot start a connection to %s", a->url);
@@ -179,27 +172,6 @@ void runner_dial_closed(struct runner_app *a, int was_current, int aged)
         schedule_redial(a, aged ? 1 : 0);
 }
 
-int runner_dial_headers(struct runner_app *a, struct lws *wsi, void *in, size_t len)
-{
-    unsigned char **p = (unsigned char **)in, *end = (*p) + len;
-    char hv[RUNNER_APP_TOKEN_MAX + 16];
-    int n = snprintf(hv, sizeof hv, "Bearer %s", a->token);
-    if (n < 0 || (size_t)n >= sizeof hv)
-        return -1;
-    if (lws_add_http_header_by_name(wsi, (const unsigned char *)AL_RUNNER_KEY_HEADER ":",
-                                    (unsigned char *)a->link_key, AL_RUNNER_KEY_LEN, p, end))
-        return -1;
-    if (a->header_is_auth)
-        return lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_AUTHORIZATION, (unsigned char *)hv,
-                                            n, p, end)
-                   ? -1
-                   : 0;
-    return lws_add_http_header_by_name(wsi, (const unsigned char *)a->token_header_lc,
-                                       (unsigned char *)hv, n, p, end)
-               ? -1
-               : 0;
-}
-
 int runner_dial_setup(struct runner_app *a)
 {
     backoff_init(&a->redial_delay, BACKOFF_MIN_MS, BACKOFF_MAX_MS);
@@ -215,6 +187,16 @@ int runner_dial_setup(struct runner_app *a)
     a->d_addr = addr;
     a->d_port = port;
     a->d_tls = !strcmp(prot, "wss");
+    if (a->d_tls) { /* the system's store (SSL_CERT_FILE where set); a local
+                     * test setup may turn the checks off */
+        char why[WSCTLS_WHY_MAX];
+        a->d_tls_ctx =
+            wsctls_ctx_new(NULL, getenv("AIRLOCK_INSECURE_TLS") != NULL, why, sizeof why);
+        if (!a->d_tls_ctx) {
+            fprintf(stderr, "airlock-runner: --connect: %s\n", why);
+            return -1;
+        }
+    }
     if (strstr(path, "identifier="))
         (void)snprintf(a->d_path_full, sizeof a->d_path_full, "/%s", path);
     else

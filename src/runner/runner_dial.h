@@ -25,13 +25,11 @@ void runner_dial_start(struct runner_app *a);
 void runner_dial_connected(struct runner_app *a);
 void runner_dial_failed(struct runner_app *a, struct lws *wsi, const void *in);
 void runner_dial_closed(struct runner_app *a, int was_current, int aged);
-/* A ws:// dial (an lws RAW socket, runner_conn.c): the link with our
+/* A dial (an lws RAW socket, runner_conn.c): the link with our
  * upgrade request, token and key; NULL if it cannot be made. */
 struct wsc *runner_dial_link(struct runner_app *a, const struct wsc_events *ev, void *ud);
-/* A ws:// dial failed before or at its upgrade: logged as the lws dial's
+/* A dial failed before or at its upgrade: logged as the lws dial's
  * failures are (status 0: no HTTP status came), and redialed later. */
 void runner_dial_refused(struct runner_app *a, unsigned status, const char *why);
-/* LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: our token and key. */
-int runner_dial_headers(struct runner_app *a, struct lws *wsi, void *in, size_t len);
 
 #endif

@@ -268,8 +268,30 @@ static void on_written(uv_write_t *req, int status)
     maybe_shutdown(c);
 }
 
+/* Bytes for the agent: to its socket at once when nothing is queued
+ * before them (uv_try_write: no copy, the credit granted now), and what
+ * it does not take copied for uv_write, credited once written. A copy per
+ * 64 KiB message was a quarter of the runner's instructions on the proxy
+ * channel (callgrind, docs/performance.md), as proxysrv.c's was airlockd's. */
 static int conn_write(struct conn *c, uint32_t ch, const uint8_t *p, size_t n)
 {
+    struct runner_proxy *px = c->px;
+    if (!c->writing && uv_stream_get_write_queue_size(&c->u.s) == 0) {
+        uv_buf_t now = uv_buf_init((char *)p, (unsigned)n);
+        int r = uv_try_write(&c->u.s, &now, 1);
+        if (r < 0 && r != UV_EAGAIN)
+            return AL_E_IO;
+        if (r > 0) {
+            if (ch && c->ch == ch) {
+                (void)ep_consume(px->cfg.ep, ch, FR_STDIN, (size_t)r); /* delivered: credit */
+                wake(px);
+            }
+            p += r;
+            n -= (size_t)r;
+        }
+        if (!n)
+            return AL_OK;
+    }
     struct wreq *w = malloc(sizeof *w + n);
     if (!w)
         return AL_E_NOMEM;
