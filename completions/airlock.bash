@@ -60,7 +60,7 @@ _airlockd() {
     --proxy-path) _airlock_words "runner direct" "$cur"; return ;;
     esac
     case ${COMP_WORDS[1]} in
-    serve) _airlock_words "--config --data --db --listen --tls-cert --tls-key --runner --no-bwrap --web --session-ttl --session-idle --log-level --log-format --verbose --sandbox-user --sandbox-network --sandbox-memory --sandbox-pids --sandbox-cpu --max-conns --max-conns-per-ip --request-timeout --audit-keep-days --audit-keep-rows --ping-interval --idle-timeout --proxy-listen --proxy-path --advertise" "$cur" ;;
+    serve) _airlock_words "--config --data --db --listen --tls-cert --tls-key --runner --no-bwrap --web --session-ttl --session-idle --log-level --log-format --verbose --sandbox-user --sandbox-network --sandbox-memory --sandbox-pids --sandbox-cpu --max-conns --max-conns-per-ip --request-timeout --audit-keep-days --audit-keep-rows --ping-interval --idle-timeout --proxy-listen --proxy-path --advertise --recordings" "$cur" ;;
     user) if ((COMP_CWORD == 2)); then _airlock_words "add ls rm" "$cur"; else _airlock_words "--role --data --db" "$cur"; fi ;;
     keygen) _airlock_words "--data --rotate" "$cur" ;;
     token) _airlock_words "--data --aud --scope --sub --iss --ttl" "$cur" ;;

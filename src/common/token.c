@@ -28,6 +28,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,14 @@ done:
 }
 
 /* ---- verification ----------------------------------------------------- */
+
+int64_t tok_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return (int64_t)time(NULL);
+    return (int64_t)ts.tv_sec;
+}
 
 void tok_verify_params_init(struct tok_verify_params *p, const char *audience, const char *scope,
                             int64_t now)

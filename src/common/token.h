@@ -71,6 +71,12 @@ struct tok_verify_params {
     int64_t leeway;       /* seconds, 0..TOK_LEEWAY_MAX */
 };
 
+/* The Unix time in whole seconds, from CLOCK_REALTIME: the clock a check's
+ * `now` should come from. time() may read a coarse clock some milliseconds
+ * behind, which would accept a token just after the instant a deadline
+ * computed from CLOCK_REALTIME (exp + leeway) closed its link. */
+int64_t tok_now(void);
+
 /* Fill p with the given values and leeway TOK_LEEWAY_DEFAULT. */
 void tok_verify_params_init(struct tok_verify_params *p, const char *audience, const char *scope,
                             int64_t now);

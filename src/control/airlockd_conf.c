@@ -44,6 +44,7 @@ static const struct {
     KEY("--proxy-listen", proxy_listen),
     KEY("--proxy-path", proxy_path),
     KEY("--advertise", advertise),
+    KEY("--recordings", recordings),
 #undef KEY
 };
 enum { NKEYS = sizeof keys / sizeof keys[0] };

@@ -21,7 +21,7 @@
 #include "proxycfg.h"
 
 #define AIRLOCKD_CONF_MAX 16384 /* bytes of a --config file */
-#define AIRLOCKD_CONF_KEYS 27   /* settings in the table */
+#define AIRLOCKD_CONF_KEYS 28   /* settings in the table */
 
 /* Each a string, NULL while unset; they point into argv or the store
  * airlockd_conf_read was given. */
@@ -36,6 +36,7 @@ struct airlockd_conf {
     const char *proxy_listen;                 /* the credential proxy's direct path, ADDR:PORT */
     const char *proxy_path;      /* "runner" (default) or "direct": which path terminals get */
     const char *advertise;       /* the address other replicas reach this one at */
+    const char *recordings;      /* the recordings' directory (shared by replicas) */
     struct proxycfg *proxy;      /* where upstream.* lines go (the caller's) */
     struct platforms *platforms; /* where platform.* lines go (the caller's) */
 };

@@ -57,7 +57,7 @@ static const struct airlockd_cmd cmds[] = {
      "[--sandbox-pids N] [--sandbox-cpu PERCENT] "
      "[--max-conns N] [--max-conns-per-ip N] [--request-timeout SECONDS] [--audit-keep-days N] "
      "[--audit-keep-rows N] [--ping-interval SECONDS] [--idle-timeout SECONDS] "
-     "[--proxy-listen ADDR:PORT] [--proxy-path runner|direct] [--advertise URL]",
+     "[--proxy-listen ADDR:PORT] [--proxy-path runner|direct] [--advertise URL] [--recordings DIR]",
      "run the control plane: the JSON API behind API keys, runners (local under bubblewrap, "
      "static, reverse), terminals relayed to clients and recorded, the web page, and the "
      "credential proxy of the upstreams --config names",

@@ -257,6 +257,7 @@ int airlockd_serve(const struct airlockd_cmd *self, int argc, char **argv)
     cfg.proxy_listen = c.proxy_listen;
     cfg.proxy_direct = c.proxy_path && !strcmp(c.proxy_path, "direct");
     cfg.advertise = c.advertise;
+    cfg.recordings_dir = c.recordings;
     char err[512] = "";
     int rc = api_serve(&cfg, err, sizeof err);
     platforms_clear(&platforms);

@@ -49,6 +49,7 @@
 #include "api_local.h"
 #include "auditagg.h"
 #include "db.h"
+#include "fsutil.h"
 #include "lsbx.h"
 #include "relay.h"
 #include "signer.h"
@@ -239,12 +240,34 @@ static int open_db(struct api *a, char *err, size_t cap)
     return rc;
 }
 
+/* --recordings DIR (made if missing, 0700), else DATA/recordings. */
+static int resolve_recordings(struct api *a, char *err, size_t cap)
+{
+    const char *dir = a->cfg.recordings_dir;
+    int m = dir ? snprintf(a->rec_dir, sizeof a->rec_dir, "%s", dir)
+                : snprintf(a->rec_dir, sizeof a->rec_dir, "%s/recordings", a->data_dir);
+    if (m < 0 || (size_t)m >= sizeof a->rec_dir - DB_NAME_MAX - 16) {
+        al_errf(err, cap, "recordings directory: path too long");
+        return AL_E_TOOBIG;
+    }
+    char real[PATH_MAX];
+    if (fsutil_mkdir_p(a->rec_dir, 0700) != AL_OK || !realpath(a->rec_dir, real)) {
+        al_errf(err, cap, "recordings directory %s: %s", a->rec_dir, strerror(errno));
+        return AL_E_IO;
+    }
+    (void)snprintf(a->rec_dir, sizeof a->rec_dir, "%s", real);
+    return AL_OK;
+}
+
 static int resolve_paths(struct api *a, char *err, size_t cap)
 {
     if (!realpath(a->cfg.data_dir, a->data_dir)) {
         al_errf(err, cap, "data directory %s: %s", a->cfg.data_dir, strerror(errno));
         return AL_E_IO;
     }
+    int rrc = resolve_recordings(a, err, cap);
+    if (rrc != AL_OK)
+        return rrc;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {
@@ -386,6 +409,10 @@ static int start_relay(struct api *a, char *err, size_t cap)
         .db = a->db,
         .signer = a->signer,
         .data_dir = a->data_dir,
+        .rec_dir = a->rec_dir,
+        /* another replica may hold a recording open: take it over by a copy */
+        .rec_fenced = a->cfg.db_url &&
+                      strncmp(a->cfg.db_url, DB_SQLITE_PREFIX, strlen(DB_SQLITE_PREFIX)) != 0,
         .lsbx = a->lsbx,
         .self_url = a->self_url,
         .no_network = a->cfg.sandbox_no_network,

@@ -67,6 +67,9 @@ struct api_config {
     /* the address other replicas reach this one at, a ws:// or wss:// URL
      * (docs/scale-out.md); NULL: the address local runners dial back */
     const char *advertise;
+    /* where recordings are kept (docs/recording.md); NULL: DATA_DIR/recordings.
+     * Replicas on one database share one (docs/scale-out.md) */
+    const char *recordings_dir;
 };
 
 /* Run until SIGTERM or SIGINT. 0, or AL_E_* with a reason in err. */

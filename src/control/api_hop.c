@@ -45,6 +45,10 @@ enum {
     API_HOP_QUEUE_HIGH = 4 * AL_MAX_FRAME, /* stop reading the other side above this */
     API_HOP_QUEUE_LOW = AL_MAX_FRAME,      /* ... and read it again below this */
     API_HOP_UPGRADE_S = 10,                /* the owner's answer to the upgrade */
+    /* an owner whose beat is this late is taken for gone by its relayed
+     * clients (cut, they attach again): sooner than a lease's expiry, so
+     * that a client is back before the new owner's log has moved on far */
+    API_HOP_OWNER_LATE_MS = API_REPLICA_BEAT_MS * 3 / 2,
 };
 _Static_assert((int)API_HOP_TOKEN_TTL_S <= (int)SIGNER_HOP_TTL_MAX, "the signer's table allows it");
 
@@ -270,8 +274,20 @@ int api_hop_in_closing(struct conn *c, int *code, const char **why)
     return 1;
 }
 
+static void hops_unlink(struct api *a, struct conn *c)
+{
+    if (c->hops_prev)
+        c->hops_prev->hops_next = c->hops_next;
+    else if (a->hops == c)
+        a->hops = c->hops_next;
+    if (c->hops_next)
+        c->hops_next->hops_prev = c->hops_prev;
+    c->hops_prev = c->hops_next = NULL;
+}
+
 void api_hop_in_closed(struct conn *c)
 {
+    hops_unlink(c->api, c);
     struct conn *d = c->hop;
     unlink_hop(c, AL_CLOSE_NORMAL, "the client detached");
     if (d && d->wsc && !d->dial_done) /* not linked yet: nothing to say to the owner */
@@ -283,6 +299,7 @@ void api_hop_in_closed(struct conn *c)
 
 struct owner_of {
     const char *id;
+    char sandbox[DB_NAME_MAX + 1];
     char address[DB_REPLICA_ADDR_MAX + 1];
     int alive;
 };
@@ -313,14 +330,16 @@ static int owner_of_terminal(struct api *a, const char *term_id, char *owner, si
         rc = db_sandbox_get(a->db, t->sandbox_id, sb);
     if (rc == AL_OK && (!sb->owner[0] || !strcmp(sb->owner, a->replica_id)))
         rc = AL_E_NOENT;
-    if (rc == AL_OK)
+    if (rc == AL_OK) {
         (void)snprintf(owner, cap, "%s", sb->owner);
+        (void)snprintf(o->sandbox, sizeof o->sandbox, "%s", sb->id);
+    }
     free(t);
     free(sb);
     if (rc != AL_OK)
         return rc;
     o->id = owner;
-    rc = db_replica_list(a->db, API_REPLICA_STALE_MS, find_owner, o);
+    rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_owner, o); /* not a late one */
     return (rc == AL_OK || rc == 1) && o->alive && !strncmp(o->address, "ws://", 5) ? AL_OK
                                                                                     : AL_E_NOENT;
 }
@@ -376,6 +395,7 @@ int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only
     d->kind = CONN_HOP_OUT;
     d->api = a;
     c->conn->kind = CONN_HOP_IN;
+    c->conn->api = a;
     c->conn->self_wsi = wsi;
     c->conn->hop = d;
     d->hop = c->conn;
@@ -391,7 +411,54 @@ int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only
         free(d);
         return AL_E_IO;
     }
+    (void)snprintf(c->conn->hop_sandbox, sizeof c->conn->hop_sandbox, "%s", o.sandbox);
+    (void)snprintf(c->conn->hop_owner, sizeof c->conn->hop_owner, "%s", owner);
+    c->conn->hops_next = a->hops;
+    if (a->hops)
+        a->hops->hops_prev = c->conn;
+    a->hops = c->conn;
     api_log(a, 1, "attach of %s by %s relayed to its owner %s at %s", c->id, c->u.name, owner,
             o.address);
     return AL_OK;
+}
+
+/* The cut of a relayed client whose owner changed: both sides closed. */
+static void cut(struct conn *c, const char *why)
+{
+    struct conn *d = c->hop;
+    if (d && d->wsc && wsc_close(d->wsc, AL_CLOSE_NORMAL, why) == AL_OK && d->dial_wsi)
+        lws_callback_on_writable(d->dial_wsi);
+    unlink_hop(c, AL_CLOSE_NORMAL, why);
+    c->hop_code = AL_CLOSE_NORMAL;
+    (void)snprintf(c->hop_why, sizeof c->hop_why, "%s", why);
+    if (c->self_wsi)
+        lws_callback_on_writable(c->self_wsi);
+}
+
+/* At each beat: a relayed client whose terminal's sandbox has another
+ * owner now, or none, or whose owner's beat is API_HOP_OWNER_LATE_MS late
+ * (frozen, dead, cut off), is cut; it attaches again and is served
+ * wherever the terminal is now, resuming from its offsets. */
+void api_hop_check(struct api *a)
+{
+    struct db_sandbox *sb = a->hops ? malloc(sizeof *sb) : NULL;
+    if (!sb)
+        return;
+    for (struct conn *c = a->hops; c; c = c->hops_next) {
+        if (!c->hop)
+            continue; /* closing already */
+        struct owner_of o = {0};
+        o.id = c->hop_owner;
+        int rc = db_sandbox_get(a->db, c->hop_sandbox, sb);
+        if (rc == AL_OK && !strcmp(sb->owner, c->hop_owner))
+            rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_owner, &o);
+        else if (rc == AL_OK || rc == AL_E_NOENT)
+            rc = 2; /* another owner, or none, or the sandbox gone */
+        if (rc == 2 || ((rc == AL_OK || rc == 1) && !o.alive)) {
+            api_log(a, 1, "a relayed client of sandbox %s: its owner %s changed or is gone: cut",
+                    c->hop_sandbox, c->hop_owner);
+            cut(c, "the terminal's owner changed: attach again");
+        }
+    }
+    free(sb);
 }

@@ -67,6 +67,7 @@ struct api {
     char runner_bin[PATH_MAX];
     char self_url[300];
     char web_dir[PATH_MAX];
+    char rec_dir[PATH_MAX]; /* recordings: --recordings, else DATA/recordings */
     int tls;
     struct db_session_policy sess; /* web sessions' lifetimes, in ms */
     struct db *db;
@@ -101,6 +102,7 @@ struct api {
     uv_idle_t wake_idle;
     int wake_idle_on; /* wake_idle: 0 not initialised, 1 initialised, -1 closed */
     struct conn *wake_list;
+    struct conn *hops; /* relayed clients (CONN_HOP_IN), checked at each beat */
 };
 
 struct conn {
@@ -121,13 +123,16 @@ struct conn {
     uint64_t dialed_ms; /* when the socket connected (uv_now) */
     int dial_done;      /* the dial's outcome went to the relay */
     /* a relayed client (api_hop.c): the other side, the messages for this
-     * side's wire, whether this side is not read, the close to send */
+     * side's wire, whether this side is not read, the close to send, the
+     * sandbox and owner it was relayed to */
+    int hop_paused;
     struct conn *hop;
+    struct conn *hops_prev, *hops_next; /* in api->hops (the client's side) */
     struct lws *self_wsi;
     struct hopq q;
-    int hop_paused;
     int hop_code;
     char hop_why[124];
+    char hop_sandbox[DB_NAME_MAX + 1], hop_owner[DB_REPLICA_ID_LEN + 1];
 };
 
 struct http_req {
@@ -294,6 +299,10 @@ void api_hop_in_closed(struct conn *c);
 int api_hop_out_writeable(struct api *a, struct lws *wsi, struct conn *d);
 void api_hop_out_closed(struct conn *d);
 void api_hop_queue_free(struct hopq *q);
+/* At each heartbeat: a relayed client whose terminal's owner changed, or
+ * is no longer alive, is cut (1000): it attaches again, wherever the
+ * terminal is served now. */
+void api_hop_check(struct api *a);
 void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);
 int api_wsc_receive(struct conn *c, const void *in, size_t len);
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c);

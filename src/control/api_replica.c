@@ -40,6 +40,8 @@ static int beat_once(struct api *a)
     /* the leases ride on the beat: renewed, lost ones given up, free ones taken */
     if (rc == AL_OK && a->beat_on)
         rc = relay_lease_beat(a->relay);
+    if (rc == AL_OK)
+        api_hop_check(a); /* relayed clients whose owner changed are cut */
     if (rc != AL_OK && !a->beat_failing)
         api_log(a, 0, "replica %s: heartbeat: %s", a->replica_id, db_errmsg(a->db));
     else if (rc == AL_OK && a->beat_failing)

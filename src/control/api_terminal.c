@@ -107,7 +107,7 @@ int api_terminal_recording(struct api *a, struct lws *wsi, struct call *c)
         return api_reply_error(wsi, 403,
                                "a recording is readable by admins and the terminal's creator only");
     char path[PATH_MAX + DB_NAME_MAX + 32];
-    (void)snprintf(path, sizeof path, "%s/recordings/%s.cast", a->data_dir, c->id);
+    (void)snprintf(path, sizeof path, "%s/%s.cast", a->rec_dir, c->id);
     struct stat st;
     if (stat(path, &st) != 0)
         return api_reply_error(wsi, 404, "no recording");

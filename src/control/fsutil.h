@@ -1,7 +1,8 @@
 /*
  * fsutil: the few file-system chores several control-plane files share:
  * reading a small file (a pid file, a /proc or /sys entry) into a buffer,
- * making a directory and its parents, copying a file. Control plane only.
+ * making a directory and its parents, copying a file, replacing a file by
+ * a copy of its prefix. Control plane only.
  *
  * Not here: anything that knows what the files mean (the data directory's
  * layout is relay's and keys', cgroup files are cgroup.c's), nor files
@@ -25,5 +26,13 @@ ssize_t fsutil_read(const char *path, char *buf, size_t cap);
 int fsutil_mkdir_p(const char *path, mode_t mode);
 /* Copy the file src to dst (created or truncated). AL_OK or AL_E_IO. */
 int fsutil_copy(const char *src, const char *dst);
+/* Replace the regular file at path by a new file (mode 0600) holding its
+ * first size bytes: written beside it under a temporary name, synced,
+ * renamed over path, the directory synced. A process that still has the
+ * old file open goes on writing to the old file, which no name reaches
+ * any more (how a new owner of a recording fences off a stale one).
+ * AL_OK; AL_E_FORMAT (not a regular file, or shorter than size),
+ * AL_E_TOOBIG (path too long) or AL_E_IO, with a reason in err. */
+int fsutil_replace_prefix(const char *path, off_t size, char *err, size_t cap);
 
 #endif

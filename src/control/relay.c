@@ -192,6 +192,10 @@ static int load_terminal(void *ctx, const struct db_terminal *row)
 
 int relay_new(const struct relay_config *cfg, struct relay **out, char *err, size_t cap)
 {
+    if (!cfg->rec_dir) {
+        al_errf(err, cap, "no recordings directory");
+        return AL_E_INVAL;
+    }
     struct relay *r = calloc(1, sizeof *r);
     if (!r)
         return AL_E_NOMEM;

@@ -122,6 +122,10 @@ struct relay_config {
     struct db *db;
     struct signer *signer; /* mints runner:connect tokens (the key is its own) */
     const char *data_dir;
+    const char *rec_dir;  /* recordings: ID.cast */
+    int rec_fenced;       /* a shared database: a recording taken over from another
+                             replica is first replaced by a copy of its durable
+                             prefix (docs/scale-out.md, "Recordings") */
     struct lsbx *lsbx;    /* starts local sandboxes' runners (borrowed) */
     const char *self_url; /* ws://host:port where local runners dial us */
     int no_network;       /* local sandboxes' agents get loopback only, unless the
@@ -268,7 +272,9 @@ int relay_proxy_revoke(struct relay *r, const char *term_id);
  * upstreams only then: after airlockd's start (or a link's loss), a
  * terminal that ended meanwhile is known to have ended only once its
  * runner answers the re-attach; until then it is not taken as running
- * (docs/proxy.md). */
+ * (docs/proxy.md). A terminal this replica does not serve is live when
+ * the database says it runs and another replica holds its sandbox's
+ * lease with the runner linked (docs/scale-out.md). */
 int relay_proxy_live(const struct relay *r, const char *term_id);
 
 struct rl_term_info {

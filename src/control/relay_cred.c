@@ -77,7 +77,7 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
         return AL_E_PERM;
     }
     struct tok_verify_params p;
-    tok_verify_params_init(&p, sandbox_id, RL_SCOPE, (int64_t)time(NULL));
+    tok_verify_params_init(&p, sandbox_id, RL_SCOPE, tok_now());
     return relay_peers_verify(r, token, &p, NULL, why, cap); /* ours, or another replica's */
 }
 

@@ -46,12 +46,10 @@
 int relay_output_rec_open(struct rl_term *t, const struct db_terminal *row)
 {
     struct relay *r = t->sb->r;
-    char dir[RL_PATH_MAX], path[RL_PATH_MAX], why[256];
-    if (relay_path(r, dir, sizeof dir, "recordings") != AL_OK ||
-        relay_path(r, path, sizeof path, "recordings/%s.cast", t->id) != AL_OK)
+    char path[RL_PATH_MAX], why[256];
+    int n = snprintf(path, sizeof path, "%s/%s.cast", r->cfg.rec_dir, t->id);
+    if (n < 0 || (size_t)n >= sizeof path)
         return AL_E_TOOBIG;
-    if (fsutil_mkdir_p(dir, 0700) != AL_OK)
-        return AL_E_IO;
     struct cast_header h;
     memset(&h, 0, sizeof h);
     h.cols = row->cols;
@@ -75,7 +73,14 @@ int relay_output_rec_open(struct rl_term *t, const struct db_terminal *row)
      * resends from out_offset and a file left behind is started afresh. */
     if (row->rec_bytes == 0 && unlink(path) == 0)
         relay_log(r, 1, "terminal %s: recording restarts (nothing of it was durable)", t->id);
-    int rc = cast_open(path, &h, &stored, &t->cast, why, sizeof why);
+    /* On a shared database the replica that wrote it may still hold it
+     * open (frozen, cut off): go on in a copy of its durable prefix, so
+     * what that one writes later reaches a file no name leads to. */
+    int rc = AL_OK;
+    if (r->cfg.rec_fenced && row->rec_bytes > 0)
+        rc = fsutil_replace_prefix(path, (off_t)row->rec_bytes, why, sizeof why);
+    if (rc == AL_OK)
+        rc = cast_open(path, &h, &stored, &t->cast, why, sizeof why);
     if (rc == AL_OK) {
         rc = cast_sync(t->cast, &t->rec); /* writes nothing: the point resumed at */
         if (rc != AL_OK)

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "al_err.h"
 #include "keys.h"
@@ -155,7 +154,7 @@ int relay_hop_user(struct relay *r, const char *token, char *user, size_t cap, c
         return AL_E_AGAIN;
     }
     struct tok_verify_params p;
-    tok_verify_params_init(&p, r->replica_id, SIGNER_HOP_SCOPE, (int64_t)time(NULL));
+    tok_verify_params_init(&p, r->replica_id, SIGNER_HOP_SCOPE, tok_now());
     struct tok_claims cl;
     int rc = relay_peers_verify(r, token, &p, &cl, why, wcap);
     if (rc == AL_OK && !db_name_valid(cl.sub)) {

@@ -194,8 +194,31 @@ int relay_proxy_start(struct relay *r)
     return db_proxy_revoke_ended(r->cfg.db);
 }
 
+/* A terminal of a sandbox another replica owns (docs/scale-out.md, "The
+ * credential proxy on any replica"): live when the database says the
+ * terminal runs, another replica holds its sandbox's lease (not expired by
+ * this replica's clock) and that replica has the runner linked. */
+static int live_elsewhere(const struct relay *r, const char *term_id)
+{
+    if (!r->replica_id[0])
+        return 0;
+    struct db_terminal *t = calloc(1, sizeof *t);
+    struct db_sandbox *s = calloc(1, sizeof *s);
+    int live =
+        t && s && db_terminal_get(r->cfg.db, term_id, t) == AL_OK && t->state == DB_TERM_RUNNING &&
+        db_sandbox_get(r->cfg.db, t->sandbox_id, s) == AL_OK && s->owner[0] &&
+        strcmp(s->owner, r->replica_id) != 0 && s->link_up && s->lease_until > relay_wall_ms();
+    free(t);
+    free(s);
+    return live;
+}
+
 int relay_proxy_live(const struct relay *r, const char *term_id)
 {
-    const struct rl_term *t = term_id ? relay_terminal_by_id(r, term_id) : NULL;
-    return t && !t->exited && t->confirmed && t->sb && t->sb->up;
+    if (!term_id)
+        return 0;
+    const struct rl_term *t = relay_terminal_by_id(r, term_id);
+    if (t)
+        return !t->exited && t->confirmed && t->sb && t->sb->up;
+    return live_elsewhere(r, term_id);
 }

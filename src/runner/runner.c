@@ -54,6 +54,7 @@
 #include "proc.h"
 #include "ratelim.h"
 #include "runner_proxy.h"
+#include "token.h"
 #include "vt.h"
 
 #define READ_MAX 65536 /* bytes read from a PTY/pipe at once */
@@ -790,8 +791,7 @@ static uint64_t deadline_of(const struct runner *r, int64_t exp)
 static void on_token(struct runner *r, const uint8_t *p, size_t n)
 {
     struct tok_verify_params vp;
-    time_t now = time(NULL);
-    tok_verify_params_init(&vp, r->identifier, "runner:connect", (int64_t)now);
+    tok_verify_params_init(&vp, r->identifier, "runner:connect", tok_now());
     vp.leeway = r->cfg.leeway;
     struct tok_claims cl;
     char why[TOK_REASON_MAX];

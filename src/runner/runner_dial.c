@@ -20,6 +20,7 @@
 #include "al_err.h"
 #include "b64url.h"
 #include "runner_conn.h"
+#include "token.h"
 #include "upgrade.h"
 #include "wsctx.h"
 
@@ -44,7 +45,7 @@ static int read_token_file(struct runner_app *a, char *why, size_t cap)
         n--;
     a->token[n] = 0;
     struct tok_verify_params p;
-    tok_verify_params_init(&p, a->identifier, UPGRADE_SCOPE, (int64_t)time(NULL));
+    tok_verify_params_init(&p, a->identifier, UPGRADE_SCOPE, tok_now());
     struct tok_claims cl;
     char r[TOK_REASON_MAX];
     int rc = tok_verify(a->keys, a->token, (size_t)n, &p, &cl, r, sizeof r);
@@ -67,8 +68,7 @@ static int read_token(struct runner_app *a)
     int file_ok = read_token_file(a, why, sizeof why) == 0;
     int64_t exp = 0;
     const char *t = a->runner ? runner_latest_token(a->runner, &exp) : NULL;
-    if (t && exp > (int64_t)time(NULL) && (!file_ok || exp > a->token_exp) &&
-        strlen(t) < sizeof a->token) {
+    if (t && exp > tok_now() && (!file_ok || exp > a->token_exp) && strlen(t) < sizeof a->token) {
         (void)snprintf(a->token, sizeof a->token, "%s", t);
         a->token_exp = exp;
         runner_log(a->runner, 2, "dialing with the newest in-band token (expires at %lld)",

@@ -14,6 +14,7 @@
 #include "al_limits.h"
 #include "rprobe.h"
 #include "runner_opts.h"
+#include "token.h"
 #include "upgrade.h"
 #include "wsg.h"
 #include "wslisten.h"
@@ -155,7 +156,7 @@ static int start_probe(struct runner_app *a, struct lws *wsi, int64_t exp)
     }
     static struct rprobe_header h[AL_PROBE_MAX_HEADERS];
     size_t n = probe_headers(a, wsi, h);
-    int64_t left_s = exp + a->rcfg.leeway - (int64_t)time(NULL);
+    int64_t left_s = exp + a->rcfg.leeway - tok_now();
     uint64_t now_us = uv_hrtime() / 1000u;
     uint64_t deadline = left_s > 0 ? now_us + (uint64_t)left_s * 1000000u : now_us;
     struct rprobe *p;
@@ -187,7 +188,7 @@ static int confirm_upgrade(struct runner_app *a, struct lws *wsi)
         req.subprotocols = protob;
     int too_long = 0;
     req.auth = read_auth(a, wsi, auth, (int)sizeof auth, &too_long);
-    struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upgrade_config cfg = {a->identifier, a->keys, tok_now(), a->leeway};
     struct upgrade_result res;
     upgrade_decide(&cfg, &req, &res);
     char peer[64] = "?";
@@ -234,7 +235,7 @@ int runner_listen_http(struct runner_app *a, struct lws *wsi)
     if (lws_hdr_copy(wsi, path, sizeof path, WSI_TOKEN_GET_URI) < 0)
         path[0] = 0;
     struct upgrade_request req = {path, 0, NULL, NULL, NULL, NULL};
-    struct upgrade_config cfg = {a->identifier, a->keys, (int64_t)time(NULL), a->leeway};
+    struct upgrade_config cfg = {a->identifier, a->keys, tok_now(), a->leeway};
     struct upgrade_result res;
     upgrade_decide(&cfg, &req, &res);
     return http_reply(wsi, (unsigned)res.status, res.body);

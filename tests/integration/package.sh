@@ -166,7 +166,7 @@ grep -q '^hello from box$' <<<"$out" || fail "airlock run in the local sandbox: 
 pass "the installed CLI opens a terminal in a local sandbox started by the installed airlockd"
 
 # the agent tries to read the signing key and the database
-out=$(timeout 20 airlock run box --pipe -- sh -c 'cat /var/lib/airlock/signing-key.pem; ls /var/lib/airlock; echo done' 2>&1) || true
+out=$(timeout 20 airlock run box --pipe -- sh -c 'exec 2>&1; cat /var/lib/airlock/signing-key.pem; ls /var/lib/airlock; echo done' 2>&1) || true
 grep -q 'PRIVATE KEY' <<<"$out" && fail "an agent read the signing key"
 grep -q 'airlock.db' <<<"$out" && fail "an agent sees the data directory"
 grep -q '^done$' <<<"$out" || fail "the agent's command did not run: $out"

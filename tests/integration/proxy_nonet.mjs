@@ -177,7 +177,7 @@ await run('proxy_nonet', async () => {
   check(r.status === 201, `a PTY terminal with the proxy in sandbox cut (${r.status})`);
   const ap = await attach(port, r.json.id, op, { read: true });
   await ap.ch.waitOutput(/TOKEN=alp_\S+/, scaled(20000));
-  const cred2 = /TOKEN=(alp_[A-Za-z0-9_-]{43})/.exec(ap.ch.output().toString())[1];
+  const cred2 = /TOKEN=(alp_[A-Za-z0-9_-]{43})/.exec(ap.ch.seen().toString())[1];
   ap.ctl.ws.terminate();
   const running = forwardersWith(cred2).length;
   check(running === 1, `while it runs, its one forwarder runs (${running})`);

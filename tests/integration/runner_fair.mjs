@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import { run, check, tmpdir, keygen, mint, startRunner, rssKb, sleep } from '../interop/harness.mjs';
 import { Controller, enc } from '../interop/airlock.mjs';
+import { SANITIZED } from '../interop/abuse.mjs';
 
 const MIB = 1024 * 1024;
 const BUDGET = 256 * MIB; // RUNNER_DEFAULT_SCREEN_BUDGET
@@ -19,6 +20,11 @@ const EST_BIG = 32 * 1024 + 1024 * 1024 * 80; // vt_mem_estimate(1024, 1024)
 const SLACK_KB = 96 * 1024; // the runner itself, rings, libuv, allocator
 const SNAP_BURST = 8, SNAP_INTERVAL_MS = 50; // RUNNER_SNAP_*
 const FLOOD = 2000;
+// The runner's CPU while it answers the flood, as a share of a core: the
+// normal build uses 6-8 %; the sanitizers' (an unoptimised build under
+// ASan and UBSan) 47-64 % here, so there the bound only tells a coalescing
+// runner from one that spins or makes every snapshot.
+const FLOOD_CPU_MAX = SANITIZED ? 0.95 : 0.5;
 
 // CPU seconds (user + system) a process has used so far.
 function cpuSeconds(pid) {
@@ -106,7 +112,7 @@ await run('runner_fair', async () => {
   const wall = (Date.now() - t0) / 1000, cpu = cpuSeconds(r.proc.pid) - cpu0;
   const made = t.snapshots - before, most = SNAP_BURST + Math.ceil((wall * 1000) / SNAP_INTERVAL_MS) + 1;
   check(made >= 1 && made <= most, `${FLOOD} SNAPSHOT_REQs in ${sentMs} ms made ${made} snapshots (at most ${most})`);
-  check(cpu / wall < 0.5, `runner CPU during the flood: ${(100 * cpu / wall).toFixed(1)} % of a core`);
+  check(cpu / wall < FLOOD_CPU_MAX, `runner CPU during the flood: ${(100 * cpu / wall).toFixed(1)} % of a core (bound ${100 * FLOOD_CPU_MAX} %)`);
   const snap = t.snapshot.bytes.toString('latin1');
   check(t.snapshot.offset === end && t.snapshot.cols === 300 && /END-MARK/.test(snap) && /0{280}99/.test(snap),
     'the last snapshot is the current screen, at the current offset');

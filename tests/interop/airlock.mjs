@@ -205,6 +205,10 @@ class Channel {
     this.snapshots = 0; this.resyncs = []; this.lastGap = null;
   }
   output() { return Buffer.concat(this.out); }
+  // What reached this client of the terminal's stdout: the last snapshot's
+  // bytes (a client that attached after the text was printed gets it
+  // there), then the stdout received. For waiting on text, not for exactness.
+  seen() { return this.snapshot ? Buffer.concat([this.snapshot.bytes, this.output()]) : this.output(); }
   stderr() { return Buffer.concat(this.err); }
   write(bytes) { this.inBuf = Buffer.concat([this.inBuf, Buffer.from(bytes)]); this.pump(); }
   endInput() { this.inEof = true; this.pump(); }
@@ -259,7 +263,7 @@ class Channel {
   }
   wake() { this.waiters = this.waiters.filter((w) => !w()); }
   waitExit(ms) { return this.wait(() => this.exit !== null, 'exit', ms); }
-  waitOutput(re, ms) { return this.wait(() => re.test(this.output().toString('latin1')), `output ${re}`, ms); }
+  waitOutput(re, ms) { return this.wait(() => re.test(this.seen().toString('latin1')), `output ${re}`, ms); }
 }
 
 // A controller session: survives reconnects (resume), like the C endpoint.
@@ -290,7 +294,10 @@ export class Controller {
   connect(url, headers = {}, { protocols = ['airlock.v1'], ...opts } = {}) {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(url, protocols, { headers, perMessageDeflate: false, ...opts });
-      ws.on('unexpected-response', (req, res) => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode })));
+      ws.on('unexpected-response', (req, res) => {
+        req.destroy(); // ws leaves the request to this listener: no 'close' follows
+        reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode }));
+      });
       ws.on('error', (e) => reject(e));
       ws.on('open', () => { ws.send(enc.hello()); });
       this.wire(ws, () => resolve(this));

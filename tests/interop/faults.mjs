@@ -67,7 +67,13 @@ export async function faultyClient(s, id, { faults = [], seed, label = `faultpro
     if (ch.role === WRITER) a.asked = false;
     if (busy || a.ctl.ready || !a.ctl.closeInfo) return;
     busy = true;
-    try { await a.ctl.connect(a.url, a.headers); a.reconnects++; } catch { /* the next turn tries again */ } finally { busy = false; }
+    try {
+      await a.ctl.connect(a.url, a.headers); a.reconnects++;
+    } catch (e) {
+      // refused (an HTTP status: no 'close' comes) or failed: the next turn tries again
+      if (!a.ctl.closeInfo) a.ctl.closeInfo = { code: 1006, reason: e.message };
+      a.refusals = (a.refusals || 0) + 1;
+    } finally { busy = false; }
   }, RECONNECT_EVERY_MS);
   a.stop = () => clearInterval(timer);
   onCleanup(a.stop);

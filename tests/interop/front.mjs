@@ -8,8 +8,9 @@ import { rawHttp, closedPort, waitFor, addLog, onCleanup } from './harness.mjs';
 const FRONT_TRIES = 5; // HAProxy cannot bind port 0: ports it may find taken
 
 // HAProxy in front of the replicas' ports: round robin, a health check on
-// /healthz every 300 ms (down after 2 failures), a refused connection
-// retried on another replica. It cannot bind port 0, so it is given a port
+// /healthz every 300 ms (down after 2 failures; a replica marked down has
+// its connections cut, so that a client of a frozen replica comes back
+// through the others), a refused connection retried on another replica. It cannot bind port 0, so it is given a port
 // the kernel just handed out and freed, and tried again on another if that
 // was taken in between. { p, port, dead, exited }
 export async function startFront(dir, ports) {
@@ -34,7 +35,7 @@ export async function startFront(dir, ports) {
       'backend replicas',
       '  balance roundrobin',
       '  option httpchk GET /healthz',
-      ...ports.map((p, j) => `  server r${j} 127.0.0.1:${p} check inter 300ms fall 2 rise 1`),
+      ...ports.map((p, j) => `  server r${j} 127.0.0.1:${p} check inter 300ms fall 2 rise 1 on-marked-down shutdown-sessions`),
       ''].join('\n'));
     const log = path.join(dir, `haproxy-${port}.log`);
     const out = fs.openSync(log, 'a');
