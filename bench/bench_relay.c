@@ -23,6 +23,12 @@
  *   relay, 2 clients  the same with a viewer attached that reads everything
  *                     (fan-out of 2), until both have the last byte; a
  *                     viewer that falls behind is resynced, and counted
+ *   across replicas   the writer alone, attached at a second `airlockd
+ *                     serve` on the same database (SQLite shared: --db
+ *                     sqlite:DATA/airlock.db, its own data directory and
+ *                     key), which relays it to the first, the sandbox's
+ *                     owner (docs/scale-out.md, "Clients on any replica");
+ *                     the second's CPU is counted apart
  *   direct runner     the same command on our own airlock-runner
  *   bare PTY          the same command under forkpty, 64 KiB reads (limit)
  *   raw loopback      the file over TCP on 127.0.0.1, 64 KiB reads (limit)
@@ -93,15 +99,18 @@ enum {
 
 /* What the signal handler and bu_fail() must clean up: only what we started. */
 static struct {
-    volatile pid_t airlockd; /* our airlockd serve of this round */
-    volatile pid_t lrunner;  /* the local runner it started: a group leader */
-    volatile pid_t runner;   /* our direct airlock-runner of this round */
-    volatile pid_t child;    /* a bare-PTY shell, a loopback writer, a subcommand */
-    char dir[200];           /* everything of ours lives under it */
-    char data[260];          /* airlockd's --data of this round, under dir */
+    volatile pid_t airlockd;     /* our airlockd serve of this round */
+    volatile pid_t airlockd2;    /* a second replica on the same database */
+    volatile pid_t lrunner;      /* the local runner it started: a group leader */
+    volatile pid_t runner;       /* our direct airlock-runner of this round */
+    volatile pid_t child;        /* a bare-PTY shell, a loopback writer, a subcommand */
+    char dir[200];               /* everything of ours lives under it */
+    char data[260];              /* airlockd's --data of this round, under dir */
+    char data2[260], alog2[260]; /* the second replica's */
     char stream[260], alog[260], rlog[260];
     char airlockd_bin[PATH_MAX], runner_bin[PATH_MAX];
-    int port; /* airlockd's */
+    int port;  /* airlockd's */
+    int port2; /* the second replica's */
     char admin[KEY_MAX], op[KEY_MAX], viewer[KEY_MAX];
 } g;
 
@@ -186,10 +195,11 @@ static void rm_at(int dirfd, const char *name, int depth)
 /* Async-signal-safe: stop this round's processes. */
 static void stop_round_procs(void)
 {
-    pid_t c = g.child, r = g.runner, a = g.airlockd, l = g.lrunner;
-    g.child = g.runner = g.airlockd = g.lrunner = 0;
+    pid_t c = g.child, r = g.runner, a = g.airlockd, l = g.lrunner, a2 = g.airlockd2;
+    g.child = g.runner = g.airlockd = g.lrunner = g.airlockd2 = 0;
     bu_stop_pid(c, SIGKILL);
     bu_stop_pid(r, SIGTERM);
+    bu_stop_pid(a2, SIGTERM);
     bu_stop_pid(a, SIGTERM);
     stop_group(l);
 }
@@ -277,10 +287,10 @@ static void mint_token(char *tok, size_t cap)
  * status, or -1 if airlockd is not answering; the body (NUL-terminated,
  * truncated to cap) in out.
  */
-static int http(const char *method, const char *target, const char *key, const char *body,
-                char *out, size_t cap)
+static int http_at(int port, const char *method, const char *target, const char *key,
+                   const char *body, char *out, size_t cap)
 {
-    int fd = bu_tcp_connect(g.port);
+    int fd = bu_tcp_connect(port);
     if (fd < 0)
         return -1;
     char req[1024 + HTTP_MAX];
@@ -291,7 +301,7 @@ static int http(const char *method, const char *target, const char *key, const c
     int rl = snprintf(req, sizeof req,
                       "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s"
                       "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                      method, target, g.port, auth, bl, body ? body : "");
+                      method, target, port, auth, bl, body ? body : "");
     if (rl < 0 || (size_t)rl >= sizeof req)
         bu_fail("HTTP request too long");
     if (bu_write_all(fd, req, (size_t)rl) != 0) {
@@ -332,39 +342,58 @@ static int http(const char *method, const char *target, const char *key, const c
     return status;
 }
 
-static void start_airlockd(void)
+static int http(const char *method, const char *target, const char *key, const char *body,
+                char *out, size_t cap)
 {
-    char listen_on[64];
-    g.port = bu_free_port();
-    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", g.port);
+    return http_at(g.port, method, target, key, body, out, cap);
+}
+
+/* An airlockd serve on data (its log alog), on the first one's database
+ * when second: the pid into *pidp, its port returned once it answers. */
+static int start_serve(const char *data, const char *alog, int second, volatile pid_t *pidp)
+{
+    char listen_on[64], db[300];
+    int port = bu_free_port();
+    snprintf(listen_on, sizeof listen_on, "127.0.0.1:%d", port);
+    snprintf(db, sizeof db, "sqlite:%s/airlock.db", g.data);
     pid_t pid = fork();
     if (pid < 0)
         bu_fail("fork: %s", strerror(errno));
     if (pid == 0) {
         int nul = open("/dev/null", O_RDONLY);
-        int lf = open(g.alog, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int lf = open(alog, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (nul < 0 || lf < 0 || dup2(nul, 0) < 0 || dup2(lf, 1) < 0 || dup2(lf, 2) < 0)
             _exit(127);
         signal(SIGPIPE, SIG_DFL);
-        execl(g.airlockd_bin, "airlockd", "serve", "--data", g.data, "--listen", listen_on,
-              "--no-bwrap", "--runner", g.runner_bin, (char *)NULL);
+        if (second)
+            execl(g.airlockd_bin, "airlockd", "serve", "--data", data, "--db", db, "--listen",
+                  listen_on, "--no-bwrap", "--runner", g.runner_bin, (char *)NULL);
+        else
+            execl(g.airlockd_bin, "airlockd", "serve", "--data", data, "--listen", listen_on,
+                  "--no-bwrap", "--runner", g.runner_bin, (char *)NULL);
         _exit(127);
     }
-    g.airlockd = pid;
+    *pidp = pid;
     static char body[HTTP_MAX];
     for (int i = 0; i < 200; i++) { /* 10 s */
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
-            g.airlockd = 0;
+            *pidp = 0;
             bu_fail("airlockd serve exited at start (%s %d)",
                     WIFEXITED(st) ? "exit code" : "signal",
                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         }
-        if (http("GET", "/healthz", NULL, NULL, body, sizeof body) == 200)
-            return;
+        if (http_at(port, "GET", "/healthz", NULL, NULL, body, sizeof body) == 200)
+            return port;
         bu_sleep_ms(50);
     }
     bu_fail("airlockd serve does not answer /healthz on %s after 10 s", listen_on);
+    return -1;
+}
+
+static void start_airlockd(void)
+{
+    g.port = start_serve(g.data, g.alog, 0, &g.airlockd);
 }
 
 /* The local runner's pid from its pid file, checked to be the one our
@@ -606,20 +635,26 @@ static void cli_reset(struct cli *c, const char *who)
     c->who = who;
 }
 
-/* Attach to terminal id through airlockd with key: channel 1, from offset 0. */
-static void cli_attach(struct cli *c, const char *who, const char *id, const char *key)
+/* Attach to terminal id through the airlockd at port with key: channel 1,
+ * from offset 0. */
+static void cli_attach_at(struct cli *c, int port, const char *who, const char *id, const char *key)
 {
     char target[ID_MAX + 64], hdr[KEY_MAX + 32];
     cli_reset(c, who);
     snprintf(target, sizeof target, "/v1/terminals/%s/attach", id);
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s\r\n", key);
-    bu_ws_connect(&c->ctl.ws, g.port, target, hdr);
+    bu_ws_connect(&c->ctl.ws, port, target, hdr);
     bu_ctl_new(&c->ctl, "bench_relay", cli_event, c);
     c->ch = 1;
     int rc = ep_attach_new(c->ctl.ep, c->ch, FR_MODE_PTY);
     if (rc != AL_OK)
         bu_fail("ep_adopt: %s", al_strerror(rc));
     bu_ctl_link(&c->ctl);
+}
+
+static void cli_attach(struct cli *c, const char *who, const char *id, const char *key)
+{
+    cli_attach_at(c, g.port, who, id, key);
 }
 
 static struct fr_str fs(const char *s)
@@ -719,12 +754,13 @@ static void type_byte(struct cli *c, uint8_t b)
 
 /* ---- the measures --------------------------------------------------------------------- */
 
-enum { P_RELAY1, P_RELAY2, P_DIRECT, P_BARE, P_LOOP, P_COUNT }; /* throughput paths */
-enum { E_RELAY, E_DIRECT, E_BARE, E_COUNT };                    /* echo paths */
+enum { P_RELAY1, P_RELAY2, P_DIRECT, P_BARE, P_LOOP, P_HOP, P_COUNT }; /* throughput paths */
+enum { E_RELAY, E_DIRECT, E_BARE, E_COUNT };                           /* echo paths */
 
 struct round_res {
     double mbps[P_COUNT];
     double cpu_d[P_COUNT], cpu_r[P_COUNT], cpu_c[P_COUNT]; /* s: airlockd, runner, us */
+    double cpu_h;                                          /* s: the second replica, P_HOP */
     double wall[P_COUNT];                                  /* s */
     double avg_data[P_COUNT], max_data[P_COUNT];           /* bytes per DATA, writer */
     double view_gaps, view_gap_bytes;                      /* the fan-out's viewer */
@@ -745,14 +781,18 @@ static unsigned stream_secs(size_t len)
     return 20u + (unsigned)(len / 2000000u); /* 2 MB/s at the least */
 }
 
-/* A stream through airlockd to the writer, and a viewer when fan == 2. */
+/* A stream through airlockd to the writer, and a viewer when fan == 2;
+ * fan 0: the writer alone, attached at the second replica (P_HOP). */
 static void tput_relay(struct bench *b, int fan, struct round_res *x)
 {
-    int p = fan == 1 ? P_RELAY1 : P_RELAY2;
+    int p = fan == 1 ? P_RELAY1 : fan == 2 ? P_RELAY2 : P_HOP;
+    int hop = fan == 0;
+    if (hop)
+        fan = 1;
     char id[ID_MAX];
     create_terminal(b->cmd, id, sizeof id);
     struct cli *cs[2] = {&b->w, &b->v};
-    cli_attach(&b->w, "the writer", id, g.op);
+    cli_attach_at(&b->w, hop ? g.port2 : g.port, "the writer", id, g.op);
     if (fan == 2)
         cli_attach(&b->v, "the viewer", id, g.viewer);
     wait_all(cs, fan, p_started, 15, "the clients to attach and see the terminal start");
@@ -765,8 +805,10 @@ static void tput_relay(struct bench *b, int fan, struct round_res *x)
         cs[i]->expect_len = b->d.len;
         cs[i]->armed = 1;
     }
-    x->rss_before[fan - 1] = bu_mem_of(g.airlockd).rss_kb;
+    if (!hop)
+        x->rss_before[fan - 1] = bu_mem_of(g.airlockd).rss_kb;
     double d0 = bu_cpu_of(g.airlockd), r0 = bu_cpu_of(g.lrunner), c0 = self_cpu();
+    double h0 = hop ? bu_cpu_of(g.airlockd2) : 0;
     uint64_t t0 = bu_now_ns();
     type_byte(&b->w, 'g');
     wait_all(cs, fan, p_done, stream_secs(b->d.len), "the relayed stream");
@@ -778,6 +820,8 @@ static void tput_relay(struct bench *b, int fan, struct round_res *x)
     x->cpu_d[p] = bu_cpu_of(g.airlockd) - d0;
     x->cpu_r[p] = bu_cpu_of(g.lrunner) - r0;
     x->cpu_c[p] = self_cpu() - c0;
+    if (hop)
+        x->cpu_h = bu_cpu_of(g.airlockd2) - h0;
     x->wall[p] = (double)(bu_now_ns() - t0) / 1e9;
     for (int i = 0; i < fan; i++)
         if (cs[i]->code != 0 || cs[i]->signo != 0)
@@ -787,7 +831,8 @@ static void tput_relay(struct bench *b, int fan, struct round_res *x)
         bu_fail("relay: the writer was resynced (%llu gaps): its stream is not whole",
                 (unsigned long long)b->w.gaps);
     settle(cs, fan, 200);
-    x->rss_after[fan - 1] = bu_mem_of(g.airlockd).rss_kb;
+    if (!hop)
+        x->rss_after[fan - 1] = bu_mem_of(g.airlockd).rss_kb;
     x->mbps[p] = (double)b->d.len / ((double)(t1 - t0) / 1e9) / 1e6;
     x->avg_data[p] = (double)b->d.len / (double)(b->w.frames ? b->w.frames : 1);
     x->max_data[p] = (double)b->w.max_data;
@@ -990,6 +1035,7 @@ static void setup_round(struct bench *b, struct round_res *x)
     x->idle_cpu[0] = (bu_cpu_of(g.airlockd) - d0) / ((double)(bu_now_ns() - t0) / 1e9);
     b->rport = bu_free_port();
     start_runner(b->rport);
+    g.port2 = start_serve(g.data2, g.alog2, 1, &g.airlockd2); /* a second replica */
 }
 
 static void end_round(struct round_res *x)
@@ -1000,8 +1046,10 @@ static void end_round(struct round_res *x)
     while (waitpid(-1, NULL, WNOHANG) > 0) /* orphans of the runners, reparented to us */
         ;
     rm_at(AT_FDCWD, g.data, 0);
-    if (access(g.data, F_OK) == 0)
-        bu_fail("could not remove %s", g.data);
+    rm_at(AT_FDCWD, g.data2, 0);
+    if (access(g.data, F_OK) == 0 || access(g.data2, F_OK) == 0)
+        bu_fail("could not remove %s or %s", g.data, g.data2);
+    (void)unlink(g.alog2);
     (void)unlink(g.alog);
     (void)unlink(g.rlog);
 }
@@ -1012,7 +1060,7 @@ static void run_round(struct bench *b, int r, struct round_res *x)
     watchdog(120);
     setup_round(b, x);
     /* alternate the order: even rounds relay first, odd rounds limits first */
-    static const int order[P_COUNT] = {P_RELAY1, P_RELAY2, P_DIRECT, P_BARE, P_LOOP};
+    static const int order[P_COUNT] = {P_RELAY1, P_RELAY2, P_HOP, P_DIRECT, P_BARE, P_LOOP};
     for (int i = 0; i < P_COUNT; i++) {
         int p = order[r % 2 == 0 ? i : P_COUNT - 1 - i];
         watchdog(phase_s);
@@ -1022,6 +1070,9 @@ static void run_round(struct bench *b, int r, struct round_res *x)
             break;
         case P_RELAY2:
             tput_relay(b, 2, x);
+            break;
+        case P_HOP:
+            tput_relay(b, 0, x);
             break;
         case P_DIRECT:
             tput_direct(b, x);
@@ -1102,6 +1153,17 @@ static void report(const struct round_res *rr, int n, size_t len)
     tput_row("airlock-runner direct, C client (bench_runner's path)", rr, n, P_DIRECT);
     tput_row("airlockd relay, 1 client (the writer)", rr, n, P_RELAY1);
     tput_row("airlockd relay, 2 clients (writer + viewer, until both have all)", rr, n, P_RELAY2);
+    tput_row("across replicas: the writer at a second airlockd, relayed to the owner", rr, n,
+             P_HOP);
+    for (int i = 0; i < n; i++) {
+        v1[i] = rr[i].mbps[P_HOP] / rr[i].mbps[P_RELAY1];
+        v2[i] = rr[i].cpu_h / gb(len);
+        v3[i] = rr[i].cpu_d[P_HOP] / gb(len);
+    }
+    printf("\nAcross replicas ÷ relay with 1 client, same round: %s; the second replica (the "
+           "hop) %s core-s/GB, the owner %s core-s/GB.\n",
+           bu_fmt3(a, sizeof a, v1, n, 2), bu_fmt3(b, sizeof b, v2, n, 1),
+           bu_fmt3(c3, sizeof c3, v3, n, 1));
     for (int i = 0; i < n; i++) {
         v1[i] = rr[i].mbps[P_RELAY2] / rr[i].mbps[P_RELAY1];
         v2[i] = rr[i].view_gaps;
@@ -1255,6 +1317,8 @@ static void setup_dir(void)
     snprintf(g.data, sizeof g.data, "%s/data", g.dir);
     snprintf(g.stream, sizeof g.stream, "%s/stream.txt", g.dir);
     snprintf(g.alog, sizeof g.alog, "%s/airlockd.log", g.dir);
+    snprintf(g.data2, sizeof g.data2, "%s/data2", g.dir);
+    snprintf(g.alog2, sizeof g.alog2, "%s/airlockd2.log", g.dir);
     snprintf(g.rlog, sizeof g.rlog, "%s/runner.log", g.dir);
 }
 

@@ -20,6 +20,7 @@
 #include "api_local.h"
 #include "bearer.h"
 #include "db.h"
+#include "relay.h"
 #include "websess.h"
 
 void api_auth_peer(struct lws *wsi, char *peer, size_t cap)
@@ -99,6 +100,45 @@ int api_auth_origin_ok(const struct api *a, struct lws *wsi, int *present)
  * cookie with its CSRF token (upgrade: from the WebSocket subprotocols).
  * 0 and *u (*via set), or -1 with why (for a 401), audited.
  */
+struct by_name {
+    const char *name;
+    struct db_user *u;
+    int found;
+};
+
+static int user_named(void *ctx, const struct db_user *u)
+{
+    struct by_name *b = ctx;
+    if (strcmp(u->name, b->name) != 0)
+        return 0;
+    *b->u = *u;
+    b->found = 1;
+    return 1; /* found: the listing stops */
+}
+
+/* An attach upgrade (/v1/terminals/ID/attach) relayed by another replica
+ * for one of its clients: the bearer is that replica's hop token (never an
+ * API key: those begin DB_KEY_PREFIX), verified with the registered
+ * replicas' keys for our id; the user it names is looked up here, and the
+ * role is the database's, never the token's. */
+static int hop_user(struct api *a, const char *uri, const char *tok, struct db_user *u)
+{
+    static const char pre[] = "/v1/terminals/", suf[] = "/attach";
+    size_t n = strlen(uri);
+    if (strncmp(uri, pre, sizeof pre - 1) != 0 || n < sizeof pre - 1 + sizeof suf ||
+        strcmp(uri + n - (sizeof suf - 1), suf) != 0 || !strncmp(tok, DB_KEY_PREFIX, 4))
+        return AL_E_NOENT;
+    char name[DB_NAME_MAX + 1], why[256];
+    int rc = relay_hop_user(a->relay, tok, name, sizeof name, why, sizeof why);
+    if (rc != AL_OK) {
+        api_log(a, 1, "a replica's token refused: %s", why);
+        return rc;
+    }
+    struct by_name b = {name, u, 0};
+    rc = db_user_list(a->db, user_named, &b);
+    return b.found ? AL_OK : rc == AL_OK || rc == 1 ? AL_E_NOENT : rc;
+}
+
 int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
                  const char **why, struct who_via *via)
 {
@@ -112,6 +152,10 @@ int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, s
             *why = NULL;
             return 0;
         }
+    }
+    if (key && upgrade && hop_user(a, uri, key, u) == AL_OK) {
+        *why = NULL; /* the relaying replica follows the client's credential */
+        return 0;
     }
     int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;
     /* an upgrade's connection is followed by the key's handle (api_wsess.c) */

@@ -42,7 +42,16 @@
 #define API_MAX_FILE_NAME 128
 
 enum method { M_GET, M_POST, M_DELETE, M_OTHER, M_ANY, M_UPGRADE };
-enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL };
+/* CONN_HOP_IN: a client relayed to its terminal's owner (api_hop.c);
+ * CONN_HOP_OUT: our dial of the owner for it. */
+enum conn_kind { CONN_CLIENT = 1, CONN_RUNNER, CONN_DIAL, CONN_HOP_IN, CONN_HOP_OUT };
+
+/* Messages waiting to go out on a relayed client's hop (api_hop.c). */
+struct hopmsg;
+struct hopq {
+    struct hopmsg *head, *tail;
+    size_t bytes;
+};
 
 struct rl_sbx;
 struct wsc;
@@ -96,6 +105,7 @@ struct api {
     uv_idle_t wake_idle;
     int wake_idle_on; /* wake_idle: 0 not initialised, 1 initialised, -1 closed */
     struct conn *wake_list;
+    struct conn *hops; /* relayed clients (CONN_HOP_IN), checked at each beat */
 };
 
 struct conn {
@@ -117,6 +127,17 @@ struct conn {
     struct lws *dial_wsi;
     uint64_t dialed_ms; /* when the socket connected (uv_now) */
     int dial_done;      /* the dial's outcome went to the relay */
+    /* a relayed client (api_hop.c): the other side, the messages for this
+     * side's wire, whether this side is not read, the close to send, the
+     * sandbox and owner it was relayed to */
+    int hop_paused;
+    struct conn *hop;
+    struct conn *hops_prev, *hops_next; /* in api->hops (the client's side) */
+    struct lws *self_wsi;
+    struct hopq q;
+    int hop_code;
+    char hop_why[124];
+    char hop_sandbox[DB_NAME_MAX + 1], hop_owner[DB_REPLICA_ID_LEN + 1];
 };
 
 struct http_req {
@@ -234,6 +255,14 @@ void api_wsess_signed_out(struct api *a, const char *sid);
 void api_wsess_expired(struct api *a, const char *sid);
 void api_wsess_tick(struct api *a);
 
+/* api_replica.c's heartbeat (docs/scale-out.md) */
+enum {
+    API_REPLICA_BEAT_MS = 2000,           /* a heartbeat this often */
+    API_REPLICA_STALE_BEATS = 3,          /* gone after this many intervals without one */
+    API_REPLICA_KEEP_MS = 60 * 60 * 1000, /* a gone replica's row is deleted after this */
+    API_REPLICA_STALE_MS = API_REPLICA_BEAT_MS * API_REPLICA_STALE_BEATS,
+};
+
 /* api_replica.c: this replica registered (after listening: its address
  * may name the kernel's port) with its heartbeat started, and stopped
  * (marked so in the database) when the loop ends; GET /v1/replicas */
@@ -261,6 +290,23 @@ void api_runner_refused(struct conn *c, unsigned status, int marked, const char 
 /* api_wsc.c: a dial's link (wsc.c) on an lws RAW socket; its
  * events, for the wsc_new of api_runner_dial */
 const struct wsc_events *api_wsc_events(void);
+
+/* api_hop.c: a client attached at a replica that does not own its
+ * terminal, relayed to the owner. api_hop_attach: AL_OK when the dial is
+ * under way (the client's conn is CONN_HOP_IN), AL_E_NOENT when the
+ * terminal has no other live owner reached over ws://. */
+int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only);
+int api_hop_in_message(struct conn *c, const uint8_t *msg, size_t len);
+long api_hop_in_pull(struct conn *c, uint8_t *buf, size_t cap);
+int api_hop_in_closing(struct conn *c, int *code, const char **why);
+void api_hop_in_closed(struct conn *c);
+int api_hop_out_writeable(struct api *a, struct lws *wsi, struct conn *d);
+void api_hop_out_closed(struct conn *d);
+void api_hop_queue_free(struct hopq *q);
+/* At each heartbeat: a relayed client whose terminal's owner changed, or
+ * is no longer alive, is cut (1000): it attaches again, wherever the
+ * terminal is served now. */
+void api_hop_check(struct api *a);
 void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);
 int api_wsc_receive(struct conn *c, const void *in, size_t len);
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c);

@@ -28,12 +28,6 @@
 #include "db.h"
 #include "relay.h"
 
-enum {
-    API_REPLICA_BEAT_MS = 2000,           /* a heartbeat this often */
-    API_REPLICA_STALE_BEATS = 3,          /* gone after this many intervals without one */
-    API_REPLICA_KEEP_MS = 60 * 60 * 1000, /* a gone replica's row is deleted after this */
-    API_REPLICA_STALE_MS = API_REPLICA_BEAT_MS * API_REPLICA_STALE_BEATS,
-};
 _Static_assert(API_REPLICA_KEEP_MS > API_REPLICA_STALE_MS, "a gone replica is listed a while");
 
 /* One beat, and the deletion of long-gone rows; a failure is logged once
@@ -46,6 +40,8 @@ static int beat_once(struct api *a)
     /* the leases ride on the beat: renewed, lost ones given up, free ones taken */
     if (rc == AL_OK && a->beat_on)
         rc = relay_lease_beat(a->relay);
+    if (rc == AL_OK)
+        api_hop_check(a); /* relayed clients whose owner changed are cut */
     if (rc != AL_OK && !a->beat_failing)
         api_log(a, 0, "replica %s: heartbeat: %s", a->replica_id, db_errmsg(a->db));
     else if (rc == AL_OK && a->beat_failing)

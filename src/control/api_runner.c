@@ -207,6 +207,11 @@ void api_runner_dial_failed(struct lws *wsi, const void *in)
     struct conn *c = api_ws_conn(wsi);
     if (!c)
         return;
+    if (c->kind == CONN_HOP_OUT) { /* a relayed client's dial of the owner */
+        api_hop_out_closed(c);
+        api_ws_free(wsi, c);
+        return;
+    }
     unsigned status = lws_http_client_http_response(wsi);
     const char *hn = AL_RUNNER_REPLY_HEADER ":";
     int runner = status && lws_hdr_custom_length(wsi, hn, (int)strlen(hn)) > 0;

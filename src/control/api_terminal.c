@@ -123,6 +123,9 @@ int api_terminal_attach(struct api *a, struct lws *wsi, struct call *c)
     const char *mode = wsg_urlarg(wsi, "mode", argb, sizeof argb);
     struct rl_attach at = {c->id, c->u.name, c->u.role, mode && !strcmp(mode, "read"), wsi};
     int rc = relay_client_attach(a->relay, &at, &c->conn->cl, why, sizeof why);
+    /* a terminal this replica does not serve: relayed to its owner */
+    if (rc == AL_E_NOENT && api_hop_attach(a, wsi, c, at.read_only) == AL_OK)
+        return 0;
     if (rc != AL_OK) {
         api_log(a, 1, "attach of %s by %s refused: %s", c->id, c->u.name, why);
         (void)api_reply_error(wsi, api_reply_status(rc),

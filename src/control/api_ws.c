@@ -136,6 +136,7 @@ void api_ws_free(struct lws *wsi, struct conn *c)
     wsg_release(&c->ws);
     wsc_free(c->wsc); /* a dial's link (api_wsc.c), if any */
     wsctls_free(c->tls);
+    api_hop_queue_free(&c->q); /* a relayed client's messages not sent */
     api_conn_wipe(c);
     free(c);
     lws_set_opaque_user_data(wsi, NULL);
@@ -154,7 +155,9 @@ int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *i
     if (rx == WSG_REFUSED) {
         /* the endpoint says why in an ERROR, then asks for the close */
         api_log(a, 1, "peer's message refused: %s", c->ws.refused_why);
-        if (c->cl)
+        if (c->kind == CONN_HOP_IN)
+            rc = AL_E_STATE; /* no endpoint here: the owner's is behind the hop */
+        else if (c->cl)
             rc = relay_client_refuse(c->cl, c->ws.refused, c->ws.refused_why);
         else if (c->sb)
             rc = relay_runner_refuse(c->sb, wsi, c->ws.refused, c->ws.refused_why);
@@ -165,6 +168,8 @@ int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *i
     }
     if (rx != WSG_MESSAGE)
         return 0;
+    if (c->kind == CONN_HOP_IN)
+        return api_hop_in_message(c, c->ws.msg, n) == AL_OK ? 0 : -1;
     if (c->cl)
         rc = relay_client_input(c->cl, c->ws.msg, n);
     else if (c->sb)
@@ -179,6 +184,8 @@ int api_ws_receive(struct api *a, struct lws *wsi, struct conn *c, const void *i
 static long pull_output(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
 {
     struct conn *c = conn;
+    if (c->kind == CONN_HOP_IN)
+        return api_hop_in_pull(c, buf, cap);
     return c->cl   ? relay_client_output(c->cl, buf, cap)
            : c->sb ? relay_runner_output(c->sb, wsi, buf, cap)
                    : 0;
@@ -203,9 +210,10 @@ int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
         return tx == WSG_TX_CHOKED ? 0 : -1;
     int code = 0;
     const char *reason = NULL;
-    int closing = c->cl   ? relay_client_closing(c->cl, &code, &reason)
-                  : c->sb ? relay_runner_closing(c->sb, wsi, &code, &reason)
-                          : 1;
+    int closing = c->kind == CONN_HOP_IN ? api_hop_in_closing(c, &code, &reason)
+                  : c->cl                ? relay_client_closing(c->cl, &code, &reason)
+                  : c->sb                ? relay_runner_closing(c->sb, wsi, &code, &reason)
+                                         : 1;
     if (closing) {
         if (wrote) {
             lws_callback_on_writable(wsi);
@@ -222,7 +230,11 @@ void api_ws_closed(struct api *a, struct lws *wsi, struct conn *c)
     if (!c)
         return;
     api_wsess_forget(a, wsi, c);
-    if (c->cl)
+    if (c->kind == CONN_HOP_IN)
+        api_hop_in_closed(c);
+    else if (c->kind == CONN_HOP_OUT)
+        api_hop_out_closed(c);
+    else if (c->cl)
         relay_client_gone(c->cl);
     else if (c->sb)
         relay_runner_down(c->sb, wsi);

@@ -112,6 +112,8 @@ static int closing(struct conn *c)
 
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
+    if (c && c->kind == CONN_HOP_OUT)
+        return api_hop_out_writeable(a, wsi, c);
     if (!c || !c->wsc)
         return -1;
     if (wsc_close_sent(c->wsc)) /* the close (and TLS's close_notify) out: drop */
@@ -166,6 +168,11 @@ void api_wsc_closed(struct api *a, struct lws *wsi, struct conn *c)
 {
     if (!c)
         return;
+    if (c->kind == CONN_HOP_OUT) {
+        api_hop_out_closed(c);
+        api_ws_free(wsi, c);
+        return;
+    }
     if (!c->dial_done) {
         c->dial_done = 1;
         char why[WSCTLS_WHY_MAX + 32];

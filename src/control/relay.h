@@ -192,6 +192,11 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
  * first key of a sandbox without a pin is pinned. */
 int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
                       size_t cap);
+/* The user a replica's hop token (SIGNER_HOP_SCOPE) vouches for, checked
+ * with the registered replicas' keys for this replica's id: its name into
+ * user (cap > DB_NAME_MAX); AL_E_* with why otherwise. */
+int relay_hop_user(struct relay *r, const char *token, char *user, size_t cap, char *why,
+                   size_t wcap);
 /* Forget the pin (a reverse sandbox enrolled again), in the database and
  * any left in the data directory from before schema 10. */
 int relay_cred_key_forget(struct relay *r, const char *sandbox_id);

@@ -78,7 +78,7 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
     }
     struct tok_verify_params p;
     tok_verify_params_init(&p, sandbox_id, RL_SCOPE, tok_now());
-    return relay_peers_verify(r, token, &p, why, cap); /* ours, or another replica's */
+    return relay_peers_verify(r, token, &p, NULL, why, cap); /* ours, or another replica's */
 }
 
 /* A link with a valid token but not the sandbox's key: counted, and shown

@@ -232,8 +232,9 @@ void relay_peers_free(struct relay *r);
  * them knows reads the keys again first (at most once per
  * RL_PEER_REFRESH_MIN_US). */
 struct tok_verify_params;
+struct tok_claims;
 int relay_peers_verify(struct relay *r, const char *token, const struct tok_verify_params *p,
-                       char *why, size_t cap);
+                       struct tok_claims *out, char *why, size_t cap);
 
 /* ---- relay_cred.c ------------------------------------------------------------- */
 

@@ -14,6 +14,10 @@
  * theirs (a replica that registered since the last beat), so that bad
  * tokens cannot make the relay query the database at will.
  *
+ * The same keys verify a replica's token for a client it relays to this
+ * replica, the owner of the client's terminal (relay_hop_user: aud our
+ * replica id, scope SIGNER_HOP_SCOPE, sub the user's name).
+ *
  * Data model: struct relay holds peer_keys[0..n_peer_keys), one keyset
  * per other replica that published valid keys (owned, freed at the next
  * refresh and by relay_free), and when they were last read (µs, the
@@ -29,6 +33,7 @@
 
 #include "al_err.h"
 #include "keys.h"
+#include "signer.h"
 #include "token.h"
 
 _Static_assert((int)DB_REPLICA_JWKS_MAX == (int)TOK_MAX_JWKS_BYTES, "a replica publishes one JWKS");
@@ -113,13 +118,13 @@ void relay_peers_free(struct relay *r)
 /* Ours first, then each other replica's: a token whose kid none of them
  * knows is AL_E_KID; one a keyset knows is told by that keyset. */
 static int verify_once(const struct relay *r, const char *token, const struct tok_verify_params *p,
-                       char *why, size_t cap)
+                       struct tok_claims *out, char *why, size_t cap)
 {
     size_t len = strlen(token);
-    int rc = tok_verify(r->keys, token, len, p, NULL, why, cap);
+    int rc = tok_verify(r->keys, token, len, p, out, why, cap);
     for (size_t i = 0; rc == AL_E_KID && i < r->n_peer_keys; i++) {
         char pwhy[TOK_REASON_MAX];
-        int prc = tok_verify(r->peer_keys[i], token, len, p, NULL, pwhy, sizeof pwhy);
+        int prc = tok_verify(r->peer_keys[i], token, len, p, out, pwhy, sizeof pwhy);
         if (prc != AL_E_KID) {
             rc = prc;
             if (rc != AL_OK)
@@ -130,13 +135,33 @@ static int verify_once(const struct relay *r, const char *token, const struct to
 }
 
 int relay_peers_verify(struct relay *r, const char *token, const struct tok_verify_params *p,
-                       char *why, size_t cap)
+                       struct tok_claims *out, char *why, size_t cap)
 {
-    int rc = verify_once(r, token, p, why, cap);
+    int rc = verify_once(r, token, p, out, why, cap);
     if (rc != AL_E_KID || !r->replica_id[0] ||
         relay_now_us() - r->peer_keys_us < RL_PEER_REFRESH_MIN_US)
         return rc;
     if (relay_peers_refresh(r) != AL_OK) /* a replica registered since the last beat? */
         return rc;
-    return verify_once(r, token, p, why, cap);
+    return verify_once(r, token, p, out, why, cap);
+}
+
+int relay_hop_user(struct relay *r, const char *token, char *user, size_t cap, char *why,
+                   size_t wcap)
+{
+    if (!r->replica_id[0]) {
+        al_errf(why, wcap, "this replica is starting");
+        return AL_E_AGAIN;
+    }
+    struct tok_verify_params p;
+    tok_verify_params_init(&p, r->replica_id, SIGNER_HOP_SCOPE, tok_now());
+    struct tok_claims cl;
+    int rc = relay_peers_verify(r, token, &p, &cl, why, wcap);
+    if (rc == AL_OK && !db_name_valid(cl.sub)) {
+        al_errf(why, wcap, "a replica's token for no valid user name");
+        rc = AL_E_PERM;
+    }
+    if (rc == AL_OK)
+        (void)snprintf(user, cap, "%s", cl.sub);
+    return rc;
 }

@@ -302,7 +302,7 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
         relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
         al_errf(why, why_cap,
                 "sandbox \"%s\" is served by replica %s, not this one: open it there "
-                "(relaying between replicas is not built yet)",
+                "(only attaches are relayed between replicas)",
                 spec->sandbox, owner);
         return AL_E_STATE;
     }

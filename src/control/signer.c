@@ -84,6 +84,12 @@ static const struct sg_shape sg_shapes[] = {
      .aud_pat = SG_PAT_NAME,
      .sub_pat = SG_PAT_NAME,
      .ttl_max = SIGNER_ENROLL_TTL_MAX},
+    {.shape = SIGNER_SHAPE_HOP,
+     .name = "hop",
+     .scope = SIGNER_HOP_SCOPE,
+     .aud_pat = SG_PAT_NAME,
+     .sub_pat = SG_PAT_NAME,
+     .ttl_max = SIGNER_HOP_TTL_MAX},
 };
 enum { SG_NSHAPES = sizeof sg_shapes / sizeof sg_shapes[0] };
 

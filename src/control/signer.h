@@ -57,6 +57,7 @@
 
 #define SIGNER_RUNNER_SUB "airlockd" /* who runner:connect tokens speak for */
 #define SIGNER_RUNNER_SCOPE "runner:connect"
+#define SIGNER_HOP_SCOPE "replica:attach"
 
 enum {
     SIGNER_VERSION = 1,
@@ -67,6 +68,7 @@ enum {
     SIGNER_RESP_MAX = 7 + 1 + KEYS_KID_LEN + 1 + SIGNER_STR_MAX + 8 + 2 + TOK_MAX_TOKEN,
     SIGNER_RUNNER_TTL_MAX = 600,     /* s: relay's runner tokens, refreshed in band */
     SIGNER_ENROLL_TTL_MAX = 3600,    /* s: a reverse runner's enrollment token */
+    SIGNER_HOP_TTL_MAX = 60,         /* s: a replica's token for a client it relays */
     SIGNER_TIMEOUT_MS = 3000,        /* an answer to one request */
     SIGNER_START_TIMEOUT_MS = 10000, /* exec, load (or create) the key, HELLO */
     SIGNER_STOP_TIMEOUT_MS = 2000,   /* exit after EOF, then SIGKILL */
@@ -74,7 +76,11 @@ enum {
 };
 
 enum signer_op { SIGNER_OP_HELLO = 1, SIGNER_OP_MINT = 2 };
-enum signer_shape { SIGNER_SHAPE_RUNNER = 1, SIGNER_SHAPE_ENROLL = 2 };
+/* 3 was the web session's, retired: never reused. SIGNER_SHAPE_HOP: a
+ * replica vouching for a client it relays to the owner of the client's
+ * terminal (docs/scale-out.md, "Clients on any replica"): aud the owner's
+ * replica id, sub the user's name. */
+enum signer_shape { SIGNER_SHAPE_RUNNER = 1, SIGNER_SHAPE_ENROLL = 2, SIGNER_SHAPE_HOP = 4 };
 
 /* ---- the wire (pure: no I/O, no clock) ------------------------------------ */
 

@@ -189,6 +189,9 @@ static void test_shape_table(void **state)
         {SIGNER_SHAPE_RUNNER, "box", SIGNER_RUNNER_SUB, 600, AL_OK},
         {SIGNER_SHAPE_RUNNER, "box", SIGNER_RUNNER_SUB, 1, AL_OK},
         {SIGNER_SHAPE_ENROLL, "rev-1", "ada", 3600, AL_OK},
+        {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "ada", 60, AL_OK},
+        {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "ada", SIGNER_HOP_TTL_MAX + 1, AL_E_PERM},
+        {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "Ada", 60, AL_E_PERM},
         /* just outside: lifetime */
         {SIGNER_SHAPE_RUNNER, "box", SIGNER_RUNNER_SUB, SIGNER_RUNNER_TTL_MAX + 1, AL_E_PERM},
         {SIGNER_SHAPE_ENROLL, "rev-1", "ada", SIGNER_ENROLL_TTL_MAX + 1, AL_E_PERM},
@@ -208,7 +211,7 @@ static void test_shape_table(void **state)
          AL_E_PERM},
         /* no such row */
         {0, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
-        {4, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
+        {5, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
         {255, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

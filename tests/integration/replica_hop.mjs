@@ -1,0 +1,148 @@
+// Clients on any replica (issue 17, third slice; docs/scale-out.md, "Clients
+// on any replica"): three `airlockd serve --db URL` replicas on a throw-away
+// PostgreSQL behind HAProxy, one static sandbox owned by replica 0.
+// - a client attached at replica 1 (not the owner) is relayed to the owner:
+//   it gets a checksummed 20 MB stream exactly once, through a cut of its
+//   connection and a reconnect at replica 2, with no gap and the exit code;
+// - input typed by a writer at replica 1, then by one at replica 2 after a
+//   take-over, arrives once each, in order; the presence (VIEWERS) the
+//   owner sends names both users, and a viewer relayed is a viewer;
+// - through the front (round robin) a client attaches whatever replica it
+//   lands on;
+// - posing as a replica at the owner fails: a hop token signed by a key no
+//   replica published, one for another replica, a runner's token, an
+//   API key's look-alike: 401; a hop token for a user removed: 401.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { run, check, tmpdir, waitFor, startRunner, mint, rawHttp, BIN } from '../interop/harness.mjs';
+import { addUser, startAirlockd, api, attach, checksummedStream, screenBytes } from '../interop/airlockd.mjs';
+import { startPostgres } from '../interop/pg.mjs';
+import { startFront } from '../interop/front.mjs';
+
+const STREAM_BYTES = 20e6;
+const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
+
+await run('replica_hop', async () => {
+  const pg = startPostgres();
+  const base = tmpdir('replica-hop');
+  const dirs = [0, 1, 2].map((i) => path.join(base, `data${i}`));
+  const rdir = path.join(base, 'runner');
+  const work = path.join(base, 'work');
+  fs.mkdirSync(rdir);
+  for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
+  const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
+  fs.writeFileSync(path.join(rdir, 'jwks.json'), JSON.stringify(jwks)); // the static runner's
+  const admin = addUser(dirs[0], 'ada', 'admin', pg);
+  const op = addUser(dirs[0], 'otto', 'operator', pg);
+  const op2 = addUser(dirs[0], 'olga', 'operator', pg);
+  const viewer = addUser(dirs[0], 'vic', 'viewer', pg);
+  const rs = [];
+  for (let i = 0; i < 3; i++) rs.push(await startAirlockd({ dir: dirs[i], db: `${pg}&application_name=replica${i}` }));
+  const idOf = [];
+  for (const r of rs) idOf.push((await api(r.port, 'GET', '/v1/replicas', admin)).json.find((x) => x.self).id);
+  const front = await startFront(base, rs.map((r) => r.port));
+
+  const runner = await startRunner({ id: 'st1', dir: rdir });
+  let r = await api(rs[0].port, 'POST', '/v1/sandboxes', admin, { id: 'st1', kind: 'static', url: runner.url });
+  check(r.status === 201 && r.json.owner === idOf[0], 'a static sandbox owned by replica 0');
+  await waitFor(async () => (await api(rs[0].port, 'GET', '/v1/sandboxes', admin)).json.find((x) => x.id === 'st1').link_up,
+    10000, 'the runner to be linked', 100);
+
+  // ---- 20 MB through a non-owner, a cut, the rest through another
+  const { expected, argv } = checksummedStream(work, STREAM_BYTES);
+  r = await api(rs[0].port, 'POST', '/v1/terminals', op, { sandbox: 'st1', argv, cwd: work });
+  check(r.status === 201, `a terminal at the owner that prints ${STREAM_BYTES / 1e6} MB`);
+  const tid = r.json.id;
+  const a = await attach(rs[1].port, tid, op);
+  check(true, 'a client attached at replica 1, which does not own the sandbox');
+  await a.ctl.wait(() => a.ch.next[1] >= 5e6, '5 MB received through replica 1', 60000);
+  const cut = a.ch.next[1];
+  a.ctl.ws.terminate();
+  await a.ctl.wait(() => a.ctl.closeInfo, 'the cut', 10000);
+  const url2 = `ws://127.0.0.1:${rs[2].port}/v1/terminals/${tid}/attach`;
+  await a.ctl.connect(url2, a.headers);
+  check(true, `cut after ${cut} bytes; reconnected at replica 2, also not the owner`);
+  await a.ch.waitExit(180000);
+  const got = Buffer.concat(a.ch.out);
+  check(!a.ch.gaps && a.ch.resyncs.length === 0, 'no gap and no resync');
+  check(got.length === expected.length && sha(got) === sha(expected),
+    `the client has the stream exactly once (${got.length} bytes, sha256 ${sha(got).slice(0, 12)}…)`);
+  check(a.ch.exit && a.ch.exit.code === 0, 'and its exit code 0');
+  for (const i of [1, 2])
+    check(/relayed to its owner/.test(fs.readFileSync(rs[i].log, 'utf8')), `replica ${i} says it relayed the attach`);
+
+  // ---- input across replicas, roles and presence from the owner
+  r = await api(rs[0].port, 'POST', '/v1/terminals', op,
+    { sandbox: 'st1', argv: ['sh', '-c', 'stty -echo; echo ready; while read l; do echo "got $l"; done'] });
+  const t2 = r.json.id;
+  const w1 = await attach(rs[1].port, t2, op);
+  await w1.ctl.wait(() => w1.ch.role === 1 || w1.ch.role === 'writer', 'the first writer\'s role', 10000);
+  // echo off: what is typed shows once, as "got"; "ready" may come in the
+  // attach's snapshot (the terminal printed it first) or as output
+  await w1.ctl.wait(() => screenBytes(w1.ch).toString('latin1').includes('ready'), 'ready on the screen', 10000);
+  w1.ch.write('one\n');
+  await w1.ch.waitOutput(/got one/, 10000);
+  const w2 = await attach(rs[2].port, t2, op2);
+  const v = await attach(rs[1].port, t2, viewer);
+  await v.ctl.wait(() => v.ch.viewers.length >= 3, 'three attached in VIEWERS', 10000);
+  const names = v.ch.viewers.map((x) => x.name).sort();
+  check(names.includes('otto') && names.includes('olga') && names.includes('vic'),
+    `the owner's VIEWERS names the users attached through replicas 1 and 2 (${names.join(', ')})`);
+  check(v.ch.role !== 1 && v.ch.role !== 'writer', `a viewer relayed is a viewer (role ${v.ch.role})`);
+  w2.ch.takeover();
+  await w2.ctl.wait(() => w2.ch.role === 1 || w2.ch.role === 'writer', 'the take-over', 10000);
+  w2.ch.write('two\n');
+  await w2.ch.waitOutput(/got two/, 10000);
+  w1.ch.write('lost\n'); // a viewer now: must not reach the terminal
+  w2.ch.write('three\n');
+  await w1.ch.waitOutput(/got three/, 10000); // w1 has held the terminal from its start
+  const out = w1.ch.output().toString();
+  check(/^(ready\r?\n)?got one\r?\ngot two\r?\ngot three\r?\n$/.test(out),
+    `input typed at replica 1, then at replica 2 after a take-over, arrives once each, in order; the demoted writer's does not (${JSON.stringify(out)})`);
+
+  // ---- a relayed client whose user is removed: closed by the replica that
+  // authenticated it, and so gone at the owner too
+  execFileSync(path.join(BIN, 'airlockd'), ['user', 'rm', 'vic', '--db', pg], { stdio: 'pipe' });
+  check(true, 'the viewer\'s user is removed');
+  await v.ctl.wait(() => v.ctl.closeInfo, 'the removed user\'s relayed connection to close', 20000);
+  await w1.ctl.wait(() => !w1.ch.viewers.some((x) => x.name === 'vic'), 'the owner to drop the viewer', 10000);
+  check(v.ctl.closeInfo.code === 4401 || v.ctl.closeInfo.code >= 4000,
+    `its relayed connection is closed (${v.ctl.closeInfo.code} ${v.ctl.closeInfo.reason}), and the owner's VIEWERS no longer lists it`);
+
+  // ---- through the front: whichever replica it lands on
+  for (let i = 0; i < 3; i++) {
+    const f = await attach(front.port, t2, op);
+    await f.ctl.wait(() => f.ch.role !== undefined, 'a ROLE through the front', 10000);
+    f.ctl.ws.close();
+  }
+  check(true, 'three clients attached through the front (round robin) get their ROLE');
+
+  // ---- posing as a replica at the owner
+  const upgrade = (port, tok) => rawHttp(port, `GET /v1/terminals/${t2}/attach HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+    'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n' +
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: airlock.v1\r\n' +
+    `Authorization: Bearer ${tok}\r\n\r\n`);
+  const stranger = path.join(base, 'stranger');
+  execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', stranger], { stdio: 'pipe' });
+  const hop = (dir, aud, sub, scope = 'replica:attach') => mint(dir, aud, scope, 60, sub);
+  let u = await upgrade(rs[0].port, hop(dirs[1], idOf[0], 'otto'));
+  check(u.status === 101, `a hop token of replica 1 for otto, at the owner: ${u.status} (the path the relay takes)`);
+  for (const [tok, what] of [
+    [hop(stranger, idOf[0], 'ada'), 'signed by a key no replica published'],
+    [hop(dirs[1], idOf[2], 'ada'), 'for another replica'],
+    [hop(dirs[1], idOf[0], 'ada', 'runner:connect'), 'with a runner\'s scope'],
+    [mint(dirs[0], 'st1'), 'a runner:connect token'],
+    [hop(dirs[1], idOf[0], 'nobody'), 'for a user who does not exist'],
+    ['alk_' + 'x'.repeat(43), 'an API key look-alike'],
+  ]) {
+    u = await upgrade(rs[0].port, tok);
+    check(u.status === 401, `a bearer ${what}, at the owner: ${u.status}`);
+  }
+  u = await upgrade(rs[1].port, hop(dirs[1], idOf[0], 'otto'));
+  check(u.status === 401, `a hop token at a replica it is not for (replica 1): ${u.status}`);
+
+  for (const x of rs) check((await x.stop()).code === 0, 'a replica stops cleanly');
+}, 300000);
+
