@@ -406,6 +406,7 @@ export class Controller {
       }
       case T.GAP:
         c.gaps = (c.gaps || 0) + 1;
+        (c.gapList = c.gapList || []).push({ stream: f.flags, from: f.from, to: f.to, next: c.next[f.flags], at: Date.now() });
         if (f.flags === STDOUT) c.lastGap = { from: f.from, to: f.to };
         c.next[f.flags] = f.to; c.grant(f.flags); break;
       case T.EOF: c.eof = c.eof || {}; c.eof[f.flags] = true; break;
