@@ -78,11 +78,13 @@ static void cb_glyph(VTermRect rect, const uint32_t *chars, int n, void *user)
     memcpy(vt->dmg_chars, chars, (size_t)n * sizeof *chars);
 }
 
-/* What may have changed DECLRMM, DECSCA or DECAWM: ask again when needed. */
+/* What may have changed DECLRMM, DECSCA, DECAWM or DECOM: ask again when
+ * needed. */
 static void modes_unknown(struct vt *vt)
 {
     vt->fast = VT_FAST_UNKNOWN;
     vt->awm = -1;
+    vt->origin = -1;
 }
 
 /* DECAWM, asked of libvterm only when not known since the last unit that
@@ -92,6 +94,14 @@ static int autowrap(struct vt *vt)
     if (vt->awm < 0)
         vt->awm = vt_query_mode(vt, 7) == 1;
     return vt->awm;
+}
+
+/* DECOM, likewise (sgr_fast). */
+static int origin_mode(struct vt *vt)
+{
+    if (vt->origin < 0)
+        vt->origin = vt_query_mode(vt, 6) == 1;
+    return vt->origin;
 }
 
 static void cb_output(const char *s, size_t len, void *user)
@@ -484,6 +494,209 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
     write_text(vt, p + cut, n - cut);
 }
 
+static int is_line_attr(const struct vtf_seq *s);
+
+/* --- SGR without libvterm ------------------------------------------------- */
+
+/* What each SGR code does to the pen, as libvterm 0.1.4's
+ * vterm_state_setpen does it; SGR_NONE: not ours (libvterm takes the
+ * whole SGR: faint, conceal, codes it ignores...). */
+enum sgr_kind {
+    SGR_NONE = 0,
+    SGR_RESET,  /* 0 or empty: every attribute off, default colours */
+    SGR_SET,    /* attr = value */
+    SGR_FONT,   /* font = code - 10 */
+    SGR_FG16,   /* foreground: indexed colour code - value */
+    SGR_BG16,   /* background: the same */
+    SGR_FG_DEF, /* default foreground */
+    SGR_BG_DEF, /* default background */
+    SGR_FG_EXT, /* 38;5;N or 38;2;R;G;B */
+    SGR_BG_EXT, /* 48;... */
+};
+
+#define SGR_CODES 108 /* 0..107 */
+
+static const struct sgr_rule {
+    uint8_t kind;  /* enum sgr_kind */
+    uint8_t attr;  /* VTermAttr, for SGR_SET */
+    uint8_t value; /* SGR_SET: the value; SGR_FG16/BG16: what to take off the code */
+} sgr_rules[SGR_CODES] = {
+    [0] = {SGR_RESET, 0, 0},
+    [1] = {SGR_SET, VTERM_ATTR_BOLD, 1},
+    [3] = {SGR_SET, VTERM_ATTR_ITALIC, 1},
+    [4] = {SGR_SET, VTERM_ATTR_UNDERLINE, 1},
+    [5] = {SGR_SET, VTERM_ATTR_BLINK, 1},
+    [7] = {SGR_SET, VTERM_ATTR_REVERSE, 1},
+    [9] = {SGR_SET, VTERM_ATTR_STRIKE, 1},
+    [10 ... 19] = {SGR_FONT, 0, 0},
+    [21] = {SGR_SET, VTERM_ATTR_UNDERLINE, 2},
+    [22] = {SGR_SET, VTERM_ATTR_BOLD, 0},
+    [23] = {SGR_SET, VTERM_ATTR_ITALIC, 0},
+    [24] = {SGR_SET, VTERM_ATTR_UNDERLINE, 0},
+    [25] = {SGR_SET, VTERM_ATTR_BLINK, 0},
+    [27] = {SGR_SET, VTERM_ATTR_REVERSE, 0},
+    [29] = {SGR_SET, VTERM_ATTR_STRIKE, 0},
+    [30 ... 37] = {SGR_FG16, 0, 30},
+    [38] = {SGR_FG_EXT, 0, 0},
+    [39] = {SGR_FG_DEF, 0, 0},
+    [40 ... 47] = {SGR_BG16, 0, 40},
+    [48] = {SGR_BG_EXT, 0, 0},
+    [49] = {SGR_BG_DEF, 0, 0},
+    [90 ... 97] = {SGR_FG16, 0, 90 - 8},
+    [100 ... 107] = {SGR_BG16, 0, 100 - 8},
+};
+
+static enum sgr_kind sgr_kind_of(int32_t code)
+{
+    if (code == VTF_PARAM_MISSING)
+        return SGR_RESET;
+    return code >= 0 && code < SGR_CODES ? (enum sgr_kind)sgr_rules[code].kind : SGR_NONE;
+}
+
+static void pen_value(struct vt *vt, VTermAttr attr, int value)
+{
+    VTermValue v;
+    memset(&v, 0, sizeof v);
+    if (attr == VTERM_ATTR_UNDERLINE || attr == VTERM_ATTR_FONT)
+        v.number = value;
+    else
+        v.boolean = value;
+    vts_set_pen(vt->cells, attr, &v);
+}
+
+static void pen_color(struct vt *vt, VTermAttr attr, const VTermColor *c)
+{
+    VTermValue v;
+    memset(&v, 0, sizeof v);
+    v.color = *c;
+    vts_set_pen(vt->cells, attr, &v);
+}
+
+/* Parameters the SGR code at i takes (1, or 3 and 5 for an extended
+ * colour), 0 if libvterm must have the SGR: a code not ours, an extended
+ * colour that is not whole and in range. */
+static int sgr_width(const struct vtf_seq *s, int i, enum sgr_kind k)
+{
+    if (k == SGR_NONE)
+        return 0;
+    if (k != SGR_FG_EXT && k != SGR_BG_EXT)
+        return 1;
+    int kind = i + 1 < s->nparams ? s->params[i + 1] : -1;
+    int need = kind == 5 ? 1 : kind == 2 ? 3 : -1;
+    if (need < 0 || i + 2 + need > s->nparams)
+        return 0;
+    for (int j = 0; j < need; j++)
+        if (s->params[i + 2 + j] < 0 || s->params[i + 2 + j] > 255)
+            return 0;
+    return 2 + need;
+}
+
+static void sgr_apply(struct vt *vt, const struct vtf_seq *s, int i, enum sgr_kind k)
+{
+    static const VTermAttr flags[] = {VTERM_ATTR_BOLD,  VTERM_ATTR_UNDERLINE, VTERM_ATTR_ITALIC,
+                                      VTERM_ATTR_BLINK, VTERM_ATTR_REVERSE,   VTERM_ATTR_STRIKE,
+                                      VTERM_ATTR_FONT};
+    int32_t code = s->params[i];
+    const int32_t *a = s->params + i + 2;
+    VTermColor c;
+    switch (k) {
+    case SGR_RESET: /* vterm_state_resetpen */
+        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
+            pen_value(vt, flags[j], 0);
+        pen_color(vt, VTERM_ATTR_FOREGROUND, &vt->default_fg);
+        pen_color(vt, VTERM_ATTR_BACKGROUND, &vt->default_bg);
+        break;
+    case SGR_SET:
+        pen_value(vt, (VTermAttr)sgr_rules[code].attr, sgr_rules[code].value);
+        break;
+    case SGR_FONT:
+        pen_value(vt, VTERM_ATTR_FONT, code - 10);
+        break;
+    case SGR_FG16:
+    case SGR_BG16:
+        vterm_color_indexed(&c, (uint8_t)(code - sgr_rules[code].value));
+        pen_color(vt, k == SGR_FG16 ? VTERM_ATTR_FOREGROUND : VTERM_ATTR_BACKGROUND, &c);
+        break;
+    case SGR_FG_DEF:
+        pen_color(vt, VTERM_ATTR_FOREGROUND, &vt->default_fg);
+        break;
+    case SGR_BG_DEF:
+        pen_color(vt, VTERM_ATTR_BACKGROUND, &vt->default_bg);
+        break;
+    case SGR_FG_EXT:
+    case SGR_BG_EXT:
+        if (s->params[i + 1] == 5)
+            vterm_color_indexed(&c, (uint8_t)a[0]);
+        else
+            vterm_color_rgb(&c, (uint8_t)a[0], (uint8_t)a[1], (uint8_t)a[2]);
+        pen_color(vt, k == SGR_FG_EXT ? VTERM_ATTR_FOREGROUND : VTERM_ATTR_BACKGROUND, &c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* An SGR (CSI ... m, no leader or intermediates) applied to the cells'
+ * pen directly, as libvterm's state would apply it, instead of through
+ * libvterm's parser and state: a TUI sends several SGRs a row, and they
+ * were a large part of the model's time. libvterm's own pen is then left
+ * behind (pen_stale) until something of libvterm's reads it: DECSC and
+ * the alternate screen's ?1048h/?1049h save it, and an SGR that libvterm must apply itself changes
+ * it (pen_sync first). Nothing else in libvterm 0.1.4 reads its pen: glyphs and erases take the
+ * layer's (vtscreen). 1 if done; 0: nothing applied, libvterm must have it. */
+static int sgr_fast(struct vt *vt, const struct vtf_seq *s)
+{
+    if (s->sub != 0)
+        return 0;
+    /* libvterm ends every CSI by putting the cursor back inside its row
+     * (a double-width line is half as wide) or, with DECOM, inside the
+     * margins, and pen_sync writes a CSI when libvterm needs the pen: only
+     * where that can never move the cursor are SGRs ours */
+    if (vt->any_dwl || origin_mode(vt))
+        return 0;
+    for (int i = 0; i < s->nparams;) { /* all or nothing: check first */
+        int w = sgr_width(s, i, sgr_kind_of(s->params[i]));
+        if (w == 0)
+            return 0;
+        i += w;
+    }
+    for (int i = 0; i < s->nparams;) {
+        enum sgr_kind k = sgr_kind_of(s->params[i]);
+        sgr_apply(vt, s, i, k);
+        i += k == SGR_FG_EXT || k == SGR_BG_EXT ? (s->params[i + 1] == 5 ? 3 : 5) : 1;
+    }
+    vt->pen_stale = 1;
+    return 1;
+}
+
+/* Gives libvterm's state the cells' pen (see sgr_fast). */
+static void pen_sync(struct vt *vt)
+{
+    if (!vt->pen_stale)
+        return;
+    vt->pen_stale = 0;
+    char sgr[VTS_PEN_SGR_MAX];
+    size_t n = vts_pen_sgr(vt->cells, sgr);
+    vterm_input_write(vt->term, sgr, n);
+}
+
+/* Whether pen_sync must come before this unit: libvterm saves its pen
+ * (DECSC, ?1048h, ?1049h; and CSI s, SCOSC in later libvterms), or after
+ * it pen_sync's own CSI could move the cursor (see sgr_fast: a line made
+ * double width, DECOM set). */
+static int needs_pen(const struct vtf_unit *u)
+{
+    const struct vtf_seq *s = u->seq;
+    if (u->kind == VTF_ESC)
+        return (s->ninter == 0 && s->final == '7') || is_line_attr(s);
+    if (u->kind != VTF_CSI)
+        return 0;
+    if (s->leader == 0)
+        return s->final == 's';
+    return s->leader == '?' && s->final == 'h' &&
+           (s->params[0] == 1048 || s->params[0] == 1049 || s->params[0] == 6);
+}
+
 /* ESC # 3, 4, 6: double-height or double-width line. On a one-column
  * screen such a line is zero columns wide and libvterm writes through a
  * NULL cell pointer (ESC # 3, a glyph, ECH). */
@@ -603,6 +816,15 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     vt_sync(vt);
     if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))
         return 0; /* a double-width line one column wide has no room at all */
+    if (u->kind == VTF_CSI && u->seq->final == 'm' && u->seq->leader == 0 && u->seq->ninter == 0) {
+        if (sgr_fast(vt, u->seq))
+            return 0; /* the cursor, the modes, the tracked state: unchanged */
+        pen_sync(vt);
+    } else if (vt->pen_stale && needs_pen(u)) {
+        pen_sync(vt);
+    }
+    if (u->kind == VTF_ESC && is_line_attr(u->seq))
+        vt->any_dwl = 1;
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     vterm_input_write(vt->term, (const char *)u->bytes, u->len);
@@ -683,6 +905,7 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vt->rows = rows;
     vt->cursor_visible = 1;
     vt->awm = -1;
+    vt->origin = -1;
     reset_tracked(vt);
     /* A one-column libvterm dereferences NULL on a wide glyph. */
     vtf_set_narrow(vt->filter, cols < 2);
@@ -690,6 +913,8 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vterm_set_utf8(vt->term, 1);
     vterm_output_set_callback(vt->term, cb_output, vt);
     vt->state = vterm_obtain_state(vt->term);
+    if (vt->state)
+        vterm_state_get_default_colors(vt->state, &vt->default_fg, &vt->default_bg);
     rc = vt->state ? vts_new(vt->state, rows, cols, cb_glyph, cb_settermprop, vt, &vt->cells)
                    : AL_E_NOMEM;
     if (rc != AL_OK) {

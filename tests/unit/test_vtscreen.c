@@ -183,9 +183,38 @@ static const char *const texts[] = {
     "~~~~",
 };
 
+/* SGRs of every form vt.c takes itself (sgr_fast) and some it leaves to
+ * libvterm (faint, conceal, subparameters, extended colours not whole),
+ * and what saves or restores the pen (DECSC/DECRC, ?1048h/l; CSI s/u, which
+ * later libvterms take as SCOSC/SCORC). */
+static const char *const pens[] = {
+    "\033[1;4;38;2;10;20;30m",
+    "\033[21m",
+    "\033[4:3m",
+    "\033[92;103m",
+    "\033[39;49m",
+    "\033[;1m",
+    "\033[38;5;m",
+    "\033[38;2;1;2m",
+    "\033[12m",
+    "\033[10m",
+    "\033[2;5m",
+    "\033[22;27;24;25;29;23m",
+    "\033[48;5;17;3;9m",
+    "\033[38;5;300m",
+    "\033[7;38;2;255;0;255;48;5;4m",
+    "\033[m",
+    "\033[8;28m",
+    "\033[4:0m",
+    "\033[97;40;1m",
+};
+static const char *const saves[] = {
+    "\0337", "\0338", "\033[s", "\033[u", "\033[?1048h", "\033[?1048l",
+};
+
 static void gen_op(struct pair *p, unsigned *s, char *buf, size_t cap)
 {
-    unsigned k = rnd(s) % 40;
+    unsigned k = rnd(s) % 42;
     int r = (int)(rnd(s) % (unsigned)(p->rows + 2)) + 1;
     int c = (int)(rnd(s) % (unsigned)(p->cols + 2)) + 1;
     int n = (int)(rnd(s) % 6);
@@ -293,6 +322,12 @@ static void gen_op(struct pair *p, unsigned *s, char *buf, size_t cap)
     case 38:
         snprintf(buf, cap, "\033[%dG\033[%dd", c, r);
         break;
+    case 39:
+        snprintf(buf, cap, "%s", pens[rnd(s) % (sizeof pens / sizeof pens[0])]);
+        break;
+    case 40:
+        snprintf(buf, cap, "%s", saves[rnd(s) % (sizeof saves / sizeof saves[0])]);
+        break;
     default:
         snprintf(buf, cap, "\033E");
         break;
@@ -323,6 +358,9 @@ static void test_random_against_libvterm(void **state)
                 pair_resize(&p, rows, cols);
             } else {
                 gen_op(&p, &s, buf, sizeof buf);
+                if (strstr(buf, "\0338") || strstr(buf, "\033[?1048l"))
+                    continue; /* DECRC may restore a place a resize took away: the
+                               * model puts the cursor back (vt.c), this pair does not */
                 pair_puts(&p, buf);
             }
             if (op % CHECK_EVERY == 0)
