@@ -553,6 +553,14 @@ static size_t put_num(char *o, unsigned v)
     return k;
 }
 
+static size_t put_str(char *o, const char *str)
+{
+    size_t n = 0;
+    for (; str[n]; n++)
+        o[n] = str[n];
+    return n;
+}
+
 /* "38;5;N", "38;2;R;G;B" or "39" (base 30), the same for 40; after a ';'
  * if sep. */
 static size_t put_color(char *o, const VTermColor *c, unsigned base, int sep)
@@ -564,13 +572,11 @@ static size_t put_color(char *o, const VTermColor *c, unsigned base, int sep)
         n += put_num(o + n, base + 9);
     } else if (VTERM_COLOR_IS_INDEXED(c)) {
         n += put_num(o + n, base + 8);
-        memcpy(o + n, ";5;", 3);
-        n += 3;
+        n += put_str(o + n, ";5;");
         n += put_num(o + n, c->indexed.idx);
     } else {
         n += put_num(o + n, base + 8);
-        memcpy(o + n, ";2;", 3);
-        n += 3;
+        n += put_str(o + n, ";2;");
         n += put_num(o + n, c->rgb.red);
         o[n++] = ';';
         n += put_num(o + n, c->rgb.green);
@@ -584,17 +590,12 @@ size_t vts_pen_sgr(const struct vts *s, char *out)
 {
     static const char *const ul[] = {"", ";4", ";21", ";4:3"};
     uint16_t b = s->pen.bits;
-    size_t n = 0;
-    memcpy(out, "\033[0", 3);
-    n = 3;
+    size_t n = put_str(out, "\033[0");
     const char *flags[] = {b & PEN_BOLD ? ";1" : "",    ul[(b >> PEN_UL_SHIFT) & 3u],
                            b & PEN_ITALIC ? ";3" : "",  b & PEN_BLINK ? ";5" : "",
                            b & PEN_REVERSE ? ";7" : "", b & PEN_STRIKE ? ";9" : ""};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        size_t k = strlen(flags[i]);
-        memcpy(out + n, flags[i], k);
-        n += k;
-    }
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        n += put_str(out + n, flags[i]);
     unsigned font = (b >> PEN_FONT_SHIFT) & 15u;
     if (font) {
         out[n++] = ';';
@@ -602,8 +603,7 @@ size_t vts_pen_sgr(const struct vts *s, char *out)
     }
     /* the colours in an SGR of their own: libvterm 0.1.4 writes past its
      * argument array from the 17th parameter on (docs/snapshots.md) */
-    memcpy(out + n, "m\033[", 3);
-    n += 3;
+    n += put_str(out + n, "m\033[");
     n += put_color(out + n, &s->pen.fg, 30, 0);
     n += put_color(out + n, &s->pen.bg, 40, 1);
     out[n++] = 'm';
