@@ -314,6 +314,7 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
         vt->comb.n = vt->dmg_n;
         memset(vt->comb.chars, 0, sizeof vt->comb.chars);
         memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
+        vt->lv_stale = 0; /* libvterm's previous glyph is comb again */
     }
     text_done(vt, before.row != after.row || before.col != after.col);
 }
@@ -424,7 +425,8 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * phantom); DECLRMM and DECSCA off (asked of libvterm, see enum vt_fast).
  * The caller writes the unit's last glyph through libvterm as before, which
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
- * pending_wrap) as they were. Returns 1 if done, 0 to go the usual way. */
+ * pending_wrap) as they were, unless the whole unit goes (whole_fast).
+ * Returns the glyphs written, 0 to go the usual way. */
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
@@ -455,6 +457,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
         (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
                     : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
+    size_t done = glyphs;
     n = glyphs;
     /* ESC [ n C, by hand: snprintf was a tenth of the runner's user time */
     char digits[8], cuf[16];
@@ -467,6 +470,111 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
         cuf[k++] = digits[--nd];
     cuf[k++] = 'C';
     vterm_input_write(vt->term, cuf, k);
+    return (int)done;
+}
+
+/* The code point of whole, valid UTF-8 at p (as the filter hands text
+ * on) and its length in *len. */
+static uint32_t utf8_at(const uint8_t *p, size_t n, size_t *len)
+{
+    uint8_t b = p[0];
+    size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (k > n)
+        k = n;
+    uint32_t cp = k == 1 ? b : b & (0x7fu >> k);
+    for (size_t j = 1; j < k; j++)
+        cp = (cp << 6) | (p[j] & 0x3fu);
+    *len = k;
+    return cp;
+}
+
+/* DECSCA as libvterm's state has it now (a glyph vt.c puts itself). */
+static int protect_on(struct vt *vt)
+{
+    long a, b;
+    return vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
+}
+
+/* While libvterm's previous glyph is stale (lv_stale: the fast path put
+ * the glyph printed last itself), combining marks that start a text unit
+ * are vt.c's: libvterm 0.1.4 joins them to its previous glyph if the
+ * cursor stands right after it, and would take the wrong one. As
+ * libvterm does it: after comb (the glyph printed last), they join it,
+ * rewriting its cell with the current pen; where libvterm would join them
+ * to its stale glyph instead, they make a glyph of their own at the
+ * cursor, as libvterm puts one (insert mode shifts the row first; no
+ * pending wrap while lv_stale, only libvterm's text sets one; no double
+ * width line, whole_fast is off then); anywhere else libvterm joins
+ * nothing and takes them itself (its previous glyph is then right again).
+ * Returns the bytes of marks taken, 0 for none. */
+static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
+{
+    uint32_t marks[2 * VTF_MAX_COMBINING];
+    int nm = 0;
+    size_t k = 0, len;
+    while (k < n) {
+        uint32_t cp = utf8_at(p + k, n - k, &len);
+        if (vtf_cp_width(cp) != 0)
+            break;
+        if (nm == (int)(sizeof marks / sizeof marks[0]))
+            return 0; /* more than the filter lets through: libvterm's */
+        marks[nm++] = cp;
+        k += len;
+    }
+    if (nm == 0 || vt->single_shift)
+        return 0;
+    VTermPos cur;
+    vterm_state_get_cursorpos(vt->state, &cur);
+    if (vt->comb.valid && cur.row == vt->comb.pos.row &&
+        cur.col == vt->comb.pos.col + vt->comb.width) {
+        for (int i = 0; i < nm && vt->comb.n < VT_MAX_CHARS; i++)
+            vt->comb.chars[vt->comb.n++] = marks[i];
+        vts_put_glyph(vt->cells, vt->comb.pos, vt->comb.chars, vt->comb.n, vt->comb.width,
+                      protect_on(vt));
+        return k;
+    }
+    if (cur.row != vt->lv.pos.row || cur.col != vt->lv.pos.col + vt->lv.width)
+        return 0;
+    if (vt->insert)
+        vts_insert_blank(vt->cells, cur.row, cur.col, vt_row_width(vt, cur.row));
+    vts_put_glyph(vt->cells, cur, marks, nm, 0, protect_on(vt));
+    vt->comb.pos = cur;
+    vt->comb.width = 0;
+    vt->comb.n = (uint8_t)(nm < VT_MAX_CHARS ? nm : VT_MAX_CHARS);
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    memcpy(vt->comb.chars, marks, (size_t)vt->comb.n * sizeof marks[0]);
+    return k;
+}
+
+/* A whole unit of one-column glyphs that ends before the last column goes
+ * into the cells, its last glyph too (fast_text): one libvterm write (the
+ * CUF) instead of two. libvterm's previous glyph is then stale (lv_stale;
+ * own_marks deals with marks that follow). Not once a line was made double
+ * width (own_marks could not put a mark as libvterm would there). 1 if
+ * done. */
+static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
+{
+    if (vt->any_dwl || n == 0)
+        return 0;
+    VTermPos pos;
+    vterm_state_get_cursorpos(vt->state, &pos);
+    int glyphs = fast_text(vt, p, n, ascii);
+    if (glyphs == 0)
+        return 0;
+    if (!vt->lv_stale) {
+        vt->lv.pos = vt->comb.pos;
+        vt->lv.width = vt->comb.width;
+        vt->lv_stale = 1;
+    }
+    size_t last = ascii ? n - 1 : last_glyph_start(p, n), len;
+    vt->comb.valid = 1;
+    vt->comb.pos.row = pos.row;
+    vt->comb.pos.col = pos.col + glyphs - 1;
+    vt->comb.width = 1;
+    vt->comb.n = 1;
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    vt->comb.chars[0] = utf8_at(p + last, n - last, &len);
+    vt->pending_wrap = 0;
     return 1;
 }
 
@@ -480,6 +588,14 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         p = vt->tbuf;
         vt->held_len = 0;
         ascii = 0;
+    } else if (vt->lv_stale && n > 0 && p[0] >= 0x80) {
+        size_t k = own_marks(vt, p, n);
+        p += k;
+        n -= k;
+    }
+    if (n == 0 || whole_fast(vt, p, n, ascii)) {
+        vt->single_shift = 0;
+        return;
     }
     /* the last glyph of printable ASCII is its last byte */
     size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);

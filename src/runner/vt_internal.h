@@ -23,6 +23,10 @@
  *                      combining mark arriving in the next read still joins
  *                      it (see glyph_ends_row); written before anything else
  *                      and before any look at the screen (vt_sync)
+ *   lv_stale, lv       the fast path writes a whole unit, last glyph
+ *                      included, into the cells: libvterm's own previous
+ *                      glyph is then an older one (lv), and vt.c joins a
+ *                      combining mark to comb itself (own_marks in vt.c)
  *   comb               libvterm's hidden "previous glyph": a combining mark
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
@@ -121,6 +125,13 @@ struct vt {
         uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
         uint32_t chars[VT_MAX_CHARS];
     } comb;
+
+    int lv_stale; /* libvterm's previous glyph is not comb: the fast path wrote the
+                   * last glyph itself (see own_marks in vt.c) */
+    struct {
+        VTermPos pos;
+        int width;
+    } lv; /* libvterm's previous glyph, while lv_stale */
 
     int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
     int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */

@@ -515,6 +515,30 @@ int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
     return 0;
 }
 
+void vts_put_glyph(struct vts *s, VTermPos pos, const uint32_t *chars, int n, int width,
+                   int protected_cell)
+{
+    uint32_t c[VTERM_MAX_CHARS_PER_CELL + 1];
+    if (n > VTERM_MAX_CHARS_PER_CELL)
+        n = VTERM_MAX_CHARS_PER_CELL;
+    memcpy(c, chars, (size_t)n * sizeof *c);
+    c[n] = 0;
+    VTermGlyphInfo info;
+    memset(&info, 0, sizeof info);
+    info.chars = c;
+    info.width = width;
+    info.protected_cell = protected_cell != 0;
+    (void)cb_putglyph(&info, pos, s);
+}
+
+void vts_insert_blank(struct vts *s, int row, int col, int end)
+{
+    VTermRect rect = {row, row + 1, col, end};
+    if (col < 0 || end > s->cols || col >= end)
+        return;
+    vterm_scroll_rect(rect, 0, -1, cb_moverect, cb_erase, s);
+}
+
 void vts_set_pen(struct vts *s, VTermAttr attr, const VTermValue *val)
 {
     VTermValue v = *val;

@@ -601,6 +601,51 @@ static void test_model_combining_against_libvterm(void **state)
     model_against_libvterm(MODEL_MARKS);
 }
 
+/* Combining marks after text the fast path wrote whole (its last glyph
+ * too: libvterm's previous glyph is then an older one, and vt.c deals
+ * with the marks itself, own_marks): after the glyph printed last they
+ * join it, with the pen and protection of the moment; where the cursor
+ * stands right after libvterm's older glyph instead, they make a glyph of
+ * their own (in insert mode after shifting the row). Each write as it
+ * comes, against libvterm's screen given the same writes. */
+static void test_model_marks_after_fast_text(void **state)
+{
+    (void)state;
+    static const char *const scripts[][8] = {
+        {"\033[1;1Hxy", "\033[1;2H", "\xcc\x81", "\xcc\x82", NULL},
+        {"\033[1;1Hxy", "\033[4h", "\033[1;2H", "\xcc\x81", "z", NULL},
+        {"hello", "\xcc\x81\xcc\x82", "world", "\xcc\x83", NULL},
+        {"ab", "\033[31;1m", "\xcc\x81", "cd\033[0m", "\xcc\x82", NULL},
+        {"ab", "\033[1\"q", "\xcc\x81", "\033[1;1H\033[?2K", NULL},
+        {"\033[2;3Hxy", "\033[1\"q", "\033[2;4H", "\xcc\x81", "\033[?2J", NULL},
+        {"abc", "\033[1;3H", "\xcc\x81", "\033[1;4H", "\xcc\x82", "\033[1;3H", "\xcc\x83", NULL},
+        {"\033[3;3r\033[3;1Hxyz", "\033[3;3H", "\xcc\x81", "\r\n", "\xcc\x82", NULL},
+    };
+    for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
+        struct ref r;
+        r.vt = vterm_new(5, 12);
+        assert_non_null(r.vt);
+        vterm_set_utf8(r.vt, 1);
+        r.screen = vterm_obtain_screen(r.vt);
+        vterm_screen_enable_altscreen(r.screen, 1);
+        vterm_screen_reset(r.screen, 1);
+        static const char prime[] = " \033[H\033[2J"; /* as vt_new does */
+        vterm_input_write(r.vt, prime, sizeof prime - 1);
+        assert_int_equal(vtf_new(emit_ref, &r, &r.filter), AL_OK);
+        struct vt *vt = NULL;
+        assert_int_equal(vt_new(12, 5, &vt), AL_OK);
+        for (int w = 0; scripts[i][w]; w++) {
+            const char *b = scripts[i][w];
+            assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, strlen(b)), AL_OK);
+            assert_int_equal(vt_feed(vt, (const uint8_t *)b, strlen(b)), AL_OK);
+        }
+        compare_model(&r, vt, 5, 12, (unsigned)i, 0);
+        vt_free(vt);
+        vtf_free(r.filter);
+        vterm_free(r.vt);
+    }
+}
+
 /* A newline at the bottom moves row pointers, not cells; an idle screen
  * (and the alternate one until used) holds no cells. */
 static void test_scroll_moves_no_cell(void **state)
@@ -631,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_model_against_libvterm),
         cmocka_unit_test(test_model_narrow_text_against_libvterm),
         cmocka_unit_test(test_model_combining_against_libvterm),
+        cmocka_unit_test(test_model_marks_after_fast_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
