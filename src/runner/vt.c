@@ -554,7 +554,7 @@ static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
  * done. */
 static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
-    if (vt->any_dwl || n == 0)
+    if (vt->any_dwl || n < 2) /* fast_text takes no shorter run */
         return 0;
     VTermPos pos;
     vterm_state_get_cursorpos(vt->state, &pos);
