@@ -502,9 +502,10 @@ static int protect_on(struct vt *vt)
  * libvterm does it: after comb (the glyph printed last), they join it,
  * rewriting its cell with the current pen; where libvterm would join them
  * to its stale glyph instead, they make a glyph of their own at the
- * cursor, as libvterm puts one (insert mode shifts the row first; no
- * pending wrap while lv_stale, only libvterm's text sets one; no double
- * width line, whole_fast is off then); anywhere else libvterm joins
+ * cursor, as libvterm puts one (past the end of a line made double width
+ * since, on the next line; insert mode shifts the row first; no pending
+ * wrap while lv_stale, only libvterm's text sets one); anywhere else
+ * libvterm joins
  * nothing and takes them itself (its previous glyph is then right again).
  * Returns the bytes of marks taken, 0 for none. */
 static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
@@ -535,6 +536,18 @@ static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
     }
     if (cur.row != vt->lv.pos.row || cur.col != vt->lv.pos.col + vt->lv.width)
         return 0;
+    if (cur.col >= vt_row_width(vt, cur.row)) {
+        /* past the end of a line made double width since: libvterm goes to
+         * column 0 of the next line first (scrolling as LF does; CR would
+         * stop at a left margin, CUB goes to 0 unless DECOM holds it) */
+        char cub[16];
+        vterm_input_write(vt->term, "\n", 1);
+        vterm_state_get_cursorpos(vt->state, &cur);
+        int cl = cur.col > 0 ? snprintf(cub, sizeof cub, "\033[%dD", cur.col) : 0;
+        if (cl > 0 && (size_t)cl < sizeof cub)
+            vterm_input_write(vt->term, cub, (size_t)cl);
+        vterm_state_get_cursorpos(vt->state, &cur);
+    }
     if (vt->insert)
         vts_insert_blank(vt->cells, cur.row, cur.col, vt_row_width(vt, cur.row));
     vts_put_glyph(vt->cells, cur, marks, nm, 0, protect_on(vt));

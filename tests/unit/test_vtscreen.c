@@ -620,6 +620,9 @@ static void test_model_marks_after_fast_text(void **state)
         {"\033[2;3Hxy", "\033[1\"q", "\033[2;4H", "\xcc\x81", "\033[?2J", NULL},
         {"abc", "\033[1;3H", "\xcc\x81", "\033[1;4H", "\xcc\x82", "\033[1;3H", "\xcc\x83", NULL},
         {"\033[3;3r\033[3;1Hxyz", "\033[3;3H", "\xcc\x81", "\r\n", "\xcc\x82", NULL},
+        /* past the end of a line made double width since: libvterm wraps first */
+        {"\033[1;9Hq", "\033[2;1Hab", "\033[1;10H", "\033#6", "\xcc\x81", "c", NULL},
+        {"\033[5;9Hq", "\033[2;1Hab", "\033[5;10H", "\033#6", "\xcc\x81", NULL},
     };
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         struct ref r;
