@@ -39,11 +39,42 @@ struct runner_conn {
     int max_aged;         /* --connect: time to reconnect */
     struct rprobe *probe; /* a probe session's (§13): never the current link */
     int rx_paused;        /* a probe's replies wait: its input is not read */
+    int broken;           /* a frame could not be written or encoded: drop */
 };
 
+static long pull_output(void *runner, struct lws *wsi, uint8_t *buf, size_t cap);
+
+/* The runner has frames to send: called once per loop turn from its idle
+ * handle (runner.c), outside libwebsockets' service. A WebSocket link
+ * writes them there and then, while the socket takes them: asking lws for
+ * a WRITEABLE costs, each turn, a wake-up of the loop and four epoll_ctl
+ * (lws arms POLLOUT with uv_poll_start, which libuv does as a DEL and an
+ * ADD, and the same again to disarm it). lws 4.1 allows lws_write outside
+ * the callback: what the socket does not take it keeps (buflist_out) and
+ * asks for the WRITEABLE itself, and wsg_write asks for one when the
+ * socket is choked. A close to send, a replaced or aged link, a probe and
+ * the dial's wslay link go the usual way, through the WRITEABLE. */
 static void want_write(void *link)
 {
-    lws_callback_on_writable((struct lws *)link);
+    struct lws *wsi = link;
+    struct lws_context *ctx = lws_get_context(wsi);
+    struct runner_app *a = ctx ? lws_context_user(ctx) : NULL;
+    struct runner_conn *c = lws_wsi_user(wsi);
+    if (a && c && a->current == wsi && !c->wsc && !c->probe && !c->replaced && !c->max_aged &&
+        !c->ws.close_code && !c->broken) {
+        int wrote;
+        long err = 0;
+        enum wsg_tx tx = wsg_drain(wsi, pull_output, a->runner, &wrote, &err);
+        if (tx == WSG_TX_CHOKED)
+            return; /* a WRITEABLE is asked for */
+        if (tx == WSG_TX_IDLE && !runner_closing(a->runner, NULL, NULL))
+            return; /* all out (or WSG_WRITES_PER_CALLBACK went: one is asked for) */
+        if (tx == WSG_TX_PULL)
+            runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        if (tx != WSG_TX_IDLE)
+            c->broken = 1; /* the WRITEABLE drops the connection */
+    }
+    lws_callback_on_writable(wsi);
 }
 
 static void link_established(struct runner_app *a, struct lws *wsi, int64_t exp)
@@ -109,6 +140,8 @@ static long pull_output(void *runner, struct lws *wsi, uint8_t *buf, size_t cap)
 
 static int link_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
 {
+    if (c && c->broken)
+        return -1; /* see want_write */
     if (c && c->replaced)
         wsg_close_later(&c->ws, wsi, AL_CLOSE_REPLACED, "replaced by a newer connection");
     if (c && c->max_aged)

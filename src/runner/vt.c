@@ -78,11 +78,13 @@ static void cb_glyph(VTermRect rect, const uint32_t *chars, int n, void *user)
     memcpy(vt->dmg_chars, chars, (size_t)n * sizeof *chars);
 }
 
-/* What may have changed DECLRMM, DECSCA or DECAWM: ask again when needed. */
+/* What may have changed DECLRMM, DECSCA, DECAWM or DECOM: ask again when
+ * needed. */
 static void modes_unknown(struct vt *vt)
 {
     vt->fast = VT_FAST_UNKNOWN;
     vt->awm = -1;
+    vt->origin = -1;
 }
 
 /* DECAWM, asked of libvterm only when not known since the last unit that
@@ -92,6 +94,14 @@ static int autowrap(struct vt *vt)
     if (vt->awm < 0)
         vt->awm = vt_query_mode(vt, 7) == 1;
     return vt->awm;
+}
+
+/* DECOM, likewise (sgr_fast). */
+static int origin_mode(struct vt *vt)
+{
+    if (vt->origin < 0)
+        vt->origin = vt_query_mode(vt, 6) == 1;
+    return vt->origin;
 }
 
 static void cb_output(const char *s, size_t len, void *user)
@@ -304,6 +314,7 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
         vt->comb.n = vt->dmg_n;
         memset(vt->comb.chars, 0, sizeof vt->comb.chars);
         memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
+        vt->lv_stale = 0; /* libvterm's previous glyph is comb again */
     }
     text_done(vt, before.row != after.row || before.col != after.col);
 }
@@ -414,7 +425,8 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * phantom); DECLRMM and DECSCA off (asked of libvterm, see enum vt_fast).
  * The caller writes the unit's last glyph through libvterm as before, which
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
- * pending_wrap) as they were. Returns 1 if done, 0 to go the usual way. */
+ * pending_wrap) as they were, unless the whole unit goes (whole_fast).
+ * Returns the glyphs written, 0 to go the usual way. */
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
@@ -445,6 +457,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
         (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
                     : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
+    size_t done = glyphs;
     n = glyphs;
     /* ESC [ n C, by hand: snprintf was a tenth of the runner's user time */
     char digits[8], cuf[16];
@@ -457,6 +470,124 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
         cuf[k++] = digits[--nd];
     cuf[k++] = 'C';
     vterm_input_write(vt->term, cuf, k);
+    return (int)done;
+}
+
+/* The code point of whole, valid UTF-8 at p (as the filter hands text
+ * on) and its length in *len. */
+static uint32_t utf8_at(const uint8_t *p, size_t n, size_t *len)
+{
+    uint8_t b = p[0];
+    size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (k > n)
+        k = n;
+    uint32_t cp = k == 1 ? b : b & (0x7fu >> k);
+    for (size_t j = 1; j < k; j++)
+        cp = (cp << 6) | (p[j] & 0x3fu);
+    *len = k;
+    return cp;
+}
+
+/* DECSCA as libvterm's state has it now (a glyph vt.c puts itself). */
+static int protect_on(struct vt *vt)
+{
+    long a, b;
+    return vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
+}
+
+/* While libvterm's previous glyph is stale (lv_stale: the fast path put
+ * the glyph printed last itself), combining marks that start a text unit
+ * are vt.c's: libvterm 0.1.4 joins them to its previous glyph if the
+ * cursor stands right after it, and would take the wrong one. As
+ * libvterm does it: after comb (the glyph printed last), they join it,
+ * rewriting its cell with the current pen; where libvterm would join them
+ * to its stale glyph instead, they make a glyph of their own at the
+ * cursor, as libvterm puts one (past the end of a line made double width
+ * since, on the next line; insert mode shifts the row first; no pending
+ * wrap while lv_stale, only libvterm's text sets one); anywhere else
+ * libvterm joins
+ * nothing and takes them itself (its previous glyph is then right again).
+ * Returns the bytes of marks taken, 0 for none. */
+static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
+{
+    uint32_t marks[2 * VTF_MAX_COMBINING];
+    int nm = 0;
+    size_t k = 0, len;
+    while (k < n) {
+        uint32_t cp = utf8_at(p + k, n - k, &len);
+        if (vtf_cp_width(cp) != 0)
+            break;
+        if (nm == (int)(sizeof marks / sizeof marks[0]))
+            return 0; /* more than the filter lets through: libvterm's */
+        marks[nm++] = cp;
+        k += len;
+    }
+    if (nm == 0 || vt->single_shift)
+        return 0;
+    VTermPos cur;
+    vterm_state_get_cursorpos(vt->state, &cur);
+    if (vt->comb.valid && cur.row == vt->comb.pos.row &&
+        cur.col == vt->comb.pos.col + vt->comb.width) {
+        for (int i = 0; i < nm && vt->comb.n < VT_MAX_CHARS; i++)
+            vt->comb.chars[vt->comb.n++] = marks[i];
+        vts_put_glyph(vt->cells, vt->comb.pos, vt->comb.chars, vt->comb.n, vt->comb.width,
+                      protect_on(vt));
+        return k;
+    }
+    if (cur.row != vt->lv.pos.row || cur.col != vt->lv.pos.col + vt->lv.width)
+        return 0;
+    if (cur.col >= vt_row_width(vt, cur.row)) {
+        /* past the end of a line made double width since: libvterm goes to
+         * column 0 of the next line first (scrolling as LF does; CR would
+         * stop at a left margin, CUB goes to 0 unless DECOM holds it) */
+        char cub[16];
+        vterm_input_write(vt->term, "\n", 1);
+        vterm_state_get_cursorpos(vt->state, &cur);
+        int cl = cur.col > 0 ? snprintf(cub, sizeof cub, "\033[%dD", cur.col) : 0;
+        if (cl > 0 && (size_t)cl < sizeof cub)
+            vterm_input_write(vt->term, cub, (size_t)cl);
+        vterm_state_get_cursorpos(vt->state, &cur);
+    }
+    if (vt->insert)
+        vts_insert_blank(vt->cells, cur.row, cur.col, vt_row_width(vt, cur.row));
+    vts_put_glyph(vt->cells, cur, marks, nm, 0, protect_on(vt));
+    vt->comb.pos = cur;
+    vt->comb.width = 0;
+    vt->comb.n = (uint8_t)(nm < VT_MAX_CHARS ? nm : VT_MAX_CHARS);
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    memcpy(vt->comb.chars, marks, (size_t)vt->comb.n * sizeof marks[0]);
+    return k;
+}
+
+/* A whole unit of one-column glyphs that ends before the last column goes
+ * into the cells, its last glyph too (fast_text): one libvterm write (the
+ * CUF) instead of two. libvterm's previous glyph is then stale (lv_stale;
+ * own_marks deals with marks that follow). Not once a line was made double
+ * width (own_marks could not put a mark as libvterm would there). 1 if
+ * done. */
+static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
+{
+    if (vt->any_dwl || n < 2) /* fast_text takes no shorter run */
+        return 0;
+    VTermPos pos;
+    vterm_state_get_cursorpos(vt->state, &pos);
+    int glyphs = fast_text(vt, p, n, ascii);
+    if (glyphs == 0)
+        return 0;
+    if (!vt->lv_stale) {
+        vt->lv.pos = vt->comb.pos;
+        vt->lv.width = vt->comb.width;
+        vt->lv_stale = 1;
+    }
+    size_t last = ascii ? n - 1 : last_glyph_start(p, n), len;
+    vt->comb.valid = 1;
+    vt->comb.pos.row = pos.row;
+    vt->comb.pos.col = pos.col + glyphs - 1;
+    vt->comb.width = 1;
+    vt->comb.n = 1;
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    vt->comb.chars[0] = utf8_at(p + last, n - last, &len);
+    vt->pending_wrap = 0;
     return 1;
 }
 
@@ -470,6 +601,14 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         p = vt->tbuf;
         vt->held_len = 0;
         ascii = 0;
+    } else if (vt->lv_stale && n > 0 && p[0] >= 0x80) {
+        size_t k = own_marks(vt, p, n);
+        p += k;
+        n -= k;
+    }
+    if (n == 0 || whole_fast(vt, p, n, ascii)) {
+        vt->single_shift = 0;
+        return;
     }
     /* the last glyph of printable ASCII is its last byte */
     size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);
@@ -482,6 +621,209 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         return;
     }
     write_text(vt, p + cut, n - cut);
+}
+
+static int is_line_attr(const struct vtf_seq *s);
+
+/* --- SGR without libvterm ------------------------------------------------- */
+
+/* What each SGR code does to the pen, as libvterm 0.1.4's
+ * vterm_state_setpen does it; SGR_NONE: not ours (libvterm takes the
+ * whole SGR: faint, conceal, codes it ignores...). */
+enum sgr_kind {
+    SGR_NONE = 0,
+    SGR_RESET,  /* 0 or empty: every attribute off, default colours */
+    SGR_SET,    /* attr = value */
+    SGR_FONT,   /* font = code - 10 */
+    SGR_FG16,   /* foreground: indexed colour code - value */
+    SGR_BG16,   /* background: the same */
+    SGR_FG_DEF, /* default foreground */
+    SGR_BG_DEF, /* default background */
+    SGR_FG_EXT, /* 38;5;N or 38;2;R;G;B */
+    SGR_BG_EXT, /* 48;... */
+};
+
+#define SGR_CODES 108 /* 0..107 */
+
+static const struct sgr_rule {
+    uint8_t kind;  /* enum sgr_kind */
+    uint8_t attr;  /* VTermAttr, for SGR_SET */
+    uint8_t value; /* SGR_SET: the value; SGR_FG16/BG16: what to take off the code */
+} sgr_rules[SGR_CODES] = {
+    [0] = {SGR_RESET, 0, 0},
+    [1] = {SGR_SET, VTERM_ATTR_BOLD, 1},
+    [3] = {SGR_SET, VTERM_ATTR_ITALIC, 1},
+    [4] = {SGR_SET, VTERM_ATTR_UNDERLINE, 1},
+    [5] = {SGR_SET, VTERM_ATTR_BLINK, 1},
+    [7] = {SGR_SET, VTERM_ATTR_REVERSE, 1},
+    [9] = {SGR_SET, VTERM_ATTR_STRIKE, 1},
+    [10 ... 19] = {SGR_FONT, 0, 0},
+    [21] = {SGR_SET, VTERM_ATTR_UNDERLINE, 2},
+    [22] = {SGR_SET, VTERM_ATTR_BOLD, 0},
+    [23] = {SGR_SET, VTERM_ATTR_ITALIC, 0},
+    [24] = {SGR_SET, VTERM_ATTR_UNDERLINE, 0},
+    [25] = {SGR_SET, VTERM_ATTR_BLINK, 0},
+    [27] = {SGR_SET, VTERM_ATTR_REVERSE, 0},
+    [29] = {SGR_SET, VTERM_ATTR_STRIKE, 0},
+    [30 ... 37] = {SGR_FG16, 0, 30},
+    [38] = {SGR_FG_EXT, 0, 0},
+    [39] = {SGR_FG_DEF, 0, 0},
+    [40 ... 47] = {SGR_BG16, 0, 40},
+    [48] = {SGR_BG_EXT, 0, 0},
+    [49] = {SGR_BG_DEF, 0, 0},
+    [90 ... 97] = {SGR_FG16, 0, 90 - 8},
+    [100 ... 107] = {SGR_BG16, 0, 100 - 8},
+};
+
+static enum sgr_kind sgr_kind_of(int32_t code)
+{
+    if (code == VTF_PARAM_MISSING)
+        return SGR_RESET;
+    return code >= 0 && code < SGR_CODES ? (enum sgr_kind)sgr_rules[code].kind : SGR_NONE;
+}
+
+static void pen_value(struct vt *vt, VTermAttr attr, int value)
+{
+    VTermValue v;
+    memset(&v, 0, sizeof v);
+    if (attr == VTERM_ATTR_UNDERLINE || attr == VTERM_ATTR_FONT)
+        v.number = value;
+    else
+        v.boolean = value;
+    vts_set_pen(vt->cells, attr, &v);
+}
+
+static void pen_color(struct vt *vt, VTermAttr attr, const VTermColor *c)
+{
+    VTermValue v;
+    memset(&v, 0, sizeof v);
+    v.color = *c;
+    vts_set_pen(vt->cells, attr, &v);
+}
+
+/* Parameters the SGR code at i takes (1, or 3 and 5 for an extended
+ * colour), 0 if libvterm must have the SGR: a code not ours, an extended
+ * colour that is not whole and in range. */
+static int sgr_width(const struct vtf_seq *s, int i, enum sgr_kind k)
+{
+    if (k == SGR_NONE)
+        return 0;
+    if (k != SGR_FG_EXT && k != SGR_BG_EXT)
+        return 1;
+    int kind = i + 1 < s->nparams ? s->params[i + 1] : -1;
+    int need = kind == 5 ? 1 : kind == 2 ? 3 : -1;
+    if (need < 0 || i + 2 + need > s->nparams)
+        return 0;
+    for (int j = 0; j < need; j++)
+        if (s->params[i + 2 + j] < 0 || s->params[i + 2 + j] > 255)
+            return 0;
+    return 2 + need;
+}
+
+static void sgr_apply(struct vt *vt, const struct vtf_seq *s, int i, enum sgr_kind k)
+{
+    static const VTermAttr flags[] = {VTERM_ATTR_BOLD,  VTERM_ATTR_UNDERLINE, VTERM_ATTR_ITALIC,
+                                      VTERM_ATTR_BLINK, VTERM_ATTR_REVERSE,   VTERM_ATTR_STRIKE,
+                                      VTERM_ATTR_FONT};
+    int32_t code = s->params[i];
+    const int32_t *a = s->params + i + 2;
+    VTermColor c;
+    switch (k) {
+    case SGR_RESET: /* vterm_state_resetpen */
+        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++)
+            pen_value(vt, flags[j], 0);
+        pen_color(vt, VTERM_ATTR_FOREGROUND, &vt->default_fg);
+        pen_color(vt, VTERM_ATTR_BACKGROUND, &vt->default_bg);
+        break;
+    case SGR_SET:
+        pen_value(vt, (VTermAttr)sgr_rules[code].attr, sgr_rules[code].value);
+        break;
+    case SGR_FONT:
+        pen_value(vt, VTERM_ATTR_FONT, code - 10);
+        break;
+    case SGR_FG16:
+    case SGR_BG16:
+        vterm_color_indexed(&c, (uint8_t)(code - sgr_rules[code].value));
+        pen_color(vt, k == SGR_FG16 ? VTERM_ATTR_FOREGROUND : VTERM_ATTR_BACKGROUND, &c);
+        break;
+    case SGR_FG_DEF:
+        pen_color(vt, VTERM_ATTR_FOREGROUND, &vt->default_fg);
+        break;
+    case SGR_BG_DEF:
+        pen_color(vt, VTERM_ATTR_BACKGROUND, &vt->default_bg);
+        break;
+    case SGR_FG_EXT:
+    case SGR_BG_EXT:
+        if (s->params[i + 1] == 5)
+            vterm_color_indexed(&c, (uint8_t)a[0]);
+        else
+            vterm_color_rgb(&c, (uint8_t)a[0], (uint8_t)a[1], (uint8_t)a[2]);
+        pen_color(vt, k == SGR_FG_EXT ? VTERM_ATTR_FOREGROUND : VTERM_ATTR_BACKGROUND, &c);
+        break;
+    default:
+        break;
+    }
+}
+
+/* An SGR (CSI ... m, no leader or intermediates) applied to the cells'
+ * pen directly, as libvterm's state would apply it, instead of through
+ * libvterm's parser and state: a TUI sends several SGRs a row, and they
+ * were a large part of the model's time. libvterm's own pen is then left
+ * behind (pen_stale) until something of libvterm's reads it: DECSC and
+ * the alternate screen's ?1048h/?1049h save it, and an SGR that libvterm must apply itself changes
+ * it (pen_sync first). Nothing else in libvterm 0.1.4 reads its pen: glyphs and erases take the
+ * layer's (vtscreen). 1 if done; 0: nothing applied, libvterm must have it. */
+static int sgr_fast(struct vt *vt, const struct vtf_seq *s)
+{
+    if (s->sub != 0)
+        return 0;
+    /* libvterm ends every CSI by putting the cursor back inside its row
+     * (a double-width line is half as wide) or, with DECOM, inside the
+     * margins, and pen_sync writes a CSI when libvterm needs the pen: only
+     * where that can never move the cursor are SGRs ours */
+    if (vt->any_dwl || origin_mode(vt))
+        return 0;
+    for (int i = 0; i < s->nparams;) { /* all or nothing: check first */
+        int w = sgr_width(s, i, sgr_kind_of(s->params[i]));
+        if (w == 0)
+            return 0;
+        i += w;
+    }
+    for (int i = 0; i < s->nparams;) {
+        enum sgr_kind k = sgr_kind_of(s->params[i]);
+        sgr_apply(vt, s, i, k);
+        i += k == SGR_FG_EXT || k == SGR_BG_EXT ? (s->params[i + 1] == 5 ? 3 : 5) : 1;
+    }
+    vt->pen_stale = 1;
+    return 1;
+}
+
+/* Gives libvterm's state the cells' pen (see sgr_fast). */
+static void pen_sync(struct vt *vt)
+{
+    if (!vt->pen_stale)
+        return;
+    vt->pen_stale = 0;
+    char sgr[VTS_PEN_SGR_MAX];
+    size_t n = vts_pen_sgr(vt->cells, sgr);
+    vterm_input_write(vt->term, sgr, n);
+}
+
+/* Whether pen_sync must come before this unit: libvterm saves its pen
+ * (DECSC, ?1048h, ?1049h; and CSI s, SCOSC in later libvterms), or after
+ * it pen_sync's own CSI could move the cursor (see sgr_fast: a line made
+ * double width, DECOM set). */
+static int needs_pen(const struct vtf_unit *u)
+{
+    const struct vtf_seq *s = u->seq;
+    if (u->kind == VTF_ESC)
+        return (s->ninter == 0 && s->final == '7') || is_line_attr(s);
+    if (u->kind != VTF_CSI)
+        return 0;
+    if (s->leader == 0)
+        return s->final == 's';
+    return s->leader == '?' && s->final == 'h' &&
+           (s->params[0] == 1048 || s->params[0] == 1049 || s->params[0] == 6);
 }
 
 /* ESC # 3, 4, 6: double-height or double-width line. On a one-column
@@ -603,6 +945,15 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     vt_sync(vt);
     if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))
         return 0; /* a double-width line one column wide has no room at all */
+    if (u->kind == VTF_CSI && u->seq->final == 'm' && u->seq->leader == 0 && u->seq->ninter == 0) {
+        if (sgr_fast(vt, u->seq))
+            return 0; /* the cursor, the modes, the tracked state: unchanged */
+        pen_sync(vt);
+    } else if (vt->pen_stale && needs_pen(u)) {
+        pen_sync(vt);
+    }
+    if (u->kind == VTF_ESC && is_line_attr(u->seq))
+        vt->any_dwl = 1;
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
     vterm_input_write(vt->term, (const char *)u->bytes, u->len);
@@ -683,6 +1034,7 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vt->rows = rows;
     vt->cursor_visible = 1;
     vt->awm = -1;
+    vt->origin = -1;
     reset_tracked(vt);
     /* A one-column libvterm dereferences NULL on a wide glyph. */
     vtf_set_narrow(vt->filter, cols < 2);
@@ -690,6 +1042,8 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vterm_set_utf8(vt->term, 1);
     vterm_output_set_callback(vt->term, cb_output, vt);
     vt->state = vterm_obtain_state(vt->term);
+    if (vt->state)
+        vterm_state_get_default_colors(vt->state, &vt->default_fg, &vt->default_bg);
     rc = vt->state ? vts_new(vt->state, rows, cols, cb_glyph, cb_settermprop, vt, &vt->cells)
                    : AL_E_NOMEM;
     if (rc != AL_OK) {

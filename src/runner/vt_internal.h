@@ -23,6 +23,10 @@
  *                      combining mark arriving in the next read still joins
  *                      it (see glyph_ends_row); written before anything else
  *                      and before any look at the screen (vt_sync)
+ *   lv_stale, lv       the fast path writes a whole unit, last glyph
+ *                      included, into the cells: libvterm's own previous
+ *                      glyph is then an older one (lv), and vt.c joins a
+ *                      combining mark to comb itself (own_marks in vt.c)
  *   comb               libvterm's hidden "previous glyph": a combining mark
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
@@ -36,6 +40,13 @@
  *                      the cells (vtscreen) with one CUF for libvterm's cursor,
  *                      instead of through libvterm's state glyph by glyph: see
  *                      fast_text in vt.c
+ *   pen_stale          an SGR went straight to the cells' pen (vt.c, sgr_fast),
+ *                      not through libvterm: libvterm's own pen is behind
+ *                      until pen_sync gives it the cells' pen (before
+ *                      anything that saves it: DECSC, ?1048h, ?1049h,
+ *                      and before an SGR only libvterm takes). The pen the
+ *                      model reports is the cells' (vt_read_pen).
+ *   default_fg, _bg    libvterm's default colours (SGR 39, 49, 0)
  *   pending_wrap       libvterm's hidden "phantom column" flag: the last
  *                      glyph went into the last column with autowrap on, so
  *                      the next one wraps. Worked out from the damage of the
@@ -115,6 +126,13 @@ struct vt {
         uint32_t chars[VT_MAX_CHARS];
     } comb;
 
+    int lv_stale; /* libvterm's previous glyph is not comb: the fast path wrote the
+                   * last glyph itself (see own_marks in vt.c) */
+    struct {
+        VTermPos pos;
+        int width;
+    } lv; /* libvterm's previous glyph, while lv_stale */
+
     int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
     int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */
 
@@ -122,6 +140,10 @@ struct vt {
     VTermRect dmg_last;
     uint8_t dmg_n; /* the code points of that last glyph's cell */
     uint32_t dmg_chars[VT_MAX_CHARS];
+    int pen_stale; /* see sgr_fast in vt.c */
+    int origin;    /* DECOM (?6), cached as awm is (sgr_fast needs it) */
+    int any_dwl;   /* a line was made double width or height: no sgr_fast */
+    VTermColor default_fg, default_bg;
     int awm; /* DECAWM (?7) as libvterm last answered: 1, 0, or -1 not known
               * (asked again when needed); forgotten where fast is */
 

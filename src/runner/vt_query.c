@@ -20,6 +20,7 @@
 
 #include "al_err.h"
 #include "vt_internal.h"
+#include "vtscreen.h"
 
 /* --- queries ----------------------------------------------------------- */
 
@@ -113,27 +114,21 @@ int vt_query_style(struct vt *vt)
 
 void vt_read_pen(const struct vt *vt, struct vt_attrs *a)
 {
-    VTermValue v;
+    /* the layer's pen, not libvterm's: vt.c's own SGR path (sgr_fast)
+     * leaves libvterm's behind until something of libvterm's needs it */
+    VTermScreenCell c;
+    memset(&c, 0, sizeof c);
     memset(a, 0, sizeof *a);
-    memset(&v, 0, sizeof v);
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_BOLD, &v))
-        a->bold = v.boolean != 0;
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_UNDERLINE, &v))
-        a->underline = (uint8_t)(v.number & 3);
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_ITALIC, &v))
-        a->italic = v.boolean != 0;
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_BLINK, &v))
-        a->blink = v.boolean != 0;
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_REVERSE, &v))
-        a->reverse = v.boolean != 0;
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_STRIKE, &v))
-        a->strike = v.boolean != 0;
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_FONT, &v))
-        a->font = (uint8_t)(v.number >= 0 && v.number <= 9 ? v.number : 0);
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_FOREGROUND, &v))
-        vt_conv_color(&v.color, &a->fg);
-    if (vterm_state_get_penattr(vt->state, VTERM_ATTR_BACKGROUND, &v))
-        vt_conv_color(&v.color, &a->bg);
+    vts_get_pen(vt->cells, &c);
+    a->bold = c.attrs.bold;
+    a->underline = (uint8_t)c.attrs.underline;
+    a->italic = c.attrs.italic;
+    a->blink = c.attrs.blink;
+    a->reverse = c.attrs.reverse;
+    a->strike = c.attrs.strike;
+    a->font = (uint8_t)(c.attrs.font <= 9 ? c.attrs.font : 0);
+    vt_conv_color(&c.fg, &a->fg);
+    vt_conv_color(&c.bg, &a->bg);
 }
 
 static int color_equal(const struct vt_color *a, const struct vt_color *b)

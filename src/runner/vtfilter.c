@@ -303,7 +303,17 @@ static int emit_ctrl(struct vtf *f, uint8_t c)
 
 /* One decoded code point of text: drop C1, bound combining marks, remember
  * the base character for REP, gather into the text run. */
+/* put_cp for a code point that came as the well-formed UTF-8 raw[0..k):
+ * those bytes are what vtf_utf8_encode would write, so they are copied
+ * when the code point is kept as it is (raw NULL: encode it). */
+static int put_cp_raw(struct vtf *f, uint32_t cp, const uint8_t *raw, size_t k);
+
 static int put_cp(struct vtf *f, uint32_t cp)
+{
+    return put_cp_raw(f, cp, NULL, 0);
+}
+
+static int put_cp_raw(struct vtf *f, uint32_t cp, const uint8_t *raw, size_t k)
 {
     if (cp >= 0x80 && cp <= 0x9f) {
         f->stats.c1_dropped++;
@@ -337,7 +347,12 @@ static int put_cp(struct vtf *f, uint32_t cp)
     }
     if (cp >= 0x80)
         f->text_wide = 1;
-    f->text_len += vtf_utf8_encode(cp, f->text + f->text_len);
+    if (raw && cp != 0xfffd) {
+        memcpy(f->text + f->text_len, raw, k);
+        f->text_len += k;
+    } else {
+        f->text_len += vtf_utf8_encode(cp, f->text + f->text_len);
+    }
     return 0;
 }
 
@@ -771,6 +786,45 @@ static size_t csi_params_run(struct vtf *f, const uint8_t *p, size_t n)
     return k;
 }
 
+/* The common case at ground past ASCII: one whole, well-formed UTF-8
+ * sequence in this buffer (box drawing, CJK, Braille...), decoded at once
+ * with ground_byte's ranges (no overlong form, surrogate or code point
+ * above U+10FFFF) instead of byte by byte. Returns its length and *cp, or
+ * 0 (ground_byte then takes the bytes one by one). */
+static size_t utf8_whole(const uint8_t *p, size_t n, uint32_t *cp)
+{
+    uint8_t b = p[0], lo = 0x80, hi = 0xbf;
+    size_t k;
+    uint32_t v;
+    if (b >= 0xc2 && b <= 0xdf) {
+        k = 2;
+        v = b & 0x1fu;
+    } else if (b >= 0xe0 && b <= 0xef) {
+        k = 3;
+        v = b & 0x0fu;
+        lo = b == 0xe0 ? 0xa0 : 0x80;
+        hi = b == 0xed ? 0x9f : 0xbf;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+        k = 4;
+        v = b & 0x07u;
+        lo = b == 0xf0 ? 0x90 : 0x80;
+        hi = b == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (k > n)
+        return 0;
+    for (size_t j = 1; j < k; j++) {
+        if (p[j] < lo || p[j] > hi)
+            return 0;
+        lo = 0x80;
+        hi = 0xbf;
+        v = (v << 6) | (p[j] & 0x3fu);
+    }
+    *cp = v;
+    return k;
+}
+
 /* CR LF at ground, both in this buffer: one CTRL unit. */
 static int emit_crlf(struct vtf *f)
 {
@@ -803,6 +857,17 @@ int vtf_feed(struct vtf *f, const uint8_t *p, size_t n)
                 return rc;
             i += took - 1;
             continue;
+        }
+        if (f->st == ST_GROUND && f->u_need == 0 && c >= 0xc2) {
+            uint32_t cp;
+            size_t k = utf8_whole(p + i, n - i, &cp);
+            if (k > 0) {
+                rc = put_cp_raw(f, cp, p + i, k);
+                if (rc)
+                    return rc;
+                i += k - 1;
+                continue;
+            }
         }
         if (f->st == ST_CSI && ((c >= '0' && c <= '9') || c == ';')) {
             size_t took = csi_params_run(f, p + i, n - i);

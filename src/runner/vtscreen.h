@@ -52,6 +52,30 @@ int vts_put_text(struct vts *s, int row, int col, const uint8_t *p, size_t len, 
 /* The same for printable ASCII p[0..n): one byte, one glyph. */
 int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n);
 
+/* The pen new glyphs and blanks get, one attribute set as libvterm's
+ * state sets it (its setpenattr callback): vt.c's own SGR path. */
+void vts_set_pen(struct vts *s, VTermAttr attr, const VTermValue *val);
+/* The pen as a cell would carry it (attributes, fg, bg; DECSCNM not
+ * applied; chars and width left alone). */
+void vts_get_pen(const struct vts *s, VTermScreenCell *out);
+/* SGRs that give libvterm's state this pen whole ("ESC [ 0;...m", then
+ * the colours in one of their own: libvterm 0.1.4 writes past its
+ * argument array from the 17th parameter on), written to out (at least
+ * VTS_PEN_SGR_MAX bytes); their length. */
+#define VTS_PEN_SGR_MAX 96
+size_t vts_pen_sgr(const struct vts *s, char *out);
+
+/* A glyph put as libvterm's state puts one (its putglyph callback): chars
+ * (n of them, n <= VTERM_MAX_CHARS_PER_CELL) at pos with the current pen;
+ * width 0 (a combining mark alone) takes one cell. The glyph callback is
+ * called as for any glyph. For vt.c's own handling of combining marks. */
+void vts_put_glyph(struct vts *s, VTermPos pos, const uint32_t *chars, int n, int width,
+                   int protected_cell);
+/* Cells [col, end) of a row move right by one, the first one blank with
+ * the current pen: what libvterm's state does before a glyph in insert
+ * mode (end: the row's width). */
+void vts_insert_blank(struct vts *s, int row, int col, int end);
+
 /* As vterm_screen_get_cell: 0 outside the screen. */
 int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell);
 

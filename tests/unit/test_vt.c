@@ -607,6 +607,49 @@ static void test_pending_wrap(void **state)
     vt_free(vt);
 }
 
+/* The model applies plain SGRs to the cells' pen itself, leaving
+ * libvterm's pen behind until libvterm needs it: whatever saves the pen
+ * (DECSC, the alternate screen's save) must save the pen the SGRs
+ * made, and an SGR only libvterm takes must start from it. */
+static void test_sgr_pen_saved(void **state)
+{
+    (void)state;
+    static const char *const saves[][2] = {
+        {"\0337", "\0338"}, {"\033[?1048h", "\033[?1048l"}, {"\033[?1049h", "\033[?1049l"}};
+    for (size_t i = 0; i < sizeof saves / sizeof saves[0]; i++) {
+        struct vt *vt = new_vt(20, 5);
+        /* a pen that takes 17 parameters to set whole: libvterm must get it
+         * in two SGRs (16 or more overflow its argument array) */
+        feed(vt, "\033[1;3;4;5;9;12m\033[38;2;1;2;3;48;2;4;5;6m");
+        feed(vt, saves[i][0]);
+        feed(vt, "\033[0;7m");
+        feed(vt, saves[i][1]);
+        feed(vt, "\033[1;1HX");
+        struct vt_cell c;
+        assert_int_equal(vt_get_cell(vt, 0, 0, &c), AL_OK);
+        assert_true(c.attrs.bold && c.attrs.underline == 1 && !c.attrs.reverse && c.attrs.italic &&
+                    c.attrs.blink && c.attrs.strike && c.attrs.font == 2);
+        assert_int_equal(c.attrs.fg.kind, VT_COLOR_RGB);
+        assert_true(c.attrs.fg.r == 1 && c.attrs.fg.g == 2 && c.attrs.fg.b == 3);
+        assert_int_equal(c.attrs.bg.kind, VT_COLOR_RGB);
+        assert_true(c.attrs.bg.r == 4 && c.attrs.bg.g == 5 && c.attrs.bg.b == 6);
+        struct vt_attrs pen;
+        vt_get_pen(vt, &pen);
+        assert_true(attrs_same(&pen, &c.attrs));
+        check_round_trip(vt, "\033[4:3mY", saves[i][0]);
+        vt_free(vt);
+    }
+    /* an SGR libvterm takes itself (a subparameter) after ours */
+    struct vt *vt = new_vt(20, 5);
+    feed(vt, "\033[1;31m\033[4:3mZ");
+    struct vt_cell c;
+    assert_int_equal(vt_get_cell(vt, 0, 0, &c), AL_OK);
+    assert_true(c.attrs.bold && c.attrs.underline == 3);
+    assert_int_equal(c.attrs.fg.kind, VT_COLOR_INDEX);
+    assert_int_equal(c.attrs.fg.index, 1);
+    vt_free(vt);
+}
+
 static void test_resize(void **state)
 {
     (void)state;
@@ -1366,6 +1409,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_vim),
         cmocka_unit_test(test_round_trip_modes),
         cmocka_unit_test(test_pending_wrap),
+        cmocka_unit_test(test_sgr_pen_saved),
         cmocka_unit_test(test_resize),
         cmocka_unit_test(test_resize_cursor_off_screen),
         cmocka_unit_test(test_title),
