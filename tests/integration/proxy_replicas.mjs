@@ -14,13 +14,11 @@
 //   serve the credential while no replica holds the sandbox's lease with
 //   its runner linked (503, or it serves it as the new owner once it has
 //   taken the sandbox over and its runner confirmed the terminal).
-import fs from 'node:fs';
-import path from 'node:path';
 import http from 'node:http';
-import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, waitFor, startRunner, onCleanup, reportedPort, BIN } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { run, check, tmpdir, waitFor, startRunner, onCleanup, reportedPort } from '../interop/harness.mjs';
+import { startAirlockd, api, attach } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
+import { replicaDirs } from '../interop/replicas.mjs';
 import { newKey, startFakeAnthropic, upstreamConfig } from '../interop/upstream.mjs';
 
 const MESSAGES = JSON.stringify({ model: 'fake', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'hi' }] });
@@ -48,14 +46,7 @@ await run('proxy_replicas', async () => {
   const key = newKey();
   const fake = await startFakeAnthropic({ key });
   const conf = upstreamConfig('proxyrep-conf', { fakePort: fake.port, key });
-  const dirs = [0, 1].map((i) => path.join(base, `data${i}`));
-  const rdir = path.join(base, 'runner');
-  fs.mkdirSync(rdir);
-  for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
-  const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
-  for (const d of [...dirs, rdir]) fs.writeFileSync(path.join(d, 'jwks.json'), JSON.stringify(jwks));
-  const admin = addUser(dirs[0], 'ada', 'admin', pg);
-  const op = addUser(dirs[0], 'otto', 'operator', pg);
+  const { dirs, rdir, admin, op } = replicaDirs(base, 2, pg);
   const rs = [];
   const pports = [];
   for (let i = 0; i < 2; i++) {

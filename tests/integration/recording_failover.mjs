@@ -19,10 +19,10 @@
 //   lost or repeated, and its exit event is there.
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, waitFor, startRunner, onCleanup, sleep, BIN } from '../interop/harness.mjs';
-import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
+import { run, check, tmpdir, waitFor, startRunner, onCleanup, sleep } from '../interop/harness.mjs';
+import { startAirlockd, api } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
+import { replicaDirs } from '../interop/replicas.mjs';
 import { pacedStream, sha, go, faultyClient } from '../interop/faults.mjs';
 import { startFront } from '../interop/front.mjs';
 
@@ -47,15 +47,8 @@ function castOutput(text) {
 await run('recording_failover', async () => {
   const pg = startPostgres();
   const base = tmpdir('recfail');
-  const dirs = [0, 1].map((i) => path.join(base, `data${i}`));
+  const { dirs, rdir, admin, op } = replicaDirs(base, 2, pg);
   const recs = path.join(base, 'shared-recordings');
-  const rdir = path.join(base, 'runner');
-  fs.mkdirSync(rdir);
-  for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
-  const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
-  for (const d of [...dirs, rdir]) fs.writeFileSync(path.join(d, 'jwks.json'), JSON.stringify(jwks));
-  const admin = addUser(dirs[0], 'ada', 'admin', pg);
-  const op = addUser(dirs[0], 'otto', 'operator', pg);
   const rs = [];
   for (let i = 0; i < 2; i++) rs.push(await startAirlockd({ dir: dirs[i], db: pg, args: ['--recordings', recs] }));
   const idOf = [];
