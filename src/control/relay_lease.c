@@ -221,7 +221,14 @@ int relay_lease_start(struct relay *r, const char *replica_id, int64_t beat_ms, 
     r->lease_ms = beat_ms * RL_LEASE_BEATS;
     r->stale_ms = stale_ms;
     int rc = relay_peers_publish(r); /* before any token of ours leaves */
-    return rc == AL_OK ? relay_lease_beat(r) : rc;
+    if (rc == AL_OK)
+        rc = relay_lease_beat(r);
+    /* what the first beat took is adopted now, before the loop serves a
+     * request: a client that reconnects at once after a restart finds its
+     * terminal (at the next tick it got "no such live terminal") */
+    for (struct rl_sbx *sb = r->sbxs; rc == AL_OK && sb; sb = sb->next)
+        relay_lease_tick(sb);
+    return rc;
 }
 
 int relay_lease_take(struct relay *r, struct rl_sbx *sb)
