@@ -356,8 +356,13 @@ await run('api_doc', async () => {
     want(code.rows.some((c) => docMethod[c.method] === r.method && c.path === r.path),
       `api.md's route ${r.method} ${r.path} is in the code's route table`);
   }
+  // a printf format ("/v1/terminals/%s/attach%s", a replica's hop): each
+  // inner %s one {parameter} of the table's path, a last %s its query
+  const esc = (x) => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const formatRe = (lit) => new RegExp(`^${lit.replace(/%s$/, '').split('%s').map(esc).join('\\{[a-z_]+\\}')}$`);
   for (const lit of code.others) {
-    const ok = table.some((r) => (lit.endsWith('/') ? r.path.startsWith(lit) : r.path === lit || r.path.endsWith(`}${lit}`)));
+    const ok = table.some((r) => (lit.includes('%s') ? formatRe(lit).test(r.path)
+      : lit.endsWith('/') ? r.path.startsWith(lit) : r.path === lit || r.path.endsWith(`}${lit}`)));
     want(ok, `the code's path "${lit}" is in api.md's route table`);
   }
 
