@@ -118,6 +118,7 @@ struct conn {
     struct wsg ws;                      /* the message being reassembled, the close */
     int watched; /* 0, or API_WATCH_SESSION (in api->watch), API_WATCH_KEY (api->keywatch) */
     struct lws *wake_wsi; /* in api->wake_list: its writable callback is due */
+    int broken;           /* a frame written at a wake failed: the WRITEABLE drops it */
     struct conn *wake_prev, *wake_next;
     /* a dial (api_wsc.c): the link wsc.c frames on an lws RAW socket, and
      * for wss:// the TLS under it (wsctls.c) */
@@ -310,6 +311,8 @@ void api_hop_check(struct api *a);
 void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);
 int api_wsc_receive(struct conn *c, const void *in, size_t len);
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c);
+/* What a dial's link sends (wsg_pull_fn): the relay's frames for its runner. */
+long api_wsc_pull(void *conn, struct lws *wsi, uint8_t *buf, size_t cap);
 /* Close the link with code and why (a newer link replaced it). */
 void api_wsc_close(struct conn *c, int code, const char *why);
 /* RAW_CLOSE: a dial that never came up is reported failed; the conn freed. */

@@ -26,10 +26,14 @@
 #include "endpoint.h"
 #include "relay.h"
 #include "wsc.h"
+#include "wscraw.h"
 #include "wsctls.h"
 #include "wsg.h"
 
-/* The writable callbacks due, asked for once per loop turn. */
+static int write_now(struct api *a, struct lws *wsi, struct conn *c);
+
+/* The writes due, once per loop turn: there and then where the socket
+ * takes them (write_now), else a writable callback. */
 static void on_wake_idle(uv_idle_t *h)
 {
     struct api *a = h->data;
@@ -42,7 +46,8 @@ static void on_wake_idle(uv_idle_t *h)
         struct lws *wsi = c->wake_wsi;
         c->wake_wsi = NULL;
         c->wake_next = c->wake_prev = NULL;
-        lws_callback_on_writable(wsi);
+        if (!write_now(a, wsi, c))
+            lws_callback_on_writable(wsi);
     }
 }
 
@@ -68,7 +73,11 @@ static void wake_unlink(struct api *a, struct conn *c)
  * an ACK), and each request makes libwebsockets restart the socket's
  * uv_poll, on which libuv drops that socket's event already pending in the
  * same batch (the runner's link then waited for the next event; the
- * runner does the same, runner.c's want_write).
+ * runner does the same, runner.c's want_write). There, when the socket is
+ * not choked, the frames are written at once (write_now): a writable
+ * request costs a loop wake-up and four epoll_ctl (lws arms and disarms
+ * POLLOUT with uv_poll_start, which libuv does as a DEL and an ADD), per
+ * message of a proxy answer or an ACK.
  */
 void api_ws_wake(void *conn)
 {
@@ -191,11 +200,56 @@ static long pull_output(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
                    : 0;
 }
 
+/* Whether the connection's side asks for the close (its code and reason). */
+static int conn_closing(struct conn *c, struct lws *wsi, int *code, const char **reason)
+{
+    return c->kind == CONN_HOP_IN ? api_hop_in_closing(c, code, reason)
+           : c->cl                ? relay_client_closing(c->cl, code, reason)
+           : c->sb                ? relay_runner_closing(c->sb, wsi, code, reason)
+                                  : 1;
+}
+
+/* The relay's frames for the connection, written from the wake's idle
+ * handle, outside lws' service: a WebSocket of lws' (wsg_drain) or a
+ * dial's link (wscraw_drain) whose socket is not choked (lws 4.1 keeps
+ * what the socket does not take and asks for the WRITEABLE itself; a
+ * write while output is pending would be refused, hence the check). TLS
+ * sockets of lws' and relayed clients' dials wait for their WRITEABLE. 1:
+ * done; 0: the WRITEABLE must do it (a close is due, or it could not be
+ * tried; a failure marks the connection broken, for the WRITEABLE to
+ * drop). */
+static int write_now(struct api *a, struct lws *wsi, struct conn *c)
+{
+    if (c->broken || c->ws.close_code || c->kind == CONN_HOP_OUT)
+        return 0;
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx;
+    if (c->wsc) {
+        if (!c->sb || !wscraw_ready(c->wsc, c->tls, wsi))
+            return 0;
+        tx = wscraw_drain(c->wsc, c->tls, wsi, api_wsc_pull, c, &wrote, &err);
+    } else {
+        if (lws_is_ssl(wsi) || lws_send_pipe_choked(wsi))
+            return 0;
+        tx = wsg_drain(wsi, pull_output, c, &wrote, &err);
+    }
+    if (tx == WSG_TX_PULL)
+        api_log(a, 0, "cannot encode a frame: %s", al_strerror((int)err));
+    if (tx < 0) {
+        c->broken = 1;
+        return 0;
+    }
+    int code = 0;
+    const char *reason = NULL;
+    return tx == WSG_TX_CHOKED || !conn_closing(c, wsi, &code, &reason);
+}
+
 /* LWS_CALLBACK_*_WRITEABLE: the close if one is due, else the relay's
  * frames, then the close its endpoint asks for. */
 int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
-    if (!c)
+    if (!c || c->broken)
         return -1;
     if (c->ws.close_code)
         return wsg_close_now(&c->ws, wsi);
@@ -210,11 +264,7 @@ int api_ws_writeable(struct api *a, struct lws *wsi, struct conn *c)
         return tx == WSG_TX_CHOKED ? 0 : -1;
     int code = 0;
     const char *reason = NULL;
-    int closing = c->kind == CONN_HOP_IN ? api_hop_in_closing(c, &code, &reason)
-                  : c->cl                ? relay_client_closing(c->cl, &code, &reason)
-                  : c->sb                ? relay_runner_closing(c->sb, wsi, &code, &reason)
-                                         : 1;
-    if (closing) {
+    if (conn_closing(c, wsi, &code, &reason)) {
         if (wrote) {
             lws_callback_on_writable(wsi);
             return 0;

@@ -110,11 +110,17 @@ static int closing(struct conn *c)
     return 0;
 }
 
+long api_wsc_pull(void *conn, struct lws *wsi, uint8_t *buf, size_t cap)
+{
+    struct conn *c = conn;
+    return c->sb ? relay_runner_output(c->sb, wsi, buf, cap) : 0;
+}
+
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c)
 {
     if (c && c->kind == CONN_HOP_OUT)
         return api_hop_out_writeable(a, wsi, c);
-    if (!c || !c->wsc)
+    if (!c || !c->wsc || c->broken)
         return -1;
     if (wsc_close_sent(c->wsc)) /* the close (and TLS's close_notify) out: drop */
         return flush(c) == 0 ? 0 : -1;
@@ -123,26 +129,14 @@ int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c)
         return rc < 0 ? -1 : 0;
     if (wsc_close_sent(c->wsc))
         return closing(c);
-    static uint8_t msg[AL_MAX_FRAME];
     int wrote = 0;
-    for (int i = 0; c->sb && i < WSG_WRITES_PER_CALLBACK; i++) {
-        long n = relay_runner_output(c->sb, wsi, msg, sizeof msg);
-        if (n < 0) {
-            api_log(a, 0, "cannot encode a frame: %s", al_strerror((int)n));
-            return -1;
-        }
-        if (n == 0)
-            break;
-        if (wsc_send(c->wsc, msg, (size_t)n) != AL_OK)
-            return -1;
-        wrote = 1;
-        rc = flush(c);
-        if (rc <= 0)
-            return rc;
-        if (i == WSG_WRITES_PER_CALLBACK - 1) {
-            lws_callback_on_writable(wsi);
-            return 0;
-        }
+    if (c->sb) {
+        long err = 0;
+        enum wsg_tx tx = wscraw_drain(c->wsc, c->tls, wsi, api_wsc_pull, c, &wrote, &err);
+        if (tx == WSG_TX_PULL)
+            api_log(a, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        if (tx != WSG_TX_IDLE)
+            return tx == WSG_TX_CHOKED ? 0 : -1;
     }
     int code = 0;
     const char *reason = NULL;

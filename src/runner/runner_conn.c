@@ -52,8 +52,11 @@ static long pull_output(void *runner, struct lws *wsi, uint8_t *buf, size_t cap)
  * ADD, and the same again to disarm it). lws 4.1 allows lws_write outside
  * the callback: what the socket does not take it keeps (buflist_out) and
  * asks for the WRITEABLE itself, and wsg_write asks for one when the
- * socket is choked. A close to send, a replaced or aged link, a probe and
- * the dial's wslay link go the usual way, through the WRITEABLE. */
+ * socket is choked. The dial's wslay link does the same (raw_drain). A
+ * close to send, a replaced or aged link and a probe go the usual way,
+ * through the WRITEABLE. */
+static int raw_drain(struct runner_app *a, struct runner_conn *c);
+
 static void want_write(void *link)
 {
     struct lws *wsi = link;
@@ -73,6 +76,13 @@ static void want_write(void *link)
             runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)err));
         if (tx != WSG_TX_IDLE)
             c->broken = 1; /* the WRITEABLE drops the connection */
+    }
+    if (a && c && a->current == wsi && c->wsc && !c->probe && !c->broken) {
+        int rc = raw_drain(a, c);
+        if (rc == 0)
+            return;
+        if (rc < 0)
+            c->broken = 1;
     }
     lws_callback_on_writable(wsi);
 }
@@ -257,9 +267,26 @@ static int raw_flush(struct runner_conn *c)
     return wscraw_flush(c->wsc, c->tls, c->wsi);
 }
 
+/* wscraw_drain outside lws' service (want_write): 0 done (all out, or the
+ * socket is choked and the flush asked for the WRITEABLE); 1 the WRITEABLE
+ * must go on (a close to send, the link not ready); -1 broken. */
+static int raw_drain(struct runner_app *a, struct runner_conn *c)
+{
+    if (c->replaced || c->max_aged || !wscraw_ready(c->wsc, c->tls, c->wsi))
+        return 1;
+    int wrote;
+    long err = 0;
+    enum wsg_tx tx = wscraw_drain(c->wsc, c->tls, c->wsi, pull_output, a->runner, &wrote, &err);
+    if (tx == WSG_TX_PULL)
+        runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)err));
+    if (tx < 0)
+        return -1;
+    return tx == WSG_TX_IDLE && runner_closing(a->runner, NULL, NULL) ? 1 : 0;
+}
+
 static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_conn *c)
 {
-    if (!c->wsc)
+    if (!c->wsc || c->broken) /* broken: see want_write */
         return -1;
     if (wsc_close_sent(c->wsc)) /* the close (and TLS's close_notify) out: drop */
         return raw_flush(c) == 0 ? 0 : -1;
@@ -275,28 +302,14 @@ static int raw_writeable(struct runner_app *a, struct lws *wsi, struct runner_co
         (void)wsc_close(c->wsc, AL_CLOSE_REPLACED, "replaced by a newer connection");
     if (c->max_aged)
         (void)wsc_close(c->wsc, AL_CLOSE_NORMAL, "max age");
-    int wrote = 0;
     if (a->current == wsi && !c->replaced && !c->max_aged) {
-        static uint8_t msg[AL_MAX_FRAME];
-        for (int i = 0; i < WSG_WRITES_PER_CALLBACK; i++) {
-            long n = runner_output(a->runner, msg, sizeof msg);
-            if (n < 0) {
-                runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)n));
-                return -1;
-            }
-            if (n == 0)
-                break;
-            if (wsc_send(c->wsc, msg, (size_t)n) != AL_OK)
-                return -1;
-            wrote = 1;
-            rc = raw_flush(c);
-            if (rc <= 0)
-                return rc;
-            if (i == WSG_WRITES_PER_CALLBACK - 1) {
-                lws_callback_on_writable(wsi);
-                return 0;
-            }
-        }
+        int wrote;
+        long err = 0;
+        enum wsg_tx tx = wscraw_drain(c->wsc, c->tls, wsi, pull_output, a->runner, &wrote, &err);
+        if (tx == WSG_TX_PULL)
+            runner_log(a->runner, 0, "cannot encode a frame: %s", al_strerror((int)err));
+        if (tx != WSG_TX_IDLE)
+            return tx == WSG_TX_CHOKED ? 0 : -1;
         int code;
         const char *reason;
         if (runner_closing(a->runner, &code, &reason)) {

@@ -66,6 +66,39 @@ int wscraw_flush(struct wsc *c, struct wsctls *t, struct lws *wsi)
     return 1;
 }
 
+enum wsg_tx wscraw_drain(struct wsc *c, struct wsctls *t, struct lws *wsi, wsg_pull_fn pull,
+                         void *ud, int *wrote, long *err)
+{
+    static uint8_t msg[AL_MAX_FRAME];
+    *wrote = 0;
+    for (int i = 0; i < WSG_WRITES_PER_CALLBACK; i++) {
+        long n = pull(ud, wsi, msg, sizeof msg);
+        if (n < 0) {
+            *err = n;
+            return WSG_TX_PULL;
+        }
+        if (n == 0)
+            break;
+        if (wsc_send(c, msg, (size_t)n) != AL_OK)
+            return WSG_TX_FAILED;
+        *wrote = 1;
+        int rc = wscraw_flush(c, t, wsi);
+        if (rc < 0)
+            return WSG_TX_FAILED;
+        if (rc == 0)
+            return WSG_TX_CHOKED;
+        if (i == WSG_WRITES_PER_CALLBACK - 1)
+            lws_callback_on_writable(wsi);
+    }
+    return WSG_TX_IDLE;
+}
+
+int wscraw_ready(struct wsc *c, const struct wsctls *t, struct lws *wsi)
+{
+    return c && wsc_is_open(c) && !wsc_close_sent(c) && (!t || wsctls_established(t)) &&
+           !lws_send_pipe_choked(wsi);
+}
+
 void wscraw_dial_why(const struct wsctls *t, int timed_out, int deadline_s, char *why, size_t cap)
 {
     if (t && wsctls_why(t)[0])

@@ -20,6 +20,7 @@
 #include "al_limits.h"
 #include "wsc.h"
 #include "wsctls.h"
+#include "wsg.h"
 
 #define WSCRAW_OUT_MAX (AL_MAX_FRAME + 64) /* one write: a whole frame and its header */
 
@@ -34,6 +35,17 @@ int wscraw_receive(struct wsc *c, struct wsctls *t, struct lws *wsi, const void 
  * TLS's close_notify follows it. 1: all out; 0: choked (a WRITEABLE is
  * asked for); -1: the write failed (drop the connection). */
 int wscraw_flush(struct wsc *c, struct wsctls *t, struct lws *wsi);
+/* Frames pull gives, into the link and out (wscraw_flush after each), as
+ * wsg_drain does on a WebSocket of lws': the same results (a close is not
+ * pulled). Also outside a WRITEABLE (the loop's idle handle) when the link
+ * is open, its TLS established and the socket not choked (wscraw_ready):
+ * writing there and then spares a WRITEABLE per message, which costs a
+ * loop wake-up and four epoll_ctl. */
+enum wsg_tx wscraw_drain(struct wsc *c, struct wsctls *t, struct lws *wsi, wsg_pull_fn pull,
+                         void *ud, int *wrote, long *err);
+/* Whether wscraw_drain may run outside a WRITEABLE: the link is open and
+ * sent no close, TLS (if any) is established and the socket not choked. */
+int wscraw_ready(struct wsc *c, const struct wsctls *t, struct lws *wsi);
 /* Why a dial that never came up failed, into why (at most cap): TLS's
  * reason if its handshake did not finish (timed_out: the deadline
  * passed), else the upgrade's (deadline_s its deadline). */
