@@ -8,6 +8,15 @@
  * collected after each action (reap). A second timer ticks while some call
  * still waits for its response head, for the response timeout.
  *
+ * libcurl takes a socket out of the watch list each time a transfer is
+ * paused (CURL_POLL_REMOVE) and puts it back when it resumes, which a
+ * proxied answer does once per credit grant: a removed socket's poll
+ * handle is stopped and kept (at most IDLE_SOCKS of them), and taken again
+ * when the same descriptor comes back, rather than closed and made anew
+ * (uv_poll_init_socket costs two epoll_ctl and a handle per grant). A kept
+ * handle is stopped, so libuv watches nothing for its descriptor, which
+ * may meanwhile be closed and reused: it is matched by number only.
+ *
  * libcurl forbids removing an easy handle from inside one of its own
  * callbacks; a call cancelled there is only marked, its callbacks refuse
  * to run, and it is removed once the action returns.
@@ -24,12 +33,14 @@ enum {
     HEAD_TICK_MS = 250,     /* how often waiting heads are checked */
     UP_BUFFER = 64 * 1024,  /* libcurl's receive buffer */
     MAX_HEADER_LINES = 128, /* request header lines handed to libcurl */
+    IDLE_SOCKS = 16,        /* stopped poll handles kept for reuse */
 };
 
 struct sock {
     uv_poll_t poll;
     curl_socket_t fd;
     struct proxyup *u;
+    struct sock *next_idle; /* in proxyup.idle while stopped */
 };
 
 struct proxyup_call {
@@ -58,6 +69,8 @@ struct proxyup {
     int in_action; /* inside curl_multi_socket_action */
     int closing;
     int open_handles; /* uv handles not yet closed */
+    struct sock *idle; /* stopped poll handles, newest first */
+    unsigned n_idle;
 };
 
 static void call_remove(struct proxyup_call *c)
@@ -185,10 +198,25 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socke
     if (what == CURL_POLL_REMOVE) {
         if (s) {
             uv_poll_stop(&s->poll);
-            uv_close((uv_handle_t *)&s->poll, handle_closed);
             curl_multi_assign(u->multi, fd, NULL);
+            if (u->n_idle < IDLE_SOCKS && !u->closing) {
+                s->next_idle = u->idle;
+                u->idle = s;
+                u->n_idle++;
+            } else {
+                uv_close((uv_handle_t *)&s->poll, handle_closed);
+            }
         }
         return 0;
+    }
+    for (struct sock **pp = &u->idle; !s && *pp; pp = &(*pp)->next_idle) {
+        if ((*pp)->fd == fd) {
+            s = *pp;
+            *pp = s->next_idle;
+            s->next_idle = NULL;
+            u->n_idle--;
+            curl_multi_assign(u->multi, fd, s);
+        }
     }
     if (!s) {
         s = calloc(1, sizeof *s);
@@ -296,6 +324,12 @@ void proxyup_free(struct proxyup *u)
     /* removing the handles closed their sockets (sock_cb REMOVE) */
     curl_multi_cleanup(u->multi);
     u->closing = 1;
+    while (u->idle) {
+        struct sock *s = u->idle;
+        u->idle = s->next_idle;
+        uv_close((uv_handle_t *)&s->poll, handle_closed);
+    }
+    u->n_idle = 0;
     uv_close((uv_handle_t *)&u->timer, timer_closed);
     uv_close((uv_handle_t *)&u->head_tick, timer_closed);
 }

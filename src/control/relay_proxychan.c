@@ -48,6 +48,7 @@ struct rl_pxch {
     uint8_t *out;             /* answer bytes the channel's ring has not taken */
     size_t out_len, out_cap;
     int out_full;     /* the proxyconn was told the transport is full */
+    size_t resume_at; /* the ring's room at which the upstream resumes: half its size */
     int answer_done;  /* ops.close: EOF once `out` is empty */
     int eof_sent;     /* EOF on stdin queued */
     uint64_t idle_us; /* since when no request is in flight */
@@ -202,6 +203,7 @@ static void relay_proxychan_open(struct rl_sbx *sb, uint32_t ch)
     }
     p->sb = sb;
     p->ch = ch;
+    p->resume_at = ep_writable(sb->ep, ch, FR_STDIN) / 2; /* the ring is empty now */
     p->idle_us = relay_now_us();
     p->scope.p = r->cfg.proxy;
     (void)snprintf(p->scope.sandbox, sizeof p->scope.sandbox, "%s", sb->id);
@@ -251,7 +253,11 @@ void relay_proxychan_event(struct rl_sbx *sb, const struct ep_event *ev)
         if (ev->stream != FR_STDIN)
             return;
         flush_out(p);
-        if (!p->out_len && p->out_full && !p->answer_done) {
+        /* the upstream is resumed once half the ring is free, not at each
+         * ACK (a quarter window): each resume costs libcurl a pause and a
+         * resume of its socket */
+        if (!p->out_len && p->out_full && !p->answer_done &&
+            ep_writable(sb->ep, p->ch, FR_STDIN) >= p->resume_at) {
             p->out_full = 0;
             proxyconn_writable(p->pc);
         }
