@@ -216,6 +216,7 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp, void *socke
             s->next_idle = NULL;
             u->n_idle--;
             curl_multi_assign(u->multi, fd, s);
+            break;
         }
     }
     if (!s) {
