@@ -66,31 +66,25 @@ int wscraw_flush(struct wsc *c, struct wsctls *t, struct lws *wsi)
     return 1;
 }
 
+/* A wslay link's message write, for wsg_drain_to. */
+struct raw_link {
+    struct wsc *c;
+    struct wsctls *t;
+};
+
+static int raw_message(void *wud, struct lws *wsi, uint8_t *msg, size_t len)
+{
+    const struct raw_link *l = wud;
+    if (wsc_send(l->c, msg, len) != AL_OK)
+        return -1;
+    return wscraw_flush(l->c, l->t, wsi);
+}
+
 enum wsg_tx wscraw_drain(struct wsc *c, struct wsctls *t, struct lws *wsi, wsg_pull_fn pull,
                          void *ud, int *wrote, long *err)
 {
-    static uint8_t msg[AL_MAX_FRAME];
-    *wrote = 0;
-    for (int i = 0; i < WSG_WRITES_PER_CALLBACK; i++) {
-        long n = pull(ud, wsi, msg, sizeof msg);
-        if (n < 0) {
-            *err = n;
-            return WSG_TX_PULL;
-        }
-        if (n == 0)
-            break;
-        if (wsc_send(c, msg, (size_t)n) != AL_OK)
-            return WSG_TX_FAILED;
-        *wrote = 1;
-        int rc = wscraw_flush(c, t, wsi);
-        if (rc < 0)
-            return WSG_TX_FAILED;
-        if (rc == 0)
-            return WSG_TX_CHOKED;
-        if (i == WSG_WRITES_PER_CALLBACK - 1)
-            lws_callback_on_writable(wsi);
-    }
-    return WSG_TX_IDLE;
+    struct raw_link l = {c, t};
+    return wsg_drain_to(wsi, pull, ud, raw_message, &l, wrote, err);
 }
 
 int wscraw_ready(struct wsc *c, const struct wsctls *t, struct lws *wsi)

@@ -89,7 +89,19 @@ int wsg_write(struct lws *wsi, uint8_t *msg, size_t len)
     return 1;
 }
 
+static int lws_message(void *wud, struct lws *wsi, uint8_t *msg, size_t len)
+{
+    (void)wud;
+    return wsg_write(wsi, msg, len);
+}
+
 enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, long *err)
+{
+    return wsg_drain_to(wsi, pull, ud, lws_message, NULL, wrote, err);
+}
+
+enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write,
+                         void *wud, int *wrote, long *err)
 {
     static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
     *wrote = 0;
@@ -101,7 +113,7 @@ enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, l
         }
         if (n == 0)
             break;
-        int rc = wsg_write(wsi, buf + LWS_PRE, (size_t)n);
+        int rc = write(wud, wsi, buf + LWS_PRE, (size_t)n);
         if (rc < 0)
             return WSG_TX_FAILED;
         *wrote = 1;

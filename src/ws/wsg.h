@@ -90,6 +90,14 @@ enum wsg_tx {
 /* At a WRITEABLE: write what pull gives (see above). *wrote: whether a
  * message went (a close frame then waits for a WRITEABLE of its own). */
 enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, long *err);
+/* How wsg_drain_to writes one message (LWS_PRE bytes of room before it):
+ * 1 the socket may take more, 0 it is choked (a WRITEABLE is asked for),
+ * -1 the write failed. */
+typedef int (*wsg_write_fn)(void *wud, struct lws *wsi, uint8_t *msg, size_t len);
+/* wsg_drain with another way of writing a message (a wslay link's:
+ * wscraw_drain). */
+enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write,
+                         void *wud, int *wrote, long *err);
 /* A query argument's value (lws 4.1 hands back "name=value"): a pointer
  * into buf, or NULL when the request has none. */
 const char *wsg_urlarg(struct lws *wsi, const char *name, char *buf, int cap);
