@@ -8,7 +8,7 @@ import crypto from 'node:crypto';
 import { spawn, execFileSync } from 'node:child_process';
 import xtermHeadless from '@xterm/headless';
 import { Controller } from './airlock.mjs';
-import { BIN, rawHttp, sleep, onCleanup, addLog, reportedPort, waitFor, scaled } from './harness.mjs';
+import { BIN, rawHttp, sleep, onCleanup, addLog, reportedPort, waitFor, scaled, failNow } from './harness.mjs';
 
 const { Terminal } = xtermHeadless;
 let started = 0; // numbers the logs of airlockds started on port 0
@@ -57,6 +57,9 @@ export async function removeCgroups(dir) {
   }
 }
 
+// What a sanitizer prints when it stops a program (ASan, LSan, UBSan).
+const SANITIZER_RE = /ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: /;
+
 // The log line airlockd prints once it listens (api.c), with the port.
 export const SERVING_RE = /serving https? on [^ ]+:(\d+) \(/;
 
@@ -83,8 +86,20 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
   const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);
-  const d = { p, port, log, dead: false };
-  d.exited = new Promise((res) => p.on('exit', (code, sig) => { d.dead = true; res({ code, sig }); }));
+  const d = { p, port, log, dead: false, asked: false };
+  // a signal the test sends is asked for; a crash or a sanitizer's report
+  // (UBSan exits with 1 after its report) fails the test at once
+  const kill = p.kill.bind(p);
+  p.kill = (sig) => { d.asked = true; return kill(sig); };
+  d.exited = new Promise((res) => p.on('exit', (code, sig) => {
+    d.dead = true;
+    res({ code, sig });
+    if (d.asked) return;
+    let text = '';
+    try { text = fs.readFileSync(log, 'latin1').slice(from); } catch { /* gone */ }
+    if (SANITIZER_RE.test(text) || (sig && sig !== 'SIGTERM' && sig !== 'SIGKILL'))
+      failNow(new Error(`airlockd (pid ${p.pid}) died unasked (code ${code}, signal ${sig})${SANITIZER_RE.test(text) ? ' with a sanitizer report' : ''}; log ${log}`));
+  }));
   d.stop = async () => { if (!d.dead) { p.kill('SIGTERM'); return d.exited; } return d.exited; };
   onCleanup(async () => {
     if (!d.dead) { p.kill('SIGKILL'); await d.exited; }

@@ -219,21 +219,41 @@ export function rssKb(pid) {
   return Number(/VmRSS:\s+(\d+)/.exec(s)[1]);
 }
 
+// failNow(err): the test fails at once, whatever its body awaits (a program
+// under test died: waiting on it would only reach the time limit).
+let failNowFn = null;
+export function failNow(err) { if (failNowFn) failNowFn(err); }
+
+// Clean-ups at the end of a test, each bounded: one that hangs is reported
+// and the next runs.
+const CLEANUP_MS = 15000;
+async function cleanUp() {
+  for (const c of cleanups.reverse()) {
+    let timer;
+    const limit = new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`a clean-up took over ${CLEANUP_MS} ms`)), CLEANUP_MS); });
+    try { await Promise.race([c(), limit]); } catch (e) { failed = true; console.error(`clean-up: ${e.message || e}`); }
+    clearTimeout(timer);
+  }
+  cleanups.length = 0;
+}
+
 // Run a test body with clean-up and a hard time limit; exit code says it all.
+// At the time limit the body is abandoned and the clean-ups still run (else
+// the sandboxes' runners it started would outlive it).
 export async function run(name, body, limitMs = 240000) {
   limitMs = scaled(limitMs);
-  const t = setTimeout(() => { console.error(`${name}: time limit of ${limitMs} ms reached`); process.exit(1); }, limitMs);
+  let timer;
+  const limit = new Promise((_, rej) => { timer = setTimeout(() => rej(new Error(`time limit of ${limitMs} ms reached`)), limitMs); });
+  const now = new Promise((_, rej) => { failNowFn = rej; });
   try {
-    await body();
+    await Promise.race([body(), limit, now]);
     console.log(`${name}: passed`);
   } catch (e) {
     failed = true;
     console.error(`${name}: FAILED: ${e.stack || e}`);
   } finally {
-    for (const c of cleanups.reverse()) {
-      try { await c(); } catch (e) { failed = true; console.error(`clean-up: ${e.message || e}`); }
-    }
-    clearTimeout(t);
+    clearTimeout(timer);
+    await cleanUp();
   }
   if (failed) {
     for (const l of logs) {
