@@ -62,7 +62,10 @@ await run('airlockd_slow', async () => {
   }
   const rate1 = (total - t0) / (PAUSE_MS / 1000);
   check(rate0 > 2e5, `the flood runs at ${(rate0 / 1e6).toFixed(1)} MB/s to the writer alone`);
-  check(rate1 >= 0.8 * rate0,
+  // a viewer that held the writer back would stop it once the runner's
+  // window filled (near 0 %); the margin is for the parallel tests' load,
+  // which slows the paced flood itself (73 % seen in a -j2 run, 103 % alone)
+  check(rate1 >= 0.6 * rate0,
     `with a viewer stalled ${PAUSE_MS / 1000} s the writer still gets ${(rate1 / 1e6).toFixed(1)} MB/s (${(100 * rate1 / rate0).toFixed(0)} % of alone)`);
   check(rssMax - rss0 < 64 * 1024, `airlockd's RSS stayed bounded (+${((rssMax - rss0) / 1024).toFixed(1)} MiB while ${((rate1 * PAUSE_MS / 1000) / 1e6).toFixed(0)} MB went by)`);
 
