@@ -12,6 +12,7 @@ import path from 'node:path';
 import { run, check, tmpdir, keygen, mint, startRunner, rawHttp, sleep } from '../interop/harness.mjs';
 import { Controller, enc, STDERR } from '../interop/airlock.mjs';
 import { addUser, startAirlockd, api, attach } from '../interop/airlockd.mjs';
+import { WebSocketServer } from 'ws';
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 function upgrade(target, headers = {}) {
@@ -139,4 +140,18 @@ await run('proto_edges', async () => {
   h = await rawHttp(d.port, upgrade(`/v1/terminals/${term}/attach`, { Authorization: `Bearer ${op}`, 'Sec-WebSocket-Protocol': 'airlock.v1' }));
   check(h.status === 101, 'airlockd: offer "airlock.v1": 101');
   check(/subprotocol_refused/.test(fs.readFileSync(d.log, 'utf8')), 'airlockd: the refusal is logged');
+
+  // the test client itself: a peer that takes the upgrade and closes before
+  // its HELLO makes connect fail at once (it used to wait forever)
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: () => 'airlock.v1' });
+  await new Promise((res) => wss.on('listening', res));
+  wss.on('connection', (ws) => ws.close(1011, 'going away before HELLO'));
+  const t0 = Date.now();
+  const err = await Promise.race([
+    new Controller().connect(`ws://127.0.0.1:${wss.address().port}/`).then(() => null, (e) => e),
+    sleep(5000).then(() => new Error('still waiting after 5 s')),
+  ]);
+  await new Promise((res) => wss.close(res));
+  check(err && /closed before HELLO \(1011 going away before HELLO\)/.test(err.message),
+    `the test client: a close before HELLO rejects its connect in ${Date.now() - t0} ms (${err && err.message})`);
 });

@@ -300,6 +300,10 @@ export class Controller {
       });
       ws.on('error', (e) => reject(e));
       ws.on('open', () => { ws.send(enc.hello()); });
+      // a close before the peer's HELLO fails the connect at once (after
+      // it, rejecting is a no-op): else the caller waits forever
+      ws.on('close', (code, reason) => reject(Object.assign(
+        new Error(`the connection closed before HELLO (${code} ${reason.toString()})`), { code })));
       this.wire(ws, () => resolve(this));
     });
   }
