@@ -37,7 +37,8 @@
  *   memory            airlockd's VmRSS: linked and idle, before and after
  *                     each relayed stream, after every terminal is deleted
  *   echo              ECHO_N one-byte round trips (after ECHO_WARM) to
- *                     `stty raw -echo; cat`, through airlockd, on the direct
+ *                     `stty raw -echo; cat`, through airlockd, across
+ *                     replicas (attached at the second), on the direct
  *                     runner and on the bare PTY
  *
  * Tables give min/median/max over rounds and ratios. Usage: bench_relay
@@ -755,7 +756,7 @@ static void type_byte(struct cli *c, uint8_t b)
 /* ---- the measures --------------------------------------------------------------------- */
 
 enum { P_RELAY1, P_RELAY2, P_DIRECT, P_BARE, P_LOOP, P_HOP, P_COUNT }; /* throughput paths */
-enum { E_RELAY, E_DIRECT, E_BARE, E_COUNT };                           /* echo paths */
+enum { E_RELAY, E_DIRECT, E_BARE, E_HOP, E_COUNT };                    /* echo paths */
 
 struct round_res {
     double mbps[P_COUNT];
@@ -998,6 +999,22 @@ static void lat_relay(struct bench *b, double out[4], double *idle)
     delete_terminal(id);
 }
 
+/* The echo with the writer attached at the second replica, relayed to the
+ * owner (E_HOP). */
+static void lat_hop(struct bench *b, double out[4])
+{
+    char id[ID_MAX];
+    create_terminal(ECHO_CMD, id, sizeof id);
+    struct cli *c = &b->w;
+    cli_attach_at(c, g.port2, "the writer", id, g.op);
+    wait_all(&c, 1, p_started, 15, "the echo terminal to start across replicas");
+    if (c->role != FR_WRITER)
+        bu_fail("across replicas: the operator is not the writer (role %d)", c->role);
+    echo_trips(c, out);
+    bu_ctl_end(&c->ctl);
+    delete_terminal(id);
+}
+
 static void lat_direct(struct bench *b, double out[4])
 {
     struct cli *c = &b->w;
@@ -1092,6 +1109,8 @@ static void run_round(struct bench *b, int r, struct round_res *x)
             lat_relay(b, x->lat[E_RELAY], &x->idle_cpu[1]);
         else if (e == E_DIRECT)
             lat_direct(b, x->lat[E_DIRECT]);
+        else if (e == E_HOP)
+            lat_hop(b, x->lat[E_HOP]);
         else
             lat_bare(x->lat[E_BARE]);
     }
@@ -1250,14 +1269,18 @@ static void report(const struct round_res *rr, int n, size_t len)
            "statistic.\n\n",
            ECHO_N, ECHO_WARM);
     printf("| path | p50 µs | p90 µs | p99 µs | max µs |\n|---|---|---|---|---|\n");
-    const char *names[5] = {"bare PTY: write + read on the master (limit)",
-                            "airlock-runner direct: DATA on stdin, back on stdout",
-                            "airlockd relay: writer → airlockd → runner and back",
-                            "relay − direct runner, same round", "relay − bare PTY, same round"};
-    for (int row = 0; row < 5; row++) {
+    const char *names[7] = {
+        "bare PTY: write + read on the master (limit)",
+        "airlock-runner direct: DATA on stdin, back on stdout",
+        "airlockd relay: writer → airlockd → runner and back",
+        "across replicas: writer → second airlockd → owner → runner and back",
+        "relay − direct runner, same round",
+        "relay − bare PTY, same round",
+        "across replicas − relay, same round"};
+    for (int row = 0; row < 7; row++) {
         printf("| %s |", names[row]);
         for (int k = 0; k < 4; k++) {
-            if (row >= 3 && k == 3) {
+            if (row >= 4 && k == 3) {
                 printf(" — |"); /* a difference of two maxima says little */
                 continue;
             }
@@ -1265,8 +1288,10 @@ static void report(const struct round_res *rr, int n, size_t len)
                 v1[i] = row == 0   ? rr[i].lat[E_BARE][k]
                         : row == 1 ? rr[i].lat[E_DIRECT][k]
                         : row == 2 ? rr[i].lat[E_RELAY][k]
-                        : row == 3 ? rr[i].lat[E_RELAY][k] - rr[i].lat[E_DIRECT][k]
-                                   : rr[i].lat[E_RELAY][k] - rr[i].lat[E_BARE][k];
+                        : row == 3 ? rr[i].lat[E_HOP][k]
+                        : row == 4 ? rr[i].lat[E_RELAY][k] - rr[i].lat[E_DIRECT][k]
+                        : row == 5 ? rr[i].lat[E_RELAY][k] - rr[i].lat[E_BARE][k]
+                                   : rr[i].lat[E_HOP][k] - rr[i].lat[E_RELAY][k];
             printf(" %s |", bu_fmt3(a, sizeof a, v1, n, 0));
         }
         printf("\n");
