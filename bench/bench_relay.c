@@ -1269,14 +1269,13 @@ static void report(const struct round_res *rr, int n, size_t len)
            "statistic.\n\n",
            ECHO_N, ECHO_WARM);
     printf("| path | p50 µs | p90 µs | p99 µs | max µs |\n|---|---|---|---|---|\n");
-    const char *names[7] = {
-        "bare PTY: write + read on the master (limit)",
-        "airlock-runner direct: DATA on stdin, back on stdout",
-        "airlockd relay: writer → airlockd → runner and back",
-        "across replicas: writer → second airlockd → owner → runner and back",
-        "relay − direct runner, same round",
-        "relay − bare PTY, same round",
-        "across replicas − relay, same round"};
+    const char *names[7] = {"bare PTY: write + read on the master (limit)",
+                            "airlock-runner direct: DATA on stdin, back on stdout",
+                            "airlockd relay: writer → airlockd → runner and back",
+                            "across replicas: writer → second airlockd → owner → runner and back",
+                            "relay − direct runner, same round",
+                            "relay − bare PTY, same round",
+                            "across replicas − relay, same round"};
     for (int row = 0; row < 7; row++) {
         printf("| %s |", names[row]);
         for (int k = 0; k < 4; k++) {

@@ -68,7 +68,7 @@ struct proxyup {
     unsigned n;
     int in_action; /* inside curl_multi_socket_action */
     int closing;
-    int open_handles; /* uv handles not yet closed */
+    int open_handles;  /* uv handles not yet closed */
     struct sock *idle; /* stopped poll handles, newest first */
     unsigned n_idle;
 };

@@ -100,8 +100,8 @@ enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, l
     return wsg_drain_to(wsi, pull, ud, lws_message, NULL, wrote, err);
 }
 
-enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write,
-                         void *wud, int *wrote, long *err)
+enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write, void *wud,
+                         int *wrote, long *err)
 {
     static uint8_t buf[LWS_PRE + AL_MAX_FRAME];
     *wrote = 0;

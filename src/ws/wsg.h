@@ -96,8 +96,8 @@ enum wsg_tx wsg_drain(struct lws *wsi, wsg_pull_fn pull, void *ud, int *wrote, l
 typedef int (*wsg_write_fn)(void *wud, struct lws *wsi, uint8_t *msg, size_t len);
 /* wsg_drain with another way of writing a message (a wslay link's:
  * wscraw_drain). */
-enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write,
-                         void *wud, int *wrote, long *err);
+enum wsg_tx wsg_drain_to(struct lws *wsi, wsg_pull_fn pull, void *ud, wsg_write_fn write, void *wud,
+                         int *wrote, long *err);
 /* A query argument's value (lws 4.1 hands back "name=value"): a pointer
  * into buf, or NULL when the request has none. */
 const char *wsg_urlarg(struct lws *wsi, const char *name, char *buf, int cap);
