@@ -17,6 +17,8 @@
  *   api_wsc.c       a dial's link: wslay framing on an lws RAW socket, TLS for wss://
  *   api_proxy.c     the credential proxy: started, stopped, its route
  *   api_replica.c   this replica: registered, its heartbeat, GET /v1/replicas
+ *   api_hop.c       an attach relayed to the terminal's owner replica
+ *   api_fwd.c       an action forwarded to the sandbox's owner replica
  *
  * api_local.h is what they share; nothing outside src/control/api*.c
  * includes it.
@@ -25,7 +27,8 @@
  * configuration, the database, the signer (the child process that alone
  * holds the signing key: this process never reads it), the relay, the loop
  * and a tick timer. An HTTP request keeps its body in its per-session struct
- * http_req until it is complete, then is answered at once. A WebSocket
+ * http_req until it is complete, then is answered at once (but one
+ * forwarded to another replica: at a later HTTP_WRITEABLE). A WebSocket
  * connection (client, accepted runner or dialed runner) owns a struct conn
  * attached to its wsi as lws "opaque user data": the message being
  * reassembled, what it is linked to in the relay, and its close state.
@@ -51,6 +54,7 @@
 #include "db.h"
 #include "fsutil.h"
 #include "lsbx.h"
+#include "proxyup.h"
 #include "relay.h"
 #include "signer.h"
 #include "wsctx.h"
@@ -113,11 +117,14 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
     case LWS_CALLBACK_HTTP_FILE_COMPLETION:
         wsl_deadline(a->wsl, wsi, 1);
         break;
+    case LWS_CALLBACK_HTTP_WRITEABLE: /* a forwarded action's answer (api_fwd.c) */
+        return q ? api_fwd_writeable(wsi, q) : 0;
     case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
     case LWS_CALLBACK_CLOSED_HTTP:
         if (q) {
             free(q->body);
             q->body = NULL;
+            api_fwd_cancel(q);
         }
         break;
     case LWS_CALLBACK_HTTP_CONFIRM_UPGRADE:
@@ -289,6 +296,8 @@ static void teardown(struct api *a)
     a->ctx = NULL;
     SSL_CTX_free(a->dial_tls); /* after the context: its dials are gone */
     a->dial_tls = NULL;
+    proxyup_free(a->fwd_up); /* after the context: its forwards were cancelled */
+    a->fwd_up = NULL;
     wsl_close(a->wsl); /* after the context: its wsis left their slots */
     a->wsl = NULL;
     api_wsess_stop(a); /* after the context: its connections are forgotten */

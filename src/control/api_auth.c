@@ -21,6 +21,7 @@
 #include "bearer.h"
 #include "db.h"
 #include "relay.h"
+#include "signer.h"
 #include "websess.h"
 
 void api_auth_peer(struct lws *wsi, char *peer, size_t cap)
@@ -116,20 +117,25 @@ static int user_named(void *ctx, const struct db_user *u)
     return 1; /* found: the listing stops */
 }
 
-/* An attach upgrade (/v1/terminals/ID/attach) relayed by another replica
- * for one of its clients: the bearer is that replica's hop token (never an
- * API key: those begin DB_KEY_PREFIX), verified with the registered
- * replicas' keys for our id; the user it names is looked up here, and the
- * role is the database's, never the token's. */
-static int hop_user(struct api *a, const char *uri, const char *tok, struct db_user *u)
+/* A request another replica sent for one of its users (never an API key:
+ * those begin DB_KEY_PREFIX): an attach upgrade (/v1/terminals/ID/attach)
+ * it relays, with its hop token (SIGNER_HOP_SCOPE), or an action of a
+ * ROUTE_OWNER route it forwards (fwd_ok), with its forwarding token
+ * (SIGNER_FWD_SCOPE). Verified with the registered replicas' keys for our
+ * id, good once (API_FWD_PEEK: checked, not used up); the user it names is
+ * looked up here, and the role is the database's, never the token's. */
+static int hop_user(struct api *a, const char *uri, const char *tok, int upgrade, int fwd_ok,
+                    struct db_user *u)
 {
     static const char pre[] = "/v1/terminals/", suf[] = "/attach";
     size_t n = strlen(uri);
-    if (strncmp(uri, pre, sizeof pre - 1) != 0 || n < sizeof pre - 1 + sizeof suf ||
-        strcmp(uri + n - (sizeof suf - 1), suf) != 0 || !strncmp(tok, DB_KEY_PREFIX, 4))
+    const int attach = upgrade && !strncmp(uri, pre, sizeof pre - 1) &&
+                       n >= sizeof pre - 1 + sizeof suf && !strcmp(uri + n - (sizeof suf - 1), suf);
+    if ((!attach && !(fwd_ok && !upgrade)) || !strncmp(tok, DB_KEY_PREFIX, 4))
         return AL_E_NOENT;
     char name[DB_NAME_MAX + 1], why[256];
-    int rc = relay_hop_user(a->relay, tok, name, sizeof name, why, sizeof why);
+    int rc = relay_hop_user(a->relay, tok, attach ? SIGNER_HOP_SCOPE : SIGNER_FWD_SCOPE,
+                            attach || fwd_ok != API_FWD_PEEK, name, sizeof name, why, sizeof why);
     if (rc != AL_OK) {
         api_log(a, 1, "a replica's token refused: %s", why);
         return rc;
@@ -139,8 +145,8 @@ static int hop_user(struct api *a, const char *uri, const char *tok, struct db_u
     return b.found ? AL_OK : rc == AL_OK || rc == 1 ? AL_E_NOENT : rc;
 }
 
-int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
-                 const char **why, struct who_via *via)
+int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, int fwd_ok,
+                 struct db_user *u, const char **why, struct who_via *via)
 {
     char auth[API_MAX_AUTH + 1], csrf[WEBSESS_VALUE_MAX];
     const char *key = api_auth_bearer(wsi, auth, sizeof auth);
@@ -153,8 +159,9 @@ int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, s
             return 0;
         }
     }
-    if (key && upgrade && hop_user(a, uri, key, u) == AL_OK) {
+    if (key && (upgrade || fwd_ok) && hop_user(a, uri, key, upgrade, fwd_ok, u) == AL_OK) {
         *why = NULL; /* the relaying replica follows the client's credential */
+        via->forwarded = !upgrade;
         return 0;
     }
     int rc = key ? db_user_by_key(a->db, key, u) : AL_E_NOENT;

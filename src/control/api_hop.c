@@ -37,6 +37,7 @@
 #include "signer.h"
 #include "wsc.h"
 #include "wscraw.h"
+#include "wsctls.h"
 #include "wsctx.h"
 #include "wsg.h"
 
@@ -45,10 +46,6 @@ enum {
     API_HOP_QUEUE_HIGH = 4 * AL_MAX_FRAME, /* stop reading the other side above this */
     API_HOP_QUEUE_LOW = AL_MAX_FRAME,      /* ... and read it again below this */
     API_HOP_UPGRADE_S = 10,                /* the owner's answer to the upgrade */
-    /* an owner whose beat is this late is taken for gone by its relayed
-     * clients (cut, they attach again): sooner than a lease's expiry, so
-     * that a client is back before the new owner's log has moved on far */
-    API_HOP_OWNER_LATE_MS = API_REPLICA_BEAT_MS * 3 / 2,
 };
 _Static_assert((int)API_HOP_TOKEN_TTL_S <= (int)SIGNER_HOP_TTL_MAX, "the signer's table allows it");
 
@@ -314,9 +311,9 @@ static int find_owner(void *ctx, const struct db_replica *r)
     return 1;
 }
 
-/* The terminal's sandbox's owner, when it is another live replica reached
- * over ws://: its id and address; AL_E_NOENT otherwise (the caller answers
- * as for a terminal it does not hold). */
+/* The terminal's sandbox's owner, when it is another live replica (reached
+ * over ws:// or wss://): its id and address; AL_E_NOENT otherwise (the
+ * caller answers as for a terminal it does not hold). */
 static int owner_of_terminal(struct api *a, const char *term_id, char *owner, size_t cap,
                              struct owner_of *o)
 {
@@ -340,8 +337,8 @@ static int owner_of_terminal(struct api *a, const char *term_id, char *owner, si
         return rc;
     o->id = owner;
     rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_owner, o); /* not a late one */
-    return (rc == AL_OK || rc == 1) && o->alive && !strncmp(o->address, "ws://", 5) ? AL_OK
-                                                                                    : AL_E_NOENT;
+    const int ws = !strncmp(o->address, "ws://", 5) || !strncmp(o->address, "wss://", 6);
+    return (rc == AL_OK || rc == 1) && o->alive && ws ? AL_OK : AL_E_NOENT;
 }
 
 /* The dial's link: the upgrade request with our hop token as Bearer. */
@@ -379,6 +376,14 @@ int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only
     struct conn *d = rc == AL_OK ? calloc(1, sizeof *d) : NULL;
     if (rc == AL_OK && !d)
         rc = AL_E_NOMEM;
+    if (rc == AL_OK && !strcmp(prot, "wss")) { /* the system's store (SSL_CERT_FILE where set) */
+        char terr[WSCTLS_WHY_MAX];
+        if (!a->dial_tls)
+            a->dial_tls = wsctls_ctx_new(NULL, 0, terr, sizeof terr);
+        rc = !a->dial_tls                                ? AL_E_CRYPTO
+             : !(d->tls = wsctls_new(a->dial_tls, addr)) ? AL_E_NOMEM
+                                                         : AL_OK;
+    }
     if (rc == AL_OK)
         rc = dial_link(d, addr, port, path, t->token);
     if (t) {
@@ -386,8 +391,10 @@ int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only
         free(t);
     }
     if (rc != AL_OK) {
-        if (d)
+        if (d) {
             wsc_free(d->wsc);
+            wsctls_free(d->tls);
+        }
         free(d);
         api_log(a, 0, "attach of %s relayed to %s: %s", c->id, owner, al_strerror(rc));
         return rc;
@@ -408,6 +415,7 @@ int api_hop_attach(struct api *a, struct lws *wsi, struct call *c, int read_only
         c->conn->hop = NULL;
         c->conn->kind = CONN_CLIENT;
         wsc_free(d->wsc);
+        wsctls_free(d->tls);
         free(d);
         return AL_E_IO;
     }

@@ -62,6 +62,8 @@ struct rl_client;
 struct sesswatch;
 struct proxy;
 struct proxysrv;
+struct proxyup;
+struct fwd;
 
 struct api {
     struct api_config cfg;
@@ -105,7 +107,8 @@ struct api {
     uv_idle_t wake_idle;
     int wake_idle_on; /* wake_idle: 0 not initialised, 1 initialised, -1 closed */
     struct conn *wake_list;
-    struct conn *hops; /* relayed clients (CONN_HOP_IN), checked at each beat */
+    struct conn *hops;      /* relayed clients (CONN_HOP_IN), checked at each beat */
+    struct proxyup *fwd_up; /* actions forwarded to owners (api_fwd.c), made at the first */
 };
 
 struct conn {
@@ -150,6 +153,7 @@ struct http_req {
     /* refused before its body was read (401, 404, 413): the body is
      * dropped as it comes, and this is the answer at its end */
     unsigned refused;
+    struct fwd *fwd; /* forwarded to the sandbox's owner, not answered yet (api_fwd.c) */
 };
 
 /* How api_auth_who() found the user: by cookie, the session's secret and expiry. */
@@ -160,6 +164,9 @@ struct who_via {
     /* an upgrade with an API key: the key's handle (db_user_key_handle),
      * never the key; "" otherwise */
     char key_handle[DB_KEY_HANDLE_LEN + 1];
+    /* the bearer was another replica's forwarding token (api_fwd.c): the
+     * request is never forwarded again */
+    int forwarded;
 };
 
 /* What a handler is given: the request, who asks, what its path held. */
@@ -209,8 +216,12 @@ unsigned api_route_body_verdict(struct api *a, struct lws *wsi, const struct htt
 void api_auth_peer(struct lws *wsi, char *peer, size_t cap);
 const char *api_auth_bearer(struct lws *wsi, char *buf, size_t cap);
 int api_auth_origin_ok(const struct api *a, struct lws *wsi, int *present);
-int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, struct db_user *u,
-                 const char **why, struct who_via *via);
+/* upgrade: 1 for an upgrade; fwd_ok: whether the route takes another
+ * replica's forwarding token (a ROUTE_OWNER route): API_FWD_TAKE, or
+ * API_FWD_PEEK to check one without using it up (before the body) */
+enum { API_FWD_NO = 0, API_FWD_TAKE = 1, API_FWD_PEEK = 2 };
+int api_auth_who(struct api *a, struct lws *wsi, const char *uri, int upgrade, int fwd_ok,
+                 struct db_user *u, const char **why, struct who_via *via);
 
 /* api_reply.c: each answer's return is lws's (0, or -1 to drop) */
 int api_reply(struct lws *wsi, unsigned status, const char *type, const char *body, size_t len);
@@ -262,6 +273,11 @@ enum {
     API_REPLICA_STALE_BEATS = 3,          /* gone after this many intervals without one */
     API_REPLICA_KEEP_MS = 60 * 60 * 1000, /* a gone replica's row is deleted after this */
     API_REPLICA_STALE_MS = API_REPLICA_BEAT_MS * API_REPLICA_STALE_BEATS,
+    /* an owner whose beat is this late is taken for gone by the replicas
+     * that relay to it (api_hop.c, api_fwd.c): sooner than a lease's
+     * expiry, so that a client is back before the new owner's log has
+     * moved on far */
+    API_HOP_OWNER_LATE_MS = API_REPLICA_BEAT_MS * 3 / 2,
 };
 
 /* api_replica.c: this replica registered (after listening: its address
@@ -308,6 +324,17 @@ void api_hop_queue_free(struct hopq *q);
  * is no longer alive, is cut (1000): it attaches again, wherever the
  * terminal is served now. */
 void api_hop_check(struct api *a);
+
+/* api_fwd.c: a ROUTE_OWNER action at a replica that does not own its
+ * sandbox, forwarded to the owner. api_fwd_start: AL_OK when the call is
+ * under way (answered at a later HTTP_WRITEABLE: api_fwd_writeable),
+ * AL_E_NOENT when this replica answers itself (it owns the sandbox, no
+ * live owner is known, or the request was forwarded to it), another
+ * error when the forward could not start. api_fwd_cancel: the
+ * connection is gone. */
+int api_fwd_start(struct api *a, struct lws *wsi, struct call *c);
+int api_fwd_writeable(struct lws *wsi, struct http_req *q);
+void api_fwd_cancel(struct http_req *q);
 void api_wsc_connected(struct api *a, struct lws *wsi, struct conn *c);
 int api_wsc_receive(struct conn *c, const void *in, size_t len);
 int api_wsc_writeable(struct api *a, struct lws *wsi, struct conn *c);

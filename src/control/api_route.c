@@ -40,12 +40,17 @@
 /* The route's {id} is a terminal, loaded before the role is checked: a
  * missing one is 404 whoever asks. */
 #define ROUTE_TERMINAL 1u
+/* The action is the sandbox's owner's (it needs the runner's link): at a
+ * replica that does not own the sandbox it is forwarded to the owner
+ * (api_fwd.c), which takes the forwarding replica's token as the
+ * user's credential. */
+#define ROUTE_OWNER 2u
 
 struct route {
     enum method method; /* M_ANY: any method but an upgrade */
     const char *path;
     int role;         /* the minimum enum db_role, or ROUTE_OPEN */
-    unsigned flags;   /* ROUTE_TERMINAL */
+    unsigned flags;   /* ROUTE_TERMINAL, ROUTE_OWNER */
     const char *deny; /* the 403's text below role */
     int (*fn)(struct api *a, struct lws *wsi, struct call *c);
 };
@@ -93,12 +98,12 @@ static const struct route routes[] = {
     {M_POST, "/v1/sandboxes/{id}/enroll", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, api_sandbox_enroll},
     {M_ANY, "/v1/sandboxes/{id}*", DB_ROLE_ADMIN, 0, ADMINS_SANDBOXES, route_not_allowed},
     {M_GET, "/v1/terminals", DB_ROLE_VIEWER, 0, NULL, api_terminal_list},
-    {M_POST, "/v1/terminals", DB_ROLE_OPERATOR, 0, VIEWERS_OBSERVE, api_terminal_create},
+    {M_POST, "/v1/terminals", DB_ROLE_OPERATOR, ROUTE_OWNER, VIEWERS_OBSERVE, api_terminal_create},
     {M_GET, "/v1/terminals/{id}", DB_ROLE_VIEWER, ROUTE_TERMINAL, NULL, api_terminal_get},
-    {M_POST, "/v1/terminals/{id}/kill", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
-     api_terminal_kill},
-    {M_DELETE, "/v1/terminals/{id}", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
-     api_terminal_close},
+    {M_POST, "/v1/terminals/{id}/kill", DB_ROLE_OPERATOR, ROUTE_TERMINAL | ROUTE_OWNER,
+     VIEWERS_OBSERVE, api_terminal_kill},
+    {M_DELETE, "/v1/terminals/{id}", DB_ROLE_OPERATOR, ROUTE_TERMINAL | ROUTE_OWNER,
+     VIEWERS_OBSERVE, api_terminal_close},
     {M_GET, "/v1/terminals/{id}/recording", DB_ROLE_VIEWER, ROUTE_TERMINAL, NULL,
      api_terminal_recording},
     {M_POST, "/v1/terminals/{id}/proxy/revoke", DB_ROLE_OPERATOR, ROUTE_TERMINAL, VIEWERS_OBSERVE,
@@ -185,7 +190,8 @@ int api_route_http(struct api *a, struct lws *wsi, struct http_req *q)
     if (!api)
         return api_reply_error(wsi, 404, "not found");
     const char *why;
-    if (api_auth_who(a, wsi, q->uri, 0, &c.u, &why, &c.via) != 0)
+    const int fwd_ok = r && (r->flags & ROUTE_OWNER) ? API_FWD_TAKE : API_FWD_NO;
+    if (api_auth_who(a, wsi, q->uri, 0, fwd_ok, &c.u, &why, &c.via) != 0)
         return api_reply_error(
             wsi, 401,
             "a valid API key (Authorization: Bearer <key>), or a session with its "
@@ -205,7 +211,15 @@ int api_route_http(struct api *a, struct lws *wsi, struct http_req *q)
             return api_reply_error(wsi, 404, "no such terminal");
         }
     }
-    int rc = (int)c.u.role < r->role ? api_reply_error(wsi, 403, r->deny) : r->fn(a, wsi, &c);
+    int rc;
+    if ((int)c.u.role < r->role)
+        rc = api_reply_error(wsi, 403, r->deny);
+    else if (!(r->flags & ROUTE_OWNER) || (rc = api_fwd_start(a, wsi, &c)) == AL_E_NOENT)
+        rc = r->fn(a, wsi, &c); /* ours to answer */
+    else if (rc == AL_OK)
+        rc = 0; /* answered once the owner has */
+    else
+        rc = api_reply_error(wsi, 503, "the sandbox's owner cannot be asked now: try again");
     free(c.term);
     return rc;
 }
@@ -245,7 +259,8 @@ int api_route_upgrade(struct api *a, struct lws *wsi)
         return -1;
     }
     const char *why;
-    if (r->role != ROUTE_OPEN && api_auth_who(a, wsi, uri, 1, &c.u, &why, &c.via) != 0) {
+    if (r->role != ROUTE_OPEN &&
+        api_auth_who(a, wsi, uri, 1, API_FWD_NO, &c.u, &why, &c.via) != 0) {
         (void)api_reply_error(
             wsi, 401,
             "a valid API key, or a session with its CSRF token "
@@ -294,5 +309,6 @@ unsigned api_route_body_verdict(struct api *a, struct lws *wsi, const struct htt
     if (r && r->role == ROUTE_OPEN)
         return 0;
     const char *why;
-    return api_auth_who(a, wsi, q->uri, 0, &c.u, &why, &c.via) == 0 ? 0 : 401;
+    const int fwd_ok = r && (r->flags & ROUTE_OWNER) ? API_FWD_PEEK : API_FWD_NO;
+    return api_auth_who(a, wsi, q->uri, 0, fwd_ok, &c.u, &why, &c.via) == 0 ? 0 : 401;
 }

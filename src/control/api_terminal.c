@@ -85,6 +85,19 @@ int api_terminal_kill(struct api *a, struct lws *wsi, struct call *c)
 
 int api_terminal_close(struct api *a, struct lws *wsi, struct call *c)
 {
+    /* a live terminal of a sandbox another replica owns (or none does, in a
+     * fail-over) is that replica's to close: its row stays (api_fwd.c
+     * forwards the close when the owner can be asked) */
+    char owner[DB_REPLICA_ID_LEN + 8];
+    const int live = c->term->state == DB_TERM_OPENING || c->term->state == DB_TERM_RUNNING;
+    if (live && relay_sandbox_owner(a->relay, c->term->sandbox_id, owner, sizeof owner)) {
+        char why[DB_NAME_MAX + sizeof owner + 128];
+        (void)snprintf(why, sizeof why,
+                       "the terminal runs in sandbox %s, served by replica %s, which cannot be "
+                       "asked now: try again",
+                       c->term->sandbox_id, owner);
+        return api_reply_error(wsi, 409, why);
+    }
     /* its proxy credential ends now, not when the runner has closed it */
     (void)relay_proxy_revoke(a->relay, c->id);
     int rc = relay_terminal_close(a->relay, c->id);

@@ -102,6 +102,8 @@ typedef void rl_wake_fn(void *conn);
  * relay read them again between heartbeats. */
 #define RL_PEER_KEYSETS_MAX 1000 /* DB_REPLICAS_LIST_MAX */
 #define RL_PEER_REFRESH_MIN_US 1000000ull
+#define RL_HOP_SEEN_MAX 4096 /* replicas' tokens used in the last minute, at most */
+#define RL_HOP_JTI_MAX 43    /* a jti's length: 32 random bytes in base64url, at most */
 
 /* What a dial presents: the runner's URL and our runner:connect token;
  * for an aca sandbox also its platform, whose token goes in Authorization
@@ -192,11 +194,15 @@ int relay_cred_token_ok(struct relay *r, const char *sandbox_id, const char *tok
  * first key of a sandbox without a pin is pinned. */
 int relay_cred_key_ok(struct relay *r, const char *sandbox_id, const char *key, char *why,
                       size_t cap);
-/* The user a replica's hop token (SIGNER_HOP_SCOPE) vouches for, checked
- * with the registered replicas' keys for this replica's id: its name into
- * user (cap > DB_NAME_MAX); AL_E_* with why otherwise. */
-int relay_hop_user(struct relay *r, const char *token, char *user, size_t cap, char *why,
-                   size_t wcap);
+/* The user a replica's token (scope SIGNER_HOP_SCOPE for an attach,
+ * SIGNER_FWD_SCOPE for an action) vouches for, checked with the registered
+ * replicas' keys for this replica's id, and good once: with take, its jti
+ * is kept until it expires, and a token whose jti was kept is refused
+ * (take 0: checked, not used up, for a look before a request's body is
+ * read). Its name into user (cap > DB_NAME_MAX); AL_E_* with why
+ * otherwise. */
+int relay_hop_user(struct relay *r, const char *token, const char *scope, int take, char *user,
+                   size_t cap, char *why, size_t wcap);
 /* Forget the pin (a reverse sandbox enrolled again), in the database and
  * any left in the data directory from before schema 10. */
 int relay_cred_key_forget(struct relay *r, const char *sandbox_id);

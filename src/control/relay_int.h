@@ -200,6 +200,12 @@ struct relay {
     struct tok_keyset **peer_keys;
     size_t n_peer_keys;
     uint64_t peer_keys_us;
+    /* replicas' tokens used (relay_hop_user), RL_HOP_SEEN_MAX slots made
+     * at the first; a slot is free when exp is 0 */
+    struct rl_jti {
+        char jti[RL_HOP_JTI_MAX + 1];
+        int64_t exp;
+    } * hop_seen;
     struct rl_sbx *sbxs;
     uint64_t bytes_out, bytes_in, resyncs, rec_errors;
 };

@@ -113,6 +113,8 @@ void relay_peers_free(struct relay *r)
     free(r->peer_keys);
     r->peer_keys = NULL;
     r->n_peer_keys = 0;
+    free(r->hop_seen);
+    r->hop_seen = NULL;
 }
 
 /* Ours first, then each other replica's: a token whose kid none of them
@@ -146,21 +148,60 @@ int relay_peers_verify(struct relay *r, const char *token, const struct tok_veri
     return verify_once(r, token, p, out, why, cap);
 }
 
-int relay_hop_user(struct relay *r, const char *token, char *user, size_t cap, char *why,
-                   size_t wcap)
+/* A replica's token is good once (its jti, until it expires): one seen
+ * on the wire or in a log cannot open a second attach or action. */
+static int hop_once(struct relay *r, const struct tok_claims *cl, int64_t now, char *why,
+                    size_t wcap)
+{
+    size_t n = strlen(cl->jti);
+    if (n == 0 || n > RL_HOP_JTI_MAX) {
+        al_errf(why, wcap, "a replica's token without a valid jti");
+        return AL_E_PERM;
+    }
+    if (!r->hop_seen && !(r->hop_seen = calloc(RL_HOP_SEEN_MAX, sizeof *r->hop_seen)))
+        return AL_E_NOMEM;
+    struct rl_jti *free_slot = NULL;
+    for (size_t i = 0; i < RL_HOP_SEEN_MAX; i++) {
+        struct rl_jti *e = &r->hop_seen[i];
+        if (e->exp && e->exp < now) /* expired: its token is refused by its exp already */
+            e->exp = 0;
+        if (!e->exp) {
+            if (!free_slot)
+                free_slot = e;
+            continue;
+        }
+        if (!strcmp(e->jti, cl->jti)) {
+            al_errf(why, wcap, "a replica's token used twice");
+            return AL_E_PERM;
+        }
+    }
+    if (!free_slot) {
+        al_errf(why, wcap, "too many replicas' tokens in the last minute");
+        return AL_E_LIMIT;
+    }
+    memcpy(free_slot->jti, cl->jti, n + 1);
+    free_slot->exp = cl->exp ? cl->exp : now + 1;
+    return AL_OK;
+}
+
+int relay_hop_user(struct relay *r, const char *token, const char *scope, int take, char *user,
+                   size_t cap, char *why, size_t wcap)
 {
     if (!r->replica_id[0]) {
         al_errf(why, wcap, "this replica is starting");
         return AL_E_AGAIN;
     }
     struct tok_verify_params p;
-    tok_verify_params_init(&p, r->replica_id, SIGNER_HOP_SCOPE, tok_now());
+    int64_t now = tok_now();
+    tok_verify_params_init(&p, r->replica_id, scope, now);
     struct tok_claims cl;
     int rc = relay_peers_verify(r, token, &p, &cl, why, wcap);
     if (rc == AL_OK && !db_name_valid(cl.sub)) {
         al_errf(why, wcap, "a replica's token for no valid user name");
         rc = AL_E_PERM;
     }
+    if (rc == AL_OK && take)
+        rc = hop_once(r, &cl, now, why, wcap);
     if (rc == AL_OK)
         (void)snprintf(user, cap, "%s", cl.sub);
     return rc;

@@ -301,8 +301,8 @@ int relay_terminal_create(struct relay *r, const struct apireq_terminal *spec, c
     if (db_name_valid(spec->sandbox) &&
         relay_sandbox_owner(r, spec->sandbox, owner, sizeof owner)) {
         al_errf(why, why_cap,
-                "sandbox \"%s\" is served by replica %s, not this one: open it there "
-                "(only attaches are relayed between replicas)",
+                "sandbox \"%s\" is served by replica %s, not this one, and it cannot be "
+                "asked now: try again",
                 spec->sandbox, owner);
         return AL_E_STATE;
     }

@@ -90,6 +90,12 @@ static const struct sg_shape sg_shapes[] = {
      .aud_pat = SG_PAT_NAME,
      .sub_pat = SG_PAT_NAME,
      .ttl_max = SIGNER_HOP_TTL_MAX},
+    {.shape = SIGNER_SHAPE_FWD,
+     .name = "fwd",
+     .scope = SIGNER_FWD_SCOPE,
+     .aud_pat = SG_PAT_NAME,
+     .sub_pat = SG_PAT_NAME,
+     .ttl_max = SIGNER_HOP_TTL_MAX},
 };
 enum { SG_NSHAPES = sizeof sg_shapes / sizeof sg_shapes[0] };
 

@@ -58,6 +58,7 @@
 #define SIGNER_RUNNER_SUB "airlockd" /* who runner:connect tokens speak for */
 #define SIGNER_RUNNER_SCOPE "runner:connect"
 #define SIGNER_HOP_SCOPE "replica:attach"
+#define SIGNER_FWD_SCOPE "replica:api"
 
 enum {
     SIGNER_VERSION = 1,
@@ -79,8 +80,15 @@ enum signer_op { SIGNER_OP_HELLO = 1, SIGNER_OP_MINT = 2 };
 /* 3 was the web session's, retired: never reused. SIGNER_SHAPE_HOP: a
  * replica vouching for a client it relays to the owner of the client's
  * terminal (docs/scale-out.md, "Clients on any replica"): aud the owner's
- * replica id, sub the user's name. */
-enum signer_shape { SIGNER_SHAPE_RUNNER = 1, SIGNER_SHAPE_ENROLL = 2, SIGNER_SHAPE_HOP = 4 };
+ * replica id, sub the user's name. SIGNER_SHAPE_FWD: the same for an
+ * action it forwards to the owner of the action's sandbox ("Actions at
+ * any replica"), with a scope of its own. */
+enum signer_shape {
+    SIGNER_SHAPE_RUNNER = 1,
+    SIGNER_SHAPE_ENROLL = 2,
+    SIGNER_SHAPE_HOP = 4,
+    SIGNER_SHAPE_FWD = 5,
+};
 
 /* ---- the wire (pure: no I/O, no clock) ------------------------------------ */
 

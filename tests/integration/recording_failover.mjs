@@ -1,21 +1,25 @@
 // A recording goes on across a fail-over, exactly once, and a stale owner
 // cannot spoil it (issue 17, point 4; docs/scale-out.md, "Recordings"):
-// two `airlockd serve --db URL --recordings DIR` replicas on a throw-away
-// PostgreSQL share one recordings directory; one static sandbox.
-// - a terminal streams 8 MB of checksummed bytes, paced; SIGSTOP of the
-//   owner mid-stream: the other replica takes the sandbox over, resumes
+// three `airlockd serve --db URL --recordings DIR` replicas on a
+// throw-away PostgreSQL share one recordings directory; one static
+// sandbox.
+// - a terminal streams 16 MB of checksummed bytes, paced; SIGSTOP of the
+//   owner mid-stream: another replica takes the sandbox over, resumes
 //   the terminal from its durable offsets and the recording from its
 //   durable size;
 // - SIGCONT of the old owner while the stream goes on: it gives the
 //   sandbox up and closes its recording, flushing what it had buffered;
 //   that must not reach the file the new owner writes (it was replaced by
 //   a copy of its durable prefix when taken over);
+// - kill -9 of the new owner mid-stream: within TAKEOVER_MS a third owner
+//   (either other replica) has the sandbox, and the stream and the
+//   recording go on from the durable marks;
 // - a read-only client attached through HAProxy in front of both (which
 //   cuts a replica's connections once its health checks fail) comes back
 //   through the front, is refused while no replica owns the sandbox, then
-//   resumes at the new owner: it has the 8 MB exactly once, no gap;
-// - at the end the recording, read through either replica, holds the
-//   stream exactly once: its output events are the 8 MB, in order, no byte
+//   resumes at each new owner: it has the 16 MB exactly once, no gap;
+// - at the end the recording, read through each replica alive, holds the
+//   stream exactly once: its output events are the 16 MB, in order, no byte
 //   lost or repeated, and its exit event is there.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -27,7 +31,7 @@ import { pacedStream, sha, go, faultyClient } from '../interop/faults.mjs';
 import { startFront } from '../interop/front.mjs';
 
 const TAKEOVER_MS = 15000; // a lease (6 s), a beat, slack
-const SIZE = 8e6;
+const SIZE = 16e6;
 
 // The output events of an asciicast v2 recording, joined; and its exit.
 function castOutput(text) {
@@ -47,10 +51,10 @@ function castOutput(text) {
 await run('recording_failover', async () => {
   const pg = startPostgres();
   const base = tmpdir('recfail');
-  const { dirs, rdir, admin, op } = replicaDirs(base, 2, pg);
+  const { dirs, rdir, admin, op } = replicaDirs(base, 3, pg);
   const recs = path.join(base, 'shared-recordings');
   const rs = [];
-  for (let i = 0; i < 2; i++) rs.push(await startAirlockd({ dir: dirs[i], db: pg, args: ['--recordings', recs] }));
+  for (let i = 0; i < 3; i++) rs.push(await startAirlockd({ dir: dirs[i], db: pg, args: ['--recordings', recs] }));
   const idOf = [];
   for (const r of rs) idOf.push((await api(r.port, 'GET', '/v1/replicas', admin)).json.find((x) => x.self).id);
 
@@ -63,7 +67,7 @@ await run('recording_failover', async () => {
 
   const s = pacedStream(base, 'stream', SIZE, 7, 40);
   r = await api(rs[0].port, 'POST', '/v1/terminals', op, { sandbox: 'st1', argv: s.argv });
-  check(r.status === 201, 'a terminal that streams 8 MB, paced');
+  check(r.status === 201, 'a terminal that streams 16 MB, paced');
   const tid = r.json.id;
   const file = path.join(recs, `${tid}.cast`);
   await waitFor(() => fs.existsSync(file), 10000, 'its recording in the shared directory', 100);
@@ -82,19 +86,23 @@ await run('recording_failover', async () => {
   const recBytes = async (port) => (await api(port, 'GET', `/v1/terminals/${tid}`, op)).json.recording_bytes;
   await waitFor(async () => (await recBytes(rs[0].port)) > 1e6, 20000, 'a first MB in the recording', 100);
 
-  // ---- SIGSTOP the owner mid-stream: replica 1 takes over
+  // ---- SIGSTOP the owner mid-stream: another replica takes over
   const inode0 = fs.statSync(file).ino;
   console.log(`before the freeze: the client holds ${cl.ch.next[1]} bytes, ${cl.ch.gaps || 0} gaps, at ${Date.now()}`);
   rs[0].p.kill('SIGSTOP');
   onCleanup(() => { try { rs[0].p.kill('SIGCONT'); } catch { /* gone */ } });
-  const t0 = Date.now();
+  let t0 = Date.now();
+  let second = -1;
   await waitFor(async () => {
-    const x = await sbOf(rs[1].port);
-    return x.owner === idOf[1] && x.link_up;
-  }, TAKEOVER_MS, 'replica 1 to own the sandbox and link its runner', 200);
-  check(true, `owner frozen: replica 1 owns the sandbox after ${Date.now() - t0} ms`);
-  const durable = await recBytes(rs[1].port);
-  await waitFor(async () => (await recBytes(rs[1].port)) > durable, 10000, 'the recording to grow under replica 1', 100);
+    for (const i of [1, 2]) {
+      const x = await sbOf(rs[i].port);
+      if (x.owner === idOf[i] && x.link_up) second = i;
+    }
+    return second > 0;
+  }, TAKEOVER_MS, 'another replica to own the sandbox and link its runner', 200);
+  check(true, `owner frozen: replica ${second} owns the sandbox after ${Date.now() - t0} ms`);
+  const durable = await recBytes(rs[second].port);
+  await waitFor(async () => (await recBytes(rs[second].port)) > durable, 10000, `the recording to grow under replica ${second}`, 100);
   check(fs.statSync(file).ino !== inode0,
     'the new owner goes on in a copy of the durable prefix (another file under the same name)');
 
@@ -105,15 +113,38 @@ await run('recording_failover', async () => {
     10000, 'the old owner to give the sandbox up', 100);
   check(true, 'the old owner, woken, gives the sandbox up');
 
+  // ---- kill -9 of the new owner mid-stream: a third owner goes on
+  const before = await recBytes(rs[second].port);
+  check(before < SIZE, `the stream is still going (${before} bytes recorded of ${SIZE})`);
+  const inode1 = fs.statSync(file).ino;
+  rs[second].p.kill('SIGKILL');
+  await rs[second].exited;
+  t0 = Date.now();
+  let third = -1;
+  await waitFor(async () => {
+    for (const i of [0, 1, 2]) {
+      if (i === second) continue;
+      const x = await sbOf(rs[i].port);
+      if (x.owner === idOf[i] && x.link_up) third = i;
+    }
+    return third >= 0;
+  }, TAKEOVER_MS, 'a replica to own the sandbox after the kill', 200);
+  const took = Date.now() - t0;
+  check(took < TAKEOVER_MS, `owner killed (kill -9): replica ${third} owns the sandbox after ${took} ms (bound ${TAKEOVER_MS} ms)`);
+  const durable2 = await recBytes(rs[third].port);
+  await waitFor(async () => (await recBytes(rs[third].port)) > durable2, 10000, `the recording to grow under replica ${third}`, 100);
+  check(fs.statSync(file).ino !== inode1, `replica ${third} goes on in a copy of the durable prefix`);
+  const alive = [0, 1, 2].filter((i) => i !== second);
+
   // ---- the end: the recording holds the stream exactly once
-  await waitFor(async () => (await api(rs[1].port, 'GET', `/v1/terminals/${tid}`, op)).json.state === 'exited',
+  await waitFor(async () => (await api(rs[third].port, 'GET', `/v1/terminals/${tid}`, op)).json.state === 'exited',
     60000, 'the terminal to end', 200);
   await cl.ch.waitExit(30000);
   const got = cl.ch.output();
   check(got.length === s.data.length && sha(got) === sha(s.data) && !cl.ch.gaps,
     `the client through the front has the stream exactly once, no gap (${got.length} bytes, ${cl.reconnects} reconnects, ${cl.refusals || 0} refused at a replica not yet the owner, ${cl.ch.gaps || 0} gaps${(cl.ch.gapList || []).map((g) => ` [${g.from}, ${g.to}) at ${g.at} holding ${g.next}`).join('')}${cl.ch.snapshot ? `, a snapshot at ${cl.ch.snapshot.offset}` : ''})`);
   await sleep(500);
-  for (const i of [1, 0]) {
+  for (const i of alive) {
     r = await api(rs[i].port, 'GET', `/v1/terminals/${tid}/recording`, admin);
     check(r.status === 200, `the recording read through replica ${i}: ${r.status}`);
     const c = castOutput(r.body);
@@ -128,5 +159,5 @@ await run('recording_failover', async () => {
   }
   const leftovers = fs.readdirSync(recs).filter((f) => f !== `${tid}.cast`);
   check(leftovers.length === 0, `nothing else in the recordings directory (${leftovers.join(', ')})`);
-  for (const d of rs) await d.stop();
-}, 150000);
+  for (const i of alive) await rs[i].stop();
+}, 180000);

@@ -11,7 +11,14 @@
 //   lands on;
 // - posing as a replica at the owner fails: a hop token signed by a key no
 //   replica published, one for another replica, a runner's token, an
-//   API key's look-alike: 401; a hop token for a user removed: 401.
+//   API key's look-alike: 401; a hop token for a user removed: 401; a hop
+//   token used twice: 401;
+// - actions at any replica: a terminal opened, signalled and closed at a
+//   replica that does not own the sandbox is forwarded to the owner and
+//   answered with the owner's status; through the front every open works;
+//   a forwarding token (replica:api) is good once, for its replica, for the
+//   action routes only, with the user's role from the database, and a
+//   forwarded action is never forwarded again.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -38,6 +45,7 @@ await run('replica_hop', async () => {
   const op = addUser(dirs[0], 'otto', 'operator', pg);
   const op2 = addUser(dirs[0], 'olga', 'operator', pg);
   const viewer = addUser(dirs[0], 'vic', 'viewer', pg);
+  const viewer2 = addUser(dirs[0], 'vic2', 'viewer', pg);
   const rs = [];
   for (let i = 0; i < 3; i++) rs.push(await startAirlockd({ dir: dirs[i], db: `${pg}&application_name=replica${i}` }));
   const idOf = [];
@@ -142,6 +150,72 @@ await run('replica_hop', async () => {
   }
   u = await upgrade(rs[1].port, hop(dirs[1], idOf[0], 'otto'));
   check(u.status === 401, `a hop token at a replica it is not for (replica 1): ${u.status}`);
+
+  u = await upgrade(rs[0].port, hop(dirs[1], idOf[0], 'otto'));
+  check(u.status === 101, `a fresh hop token at the owner: ${u.status}`);
+  const once = hop(dirs[1], idOf[0], 'otto');
+  u = await upgrade(rs[0].port, once);
+  const again = await upgrade(rs[0].port, once);
+  check(u.status === 101 && again.status === 401, `a hop token is good once: ${u.status}, then ${again.status}`);
+
+  // ---- actions at any replica: forwarded to the sandbox's owner
+  const state = async (id) => (await api(rs[0].port, 'GET', `/v1/terminals/${id}`, op)).json.state;
+  const sleeper = { sandbox: 'st1', argv: ['sh', '-c', 'echo up; exec sleep 300'] };
+  const opened = [];
+  for (const i of [1, 2]) {
+    r = await api(rs[i].port, 'POST', '/v1/terminals', op, sleeper);
+    check(r.status === 201 && r.json.sandbox === 'st1',
+      `a terminal opened at replica ${i}, which does not own the sandbox: ${r.status} ${r.body.trim().slice(0, 120)}`);
+    opened.push(r.json.id);
+  }
+  for (const i of [1, 2])
+    check(/forwarded to the sandbox's owner/.test(fs.readFileSync(rs[i].log, 'utf8')), `replica ${i} says it forwarded the action`);
+  await waitFor(async () => (await state(opened[0])) === 'running', 10000, 'the forwarded terminal to run', 100);
+  const fa = await attach(rs[2].port, opened[0], op);
+  await fa.ctl.wait(() => screenBytes(fa.ch).toString('latin1').includes('up'), 'its output, attached at replica 2', 10000);
+  check(true, 'a terminal opened at replica 1 runs at the owner and is attached at replica 2');
+  r = await api(rs[2].port, 'POST', `/v1/terminals/${opened[0]}/kill`, op, { signal: 'TERM' });
+  check(r.status === 202, `a signal sent at replica 2 (not the owner): ${r.status} ${r.body.trim()}`);
+  await fa.ch.waitExit(10000);
+  check(fa.ch.exit && fa.ch.exit.signo === 15, `the terminal ends by that signal (${JSON.stringify(fa.ch.exit)})`);
+  r = await api(rs[1].port, 'DELETE', `/v1/terminals/${opened[1]}`, op);
+  check(r.status === 202, `a close at replica 1 (not the owner): ${r.status} ${r.body.trim()}`);
+  await waitFor(async () => ['exited', 'closed', undefined].includes(await state(opened[1])), 10000, 'the closed terminal to end', 100);
+  r = await api(rs[1].port, 'POST', '/v1/terminals', viewer2, sleeper);
+  check(r.status === 403, `a viewer's open at a non-owner is refused there: ${r.status}`);
+  r = await api(rs[1].port, 'POST', '/v1/terminals', op, { sandbox: 'st1', argv: 'not a list' });
+  check(r.status === 400, `a bad request forwarded gets the owner's 400 and its reason: ${r.status} ${r.body.trim().slice(0, 100)}`);
+  let through = 0;
+  for (let i = 0; i < 3; i++) through += (await api(front.port, 'POST', '/v1/terminals', op, sleeper)).status === 201;
+  check(through === 3, `three terminals opened through the front (round robin): ${through} of 3 were 201`);
+
+  // ---- posing as a replica for an action
+  const fwd = (dir, aud, sub) => mint(dir, aud, 'replica:api', 30, sub);
+  const post = (port, tok) => api(port, 'POST', '/v1/terminals', tok, sleeper);
+  const tok = fwd(dirs[1], idOf[0], 'otto');
+  r = await post(rs[0].port, tok);
+  const replay = await post(rs[0].port, tok);
+  check(r.status === 201 && replay.status === 401,
+    `a forwarding token of replica 1 at the owner opens a terminal once: ${r.status}, replayed ${replay.status}`);
+  for (const [t, what] of [
+    [fwd(stranger, idOf[0], 'otto'), 'signed by a key no replica published'],
+    [fwd(dirs[1], idOf[2], 'otto'), 'for another replica'],
+    [hop(dirs[1], idOf[0], 'otto'), 'with the attach\'s scope'],
+    [fwd(dirs[1], idOf[0], 'nobody'), 'for a user who does not exist'],
+  ]) {
+    r = await post(rs[0].port, t);
+    check(r.status === 401, `an action with a token ${what}, at the owner: ${r.status}`);
+  }
+  r = await api(rs[0].port, 'GET', '/v1/audit', fwd(dirs[1], idOf[0], 'ada'));
+  check(r.status === 401, `a forwarding token opens no other route (GET /v1/audit as an admin): ${r.status}`);
+  r = await api(rs[0].port, 'POST', '/v1/sandboxes', fwd(dirs[1], idOf[0], 'ada'), { id: 'x1', kind: 'reverse' });
+  check(r.status === 401, `nor POST /v1/sandboxes: ${r.status}`);
+  u = await upgrade(rs[0].port, fwd(dirs[1], idOf[0], 'otto'));
+  check(u.status === 401, `nor an attach: ${u.status}`);
+  r = await post(rs[1].port, fwd(dirs[2], idOf[1], 'otto'));
+  check(r.status === 409, `a forwarded action at a replica that does not own the sandbox is not forwarded again: ${r.status} ${r.body.trim().slice(0, 100)}`);
+  r = await api(rs[0].port, 'POST', '/v1/terminals', fwd(dirs[1], idOf[0], 'vic2'), sleeper);
+  check(r.status === 403, `a forwarding token for a viewer gets the viewer's role at the owner: ${r.status}`);
 
   for (const x of rs) check((await x.stop()).code === 0, 'a replica stops cleanly');
 }, 300000);

@@ -182,13 +182,15 @@ export function httpsApi(port, method, target, key, body) {
 
 // airlockd serving https with a self-signed certificate (startAirlockd
 // waits for plain http). { p, port, log, cert, stop() }
-export async function startTlsAirlockd({ dir, args = [] }) {
-  const { cert, key } = selfSigned(path.dirname(dir));
+// tls: { cert, key } to use instead of a fresh self-signed pair; env: the
+// process's environment (this one's by default).
+export async function startTlsAirlockd({ dir, args = [], tls, env }) {
+  const { cert, key } = tls || selfSigned(path.dirname(dir));
   const log = path.join(path.dirname(dir), `airlockd-tls-${++tlsStarted}.log`);
   const out = fs.openSync(log, 'a');
   addLog(log);
   const p = spawn(path.join(BIN, 'airlockd'), ['serve', '--data', dir, '--listen', '127.0.0.1:0',
-    '--tls-cert', cert, '--tls-key', key, '--verbose', ...args], { stdio: ['ignore', out, out] });
+    '--tls-cert', cert, '--tls-key', key, '--verbose', ...args], { stdio: ['ignore', out, out], env: env || process.env });
   fs.closeSync(out);
   const d = { p, port: 0, log, cert, dead: false };
   d.exited = new Promise((res) => p.on('exit', (code, sig) => { d.dead = true; res({ code, sig }); }));

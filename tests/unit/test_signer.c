@@ -192,6 +192,9 @@ static void test_shape_table(void **state)
         {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "ada", 60, AL_OK},
         {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "ada", SIGNER_HOP_TTL_MAX + 1, AL_E_PERM},
         {SIGNER_SHAPE_HOP, "r-0123456789abcdef01234567", "Ada", 60, AL_E_PERM},
+        {SIGNER_SHAPE_FWD, "r-0123456789abcdef01234567", "ada", 30, AL_OK},
+        {SIGNER_SHAPE_FWD, "r-0123456789abcdef01234567", "ada", SIGNER_HOP_TTL_MAX + 1, AL_E_PERM},
+        {SIGNER_SHAPE_FWD, "r-0123456789abcdef01234567", "../x", 30, AL_E_PERM},
         /* just outside: lifetime */
         {SIGNER_SHAPE_RUNNER, "box", SIGNER_RUNNER_SUB, SIGNER_RUNNER_TTL_MAX + 1, AL_E_PERM},
         {SIGNER_SHAPE_ENROLL, "rev-1", "ada", SIGNER_ENROLL_TTL_MAX + 1, AL_E_PERM},
@@ -211,7 +214,7 @@ static void test_shape_table(void **state)
          AL_E_PERM},
         /* no such row */
         {0, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
-        {5, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
+        {6, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
         {255, "box", SIGNER_RUNNER_SUB, 60, AL_E_PERM},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -377,6 +380,20 @@ static void test_socketpair_roundtrip(void **state)
     tok_verify_params_init(&vp, "rev-1", SIGNER_RUNNER_SCOPE, (int64_t)time(NULL));
     assert_int_equal(tok_verify(set, a.token, a.token_len, &vp, &cl, NULL, 0), AL_OK);
     assert_string_equal(cl.sub, "ada");
+
+    /* a forwarding token opens the owner's API, not an attach, and back */
+    q = mint_req(SIGNER_SHAPE_FWD, "r-1", "ada", 30);
+    ask(p.fd, &q, &a);
+    assert_int_equal(a.status, AL_OK);
+    tok_verify_params_init(&vp, "r-1", SIGNER_FWD_SCOPE, (int64_t)time(NULL));
+    assert_int_equal(tok_verify(set, a.token, a.token_len, &vp, &cl, NULL, 0), AL_OK);
+    tok_verify_params_init(&vp, "r-1", SIGNER_HOP_SCOPE, (int64_t)time(NULL));
+    assert_int_equal(tok_verify(set, a.token, a.token_len, &vp, NULL, NULL, 0), AL_E_SCOPE);
+    q = mint_req(SIGNER_SHAPE_HOP, "r-1", "ada", 30);
+    ask(p.fd, &q, &a);
+    assert_int_equal(a.status, AL_OK);
+    tok_verify_params_init(&vp, "r-1", SIGNER_FWD_SCOPE, (int64_t)time(NULL));
+    assert_int_equal(tok_verify(set, a.token, a.token_len, &vp, NULL, NULL, 0), AL_E_SCOPE);
     tok_keyset_free(set);
 
     /* requests outside the table are refused, with the row's reason */
