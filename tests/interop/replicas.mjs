@@ -1,11 +1,10 @@
 // Shared set-up of the tests with several airlockd replicas on one
 // throw-away PostgreSQL (issue 17: recording_failover, proxy_replicas):
-// each replica its own data directory and key; a static runner's
-// directory whose jwks.json lists every replica's public key (a static
-// runner verifies whichever replica dials it), and so do the replicas'
-// (as before replicas published their keys in the database: with only the
-// database's keys the relayed attach of recording_failover did not come up,
-// not looked into yet); an admin and an operator key.
+// each replica its own data directory and key, trusting the others through
+// the keys each publishes in the database (scale-out.md, "Trust between
+// replicas"); a static runner's directory whose jwks.json lists every
+// replica's public key (a static runner verifies whichever replica dials
+// it); an admin and an operator key.
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -19,6 +18,6 @@ export function replicaDirs(base, n, pg) {
   fs.mkdirSync(rdir);
   for (const d of dirs) execFileSync(path.join(BIN, 'airlockd'), ['keygen', '--data', d], { stdio: 'pipe' });
   const jwks = { keys: dirs.flatMap((d) => JSON.parse(fs.readFileSync(path.join(d, 'jwks.json'), 'utf8')).keys) };
-  for (const d of [...dirs, rdir]) fs.writeFileSync(path.join(d, 'jwks.json'), JSON.stringify(jwks));
+  fs.writeFileSync(path.join(rdir, 'jwks.json'), JSON.stringify(jwks));
   return { dirs, rdir, admin: addUser(dirs[0], 'ada', 'admin', pg), op: addUser(dirs[0], 'otto', 'operator', pg) };
 }
