@@ -101,7 +101,7 @@ typedef void rl_wake_fn(void *conn);
  * kept at most, and how often a token with an unknown kid may make the
  * relay read them again between heartbeats. */
 #define RL_PEER_KEYSETS_MAX 1000 /* DB_REPLICAS_LIST_MAX */
-#define RL_PEER_REFRESH_MIN_US 1000000ull
+#define RL_PEER_REFRESH_MIN_US 100000ull /* 10 queries a second at most */
 #define RL_HOP_SEEN_MAX 4096 /* replicas' tokens used in the last minute, at most */
 #define RL_HOP_JTI_MAX 43    /* a jti's length: 32 random bytes in base64url, at most */
 
