@@ -728,6 +728,27 @@ static int str_esc_byte(struct vtf *f, uint8_t c)
     return esc_byte(f, c);
 }
 
+/* How many of p's first n bytes are printable ASCII (0x20-0x7e) before the
+ * first that is not: eight at a time while none of the eight is outside
+ * the range (a word test that may say "outside" for a byte after one that
+ * truly is, never "inside" for one that is not), then byte by byte. */
+static size_t printable_prefix(const uint8_t *p, size_t n)
+{
+    static const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t k = 0;
+    for (; k + sizeof(uint64_t) <= n; k += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, p + k, sizeof w);
+        const uint64_t below = (w - ones * 0x20u) & ~w & highs; /* a byte < 0x20 */
+        const uint64_t above = ((w + ones) | w) & highs;        /* a byte > 0x7e */
+        if (below | above)
+            break;
+    }
+    while (k < n && p[k] >= 0x20 && p[k] < 0x7f)
+        k++;
+    return k;
+}
+
 /* The common case at ground: a run of printable ASCII. Each byte is a code
  * point of width 1 that put_cp() would append as it is, so the run is
  * copied whole, as far as the text buffer has room (the caller comes back
@@ -740,9 +761,8 @@ static int ascii_run(struct vtf *f, const uint8_t *p, size_t n, size_t *took)
         if (rc)
             return rc;
     }
-    size_t room = sizeof f->text - f->text_len, k = 0;
-    while (k < n && k < room && p[k] >= 0x20 && p[k] < 0x7f)
-        k++;
+    size_t room = sizeof f->text - f->text_len;
+    size_t k = printable_prefix(p, n < room ? n : room);
     memcpy(f->text + f->text_len, p, k);
     f->text_len += k;
     f->rep_cp = p[k - 1];

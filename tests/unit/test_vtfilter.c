@@ -435,6 +435,56 @@ static void test_split_every_byte(void **state)
     free(whole);
 }
 
+/* kinds with each run of text units ('T') or controls ('C': CR LF is one
+ * unit or two) as one, into out (cap). */
+static void squeeze_text(const char *kinds, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *k = kinds; *k && n + 1 < cap; k++)
+        if (!((*k == 'T' || *k == 'C') && n > 0 && out[n - 1] == *k))
+            out[n++] = *k;
+    out[n] = 0;
+}
+
+/* Printable runs of every length up to 40 ended by each byte at the edges
+ * of the word scan's range (ascii_run takes eight bytes at a time): the
+ * units are those of the same bytes fed one at a time, which never reach
+ * the word scan. */
+static void test_printable_runs(void **state)
+{
+    (void)state;
+    static const char *const enders[] = {"\x00",     "\x1f",   "\x7f", "\x80",     "\xff",
+                                         "\xc3\xa9", "\033[m", "\r\n", "\x7e\xff", "\xff\x7e"};
+    static const char edge[] = " ~!}0Az"; /* 0x20, 0x7e and between */
+    char in[128];
+    for (size_t e = 0; e < sizeof enders / sizeof enders[0]; e++) {
+        for (size_t len = 0; len <= 40; len++) {
+            size_t n = 0;
+            for (size_t i = 0; i < len; i++)
+                in[n++] = edge[(i * 5 + len) % (sizeof edge - 1)];
+            size_t el = strlen(enders[e]) ? strlen(enders[e]) : 1; /* "\x00" is one byte */
+            memcpy(in + n, enders[e], el);
+            n += el;
+            memcpy(in + n, "tail text", 9);
+            n += 9;
+            struct rec *whole = run(in, n, NULL);
+            struct rec *r = rec_new();
+            struct vtf *f = filter_new(r);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(vtf_feed(f, (const uint8_t *)in + i, 1), AL_OK);
+            vtf_free(f);
+            assert_int_equal(r->len, whole->len);
+            assert_memory_equal(r->bytes, whole->bytes, whole->len);
+            char a[64], b[64]; /* the kinds, a run of units of one kind as one */
+            squeeze_text(whole->kinds, a, sizeof a);
+            squeeze_text(r->kinds, b, sizeof b);
+            assert_string_equal(a, b);
+            free(r);
+            free(whole);
+        }
+    }
+}
+
 /* Units the filter hands on, re-parsed: no REP, at most VTF_MAX_CSI_SEPS
  * separators, no C1 code point, valid UTF-8, bounded strings, text marked
  * ASCII only when it is, a control alone or CR LF. */
@@ -651,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_emit_error),
         cmocka_unit_test(test_narrow),
         cmocka_unit_test(test_split_every_byte),
+        cmocka_unit_test(test_printable_runs),
         cmocka_unit_test(test_pending),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_width_table_matches_libvterm),
