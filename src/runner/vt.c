@@ -427,7 +427,33 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were, unless the whole unit goes (whole_fast).
  * Returns the glyphs written, 0 to go the usual way. */
-static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
+/* libvterm's cursor n columns right: ESC [ n C, by hand (snprintf was a
+ * tenth of the runner's user time). */
+static void write_cuf(struct vt *vt, size_t n)
+{
+    char digits[24], cuf[32];
+    size_t nd = 0, k = 0;
+    for (size_t v = n; v > 0 && nd < sizeof digits; v /= 10)
+        digits[nd++] = (char)('0' + v % 10);
+    cuf[k++] = '\033';
+    cuf[k++] = '[';
+    while (nd > 0)
+        cuf[k++] = digits[--nd];
+    cuf[k++] = 'C';
+    vterm_input_write(vt->term, cuf, k);
+}
+
+/* The CUF a whole fast unit left due, written now (see cuf_due). */
+static void lv_flush(struct vt *vt)
+{
+    if (vt->cuf_due) {
+        size_t n = vt->cuf_due;
+        vt->cuf_due = 0;
+        write_cuf(vt, n);
+    }
+}
+
+static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known, int defer)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
@@ -457,20 +483,11 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known)
         (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
                     : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
-    size_t done = glyphs;
-    n = glyphs;
-    /* ESC [ n C, by hand: snprintf was a tenth of the runner's user time */
-    char digits[8], cuf[16];
-    size_t nd = 0, k = 0;
-    for (size_t v = n; v > 0 && nd < sizeof digits; v /= 10)
-        digits[nd++] = (char)('0' + v % 10);
-    cuf[k++] = '\033';
-    cuf[k++] = '[';
-    while (nd > 0)
-        cuf[k++] = digits[--nd];
-    cuf[k++] = 'C';
-    vterm_input_write(vt->term, cuf, k);
-    return (int)done;
+    if (defer)
+        vt->cuf_due = glyphs;
+    else
+        write_cuf(vt, glyphs);
+    return (int)glyphs;
 }
 
 /* The code point of whole, valid UTF-8 at p (as the filter hands text
@@ -571,7 +588,7 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         return 0;
     VTermPos pos;
     vterm_state_get_cursorpos(vt->state, &pos);
-    int glyphs = fast_text(vt, p, n, ascii);
+    int glyphs = fast_text(vt, p, n, ascii, 1);
     if (glyphs == 0)
         return 0;
     if (!vt->lv_stale) {
@@ -594,6 +611,7 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 /* A text unit; ascii: the filter found every byte printable ASCII. */
 static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
+    lv_flush(vt);
     if (vt->held_len) {
         memcpy(vt->tbuf, vt->held, vt->held_len);
         memcpy(vt->tbuf + vt->held_len, p, n);
@@ -612,7 +630,7 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
     }
     /* the last glyph of printable ASCII is its last byte */
     size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);
-    if (!fast_text(vt, p, cut, ascii))
+    if (!fast_text(vt, p, cut, ascii, 0))
         write_text(vt, p, cut);
     vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
@@ -942,6 +960,12 @@ static int on_unit(void *ud, const struct vtf_unit *u)
         on_text(vt, u->bytes, u->len, u->ascii);
         return 0;
     }
+    /* text, then CR (LF): the CUF due after the text is moot, since CR
+     * puts the cursor in column 0 wherever it stood (DECLRMM is off while
+     * the fast path runs, and fast text leaves no pending wrap) */
+    if (vt->cuf_due && u->kind == VTF_CTRL && u->bytes[0] == '\r')
+        vt->cuf_due = 0;
+    lv_flush(vt);
     vt_sync(vt);
     if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))
         return 0; /* a double-width line one column wide has no room at all */
@@ -1082,6 +1106,7 @@ int vt_feed(struct vt *vt, const uint8_t *p, size_t n)
     if (!vt || (!p && n))
         return AL_E_INVAL;
     int rc = vtf_feed(vt->filter, p, n);
+    lv_flush(vt);                        /* libvterm up to date for whatever reads it next */
     int mem = vts_take_error(vt->cells); /* a row that could not get its cells */
     return rc != AL_OK ? rc : mem;
 }

@@ -649,6 +649,49 @@ static void test_model_marks_after_fast_text(void **state)
     }
 }
 
+/* Text the fast path wrote whole, then a control or sequence in the same
+ * write: libvterm's cursor is moved after such text only once something
+ * needs it, and not at all when a CR comes next (vt.c, cuf_due). Every
+ * control and a few sequences after text, each case in one write, at the
+ * bottom of the screen and of a scroll region too, against libvterm's
+ * screen given the same bytes. */
+static void test_model_controls_after_fast_text(void **state)
+{
+    (void)state;
+    static const char *const before[] = {"hello",         "\033[3;4Hab",
+                                         "\033[5;1Hline", "\033[2;4r\033[4;2Hxyz",
+                                         "\033[4hins",    "\033[1;1Hq\033[1;3Hrs"};
+    static const char *const after[] = {"\r",       "\r\n",   "\n",       "\b",       "\t",
+                                        "\v",       "\f",     "\r\r",     "\n\r",     "\033[A",
+                                        "\033[2D",  "\033M",  "\0337",    "\033[6n",  "\033[1;31m",
+                                        "\xcc\x81", "\033[K", "\r\033[K", "\033[?6h", "\x7f"};
+    for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) {
+        for (size_t j = 0; j < sizeof after / sizeof after[0]; j++) {
+            char buf[128];
+            int n = snprintf(buf, sizeof buf, "%s%sZY", before[i], after[j]);
+            assert_true(n > 0 && (size_t)n < sizeof buf);
+            struct ref r;
+            r.vt = vterm_new(5, 12);
+            assert_non_null(r.vt);
+            vterm_set_utf8(r.vt, 1);
+            r.screen = vterm_obtain_screen(r.vt);
+            vterm_screen_enable_altscreen(r.screen, 1);
+            vterm_screen_reset(r.screen, 1);
+            static const char prime[] = " \033[H\033[2J"; /* as vt_new does */
+            vterm_input_write(r.vt, prime, sizeof prime - 1);
+            assert_int_equal(vtf_new(emit_ref, &r, &r.filter), AL_OK);
+            struct vt *vt = NULL;
+            assert_int_equal(vt_new(12, 5, &vt), AL_OK);
+            assert_int_equal(vtf_feed(r.filter, (const uint8_t *)buf, (size_t)n), AL_OK);
+            assert_int_equal(vt_feed(vt, (const uint8_t *)buf, (size_t)n), AL_OK);
+            compare_model(&r, vt, 5, 12, (unsigned)i, (int)j);
+            vt_free(vt);
+            vtf_free(r.filter);
+            vterm_free(r.vt);
+        }
+    }
+}
+
 /* A newline at the bottom moves row pointers, not cells; an idle screen
  * (and the alternate one until used) holds no cells. */
 static void test_scroll_moves_no_cell(void **state)
@@ -680,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_model_narrow_text_against_libvterm),
         cmocka_unit_test(test_model_combining_against_libvterm),
         cmocka_unit_test(test_model_marks_after_fast_text),
+        cmocka_unit_test(test_model_controls_after_fast_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
