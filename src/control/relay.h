@@ -100,10 +100,11 @@ typedef void rl_wake_fn(void *conn);
 /* Trust between replicas (relay_peers.c): the other replicas' keysets
  * kept at most, and how often a token with an unknown kid may make the
  * relay read them again between heartbeats. */
-#define RL_PEER_KEYSETS_MAX 1000 /* DB_REPLICAS_LIST_MAX */
-#define RL_PEER_REFRESH_MIN_US 100000ull /* 10 queries a second at most */
-#define RL_HOP_SEEN_MAX 4096 /* replicas' tokens used in the last minute, at most */
-#define RL_HOP_JTI_MAX 43    /* a jti's length: 32 random bytes in base64url, at most */
+#define RL_PEER_KEYSETS_MAX 1000         /* DB_REPLICAS_LIST_MAX */
+#define RL_PEER_REFRESH_MIN_US 100000ull /* on demand: 10 queries a second at most */
+#define RL_PEER_REFRESH_BURST 10         /* ... after a burst of this many */
+#define RL_HOP_SEEN_MAX 4096             /* replicas' tokens used in the last minute, at most */
+#define RL_HOP_JTI_MAX 43                /* a jti's length: 32 random bytes in base64url, at most */
 
 /* What a dial presents: the runner's URL and our runner:connect token;
  * for an aca sandbox also its platform, whose token goes in Authorization

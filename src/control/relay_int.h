@@ -195,11 +195,10 @@ struct relay {
     char replica_id[DB_REPLICA_ID_LEN + 1]; /* "" until relay_lease_start */
     int64_t lease_ms, stale_ms;
     struct tok_keyset *keys;
-    /* the other replicas' published keys (relay_peers.c), read at this
-     * relay_now_us() */
+    /* the other replicas' published keys (relay_peers.c) */
     struct tok_keyset **peer_keys;
     size_t n_peer_keys;
-    uint64_t peer_keys_us;
+    uint64_t peer_refresh_tat_us; /* the on-demand reads' bucket (relay_peers_verify) */
     /* replicas' tokens used (relay_hop_user), RL_HOP_SEEN_MAX slots made
      * at the first; a slot is free when exp is 0 */
     struct rl_jti {
@@ -235,8 +234,8 @@ int relay_peers_publish(struct relay *r);
 int relay_peers_refresh(struct relay *r);
 void relay_peers_free(struct relay *r);
 /* tok_verify against our keys and every other replica's; a kid none of
- * them knows reads the keys again first (at most once per
- * RL_PEER_REFRESH_MIN_US). */
+ * them knows reads the keys again first (RL_PEER_REFRESH_BURST reads,
+ * then one per RL_PEER_REFRESH_MIN_US). */
 struct tok_verify_params;
 struct tok_claims;
 int relay_peers_verify(struct relay *r, const char *token, const struct tok_verify_params *p,

@@ -9,10 +9,11 @@
  * database is trusted (whoever writes it could do anything already); the
  * sandbox never reaches it.
  *
- * The keys are read again at every heartbeat (relay_lease_beat), and at
- * most once per RL_PEER_REFRESH_MIN_US when a token's kid is none of
- * theirs (a replica that registered since the last beat), so that bad
- * tokens cannot make the relay query the database at will.
+ * The keys are read again at every heartbeat (relay_lease_beat), and on
+ * demand when a token's kid is none of theirs (a replica that registered
+ * since the last beat): RL_PEER_REFRESH_BURST reads at once, then one per
+ * RL_PEER_REFRESH_MIN_US, so that bad tokens cannot make the relay query
+ * the database at will.
  *
  * The same keys verify a replica's token for a client it relays to this
  * replica, the owner of the client's terminal (relay_hop_user: aud our
@@ -93,7 +94,6 @@ int relay_peers_refresh(struct relay *r)
     if (!ks)
         return AL_E_NOMEM;
     struct peers_read p = {r, ks, 0};
-    r->peer_keys_us = relay_now_us();
     int rc = db_replica_jwks_list(r->cfg.db, peer_row, &p);
     if (rc != AL_OK) { /* the database is away: the keys read last stay */
         peers_free(ks, p.n);
@@ -140,9 +140,17 @@ int relay_peers_verify(struct relay *r, const char *token, const struct tok_veri
                        struct tok_claims *out, char *why, size_t cap)
 {
     int rc = verify_once(r, token, p, out, why, cap);
-    if (rc != AL_E_KID || !r->replica_id[0] ||
-        relay_now_us() - r->peer_keys_us < RL_PEER_REFRESH_MIN_US)
+    if (rc != AL_E_KID || !r->replica_id[0])
         return rc;
+    /* on demand: RL_PEER_REFRESH_BURST at once, then one per
+     * RL_PEER_REFRESH_MIN_US (a cell-rate bucket of their own: the beat's
+     * reads do not use it up, so a replica that registered just after one
+     * is read at its first token) */
+    uint64_t now = relay_now_us();
+    uint64_t tat = r->peer_refresh_tat_us > now ? r->peer_refresh_tat_us : now;
+    if (tat - now > (uint64_t)(RL_PEER_REFRESH_BURST - 1) * RL_PEER_REFRESH_MIN_US)
+        return rc;
+    r->peer_refresh_tat_us = tat + RL_PEER_REFRESH_MIN_US;
     if (relay_peers_refresh(r) != AL_OK) /* a replica registered since the last beat? */
         return rc;
     return verify_once(r, token, p, out, why, cap);
