@@ -453,13 +453,22 @@ static void lv_flush(struct vt *vt)
     }
 }
 
+/* Where libvterm's cursor is once the CUF due is written. */
+static void lv_pos(struct vt *vt, VTermPos *pos)
+{
+    vterm_state_get_cursorpos(vt->state, pos);
+    pos->col += (int)vt->cuf_due;
+}
+
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known, int defer)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
         return 0;
+    if (vt->fast == VT_FAST_UNKNOWN) /* asked of libvterm below */
+        lv_flush(vt);
     VTermPos pos;
-    vterm_state_get_cursorpos(vt->state, &pos);
+    lv_pos(vt, &pos);
     if (pos.col < 0 || pos.col >= vt->cols)
         return 0;
     size_t room = (size_t)(vt->cols - 1 - pos.col), ascii = 0;
@@ -484,7 +493,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known,
                     : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
     if (defer)
-        vt->cuf_due = glyphs;
+        vt->cuf_due += glyphs;
     else
         write_cuf(vt, glyphs);
     return (int)glyphs;
@@ -586,8 +595,10 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
     if (vt->any_dwl || n < 2) /* fast_text takes no shorter run */
         return 0;
+    if (vt->fast == VT_FAST_UNKNOWN) /* fast_text asks libvterm */
+        lv_flush(vt);
     VTermPos pos;
-    vterm_state_get_cursorpos(vt->state, &pos);
+    lv_pos(vt, &pos);
     int glyphs = fast_text(vt, p, n, ascii, 1);
     if (glyphs == 0)
         return 0;
@@ -611,6 +622,12 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 /* A text unit; ascii: the filter found every byte printable ASCII. */
 static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
+    /* text after text the fast path wrote whole (a fast SGR between): the
+     * CUFs due add up while this goes whole too */
+    if (vt->cuf_due && !vt->held_len && n > 0 && p[0] < 0x80 && whole_fast(vt, p, n, ascii)) {
+        vt->single_shift = 0;
+        return;
+    }
     lv_flush(vt);
     if (vt->held_len) {
         memcpy(vt->tbuf, vt->held, vt->held_len);
@@ -965,6 +982,15 @@ static int on_unit(void *ud, const struct vtf_unit *u)
      * the fast path runs, and fast text leaves no pending wrap) */
     if (vt->cuf_due && u->kind == VTF_CTRL && u->bytes[0] == '\r')
         vt->cuf_due = 0;
+    /* CUP and HVP put the cursor where their parameters say, wherever it
+     * stood (DECOM adds the margins, not the position) */
+    const int plain_csi = u->kind == VTF_CSI && u->seq->leader == 0 && u->seq->ninter == 0;
+    if (vt->cuf_due && plain_csi && (u->seq->final == 'H' || u->seq->final == 'f'))
+        vt->cuf_due = 0;
+    /* an SGR taken without libvterm reads nothing of it (vt->origin known:
+     * no question asked): the CUF stays due */
+    if (vt->cuf_due && plain_csi && u->seq->final == 'm' && vt->origin >= 0 && sgr_fast(vt, u->seq))
+        return 0;
     lv_flush(vt);
     vt_sync(vt);
     if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))

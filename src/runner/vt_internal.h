@@ -132,10 +132,12 @@ struct vt {
         VTermPos pos;
         int width;
     } lv;           /* libvterm's previous glyph, while lv_stale */
-    size_t cuf_due; /* columns libvterm's cursor has yet to move right after a
-                     * whole fast unit (whole_fast): written by lv_flush
-                     * before anything reads or writes libvterm, or dropped
-                     * when a CR comes next (see on_unit in vt.c) */
+    size_t cuf_due; /* columns libvterm's cursor has yet to move right after
+                     * text the fast path wrote whole (whole_fast; more
+                     * such text, with fast SGRs between, adds to it):
+                     * written by lv_flush before anything reads or writes
+                     * libvterm, dropped when a CR, CUP or HVP comes next
+                     * (see on_unit in vt.c) */
 
     int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
     int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */

@@ -661,13 +661,42 @@ static void test_model_controls_after_fast_text(void **state)
     static const char *const before[] = {"hello",         "\033[3;4Hab",
                                          "\033[5;1Hline", "\033[2;4r\033[4;2Hxyz",
                                          "\033[4hins",    "\033[1;1Hq\033[1;3Hrs"};
-    static const char *const after[] = {"\r",       "\r\n",   "\n",       "\b",       "\t",
-                                        "\v",       "\f",     "\r\r",     "\n\r",     "\033[A",
-                                        "\033[2D",  "\033M",  "\0337",    "\033[6n",  "\033[1;31m",
-                                        "\xcc\x81", "\033[K", "\r\033[K", "\033[?6h", "\x7f"};
+    static const char *const after[] = {"\r",
+                                        "\r\n",
+                                        "\n",
+                                        "\b",
+                                        "\t",
+                                        "\v",
+                                        "\f",
+                                        "\r\r",
+                                        "\n\r",
+                                        "\033[A",
+                                        "\033[2D",
+                                        "\033M",
+                                        "\0337",
+                                        "\033[6n",
+                                        "\033[1;31m",
+                                        "\xcc\x81",
+                                        "\033[K",
+                                        "\r\033[K",
+                                        "\033[?6h",
+                                        "\x7f",
+                                        "\033[2;3H",
+                                        "\033[4;1f",
+                                        "\033[H",
+                                        "\033[?6h\033[2;2H",
+                                        "\033[1;31mab\r",
+                                        "\033[mcd\033[K",
+                                        "\033[7m \033[27mxy\033[3;1H",
+                                        "\033[38;2;1;2;3mab\033[48;5;9mcd\n",
+                                        "\033[1mab\xcc\x81",
+                                        "\033[1mab\033[4hcd",
+                                        "\033[mab\033[?1049h",
+                                        "\033[1ma\033[mbc\b",
+                                        "\033[1mab\033[2;2r\033[1;1Hc"};
     for (size_t i = 0; i < sizeof before / sizeof before[0]; i++) {
         for (size_t j = 0; j < sizeof after / sizeof after[0]; j++) {
-            char buf[128];
+            char buf[160];
             int n = snprintf(buf, sizeof buf, "%s%sZY", before[i], after[j]);
             assert_true(n > 0 && (size_t)n < sizeof buf);
             struct ref r;
