@@ -104,7 +104,10 @@ int api_http_done(struct api *a, struct lws *wsi, struct http_req *q)
     struct http_req req = *q;
     q->body = NULL;
     int rc = req.refused ? answer_refused(wsi, req.refused) : api_route_http(a, wsi, &req);
-    q->fwd = req.fwd; /* forwarded: answered at a later HTTP_WRITEABLE (api_fwd.c) */
+    /* forwarded: not answered, so q lives on, and its answer is written at
+     * a later HTTP_WRITEABLE (api_fwd.c); answered, q may be gone already */
+    if (req.fwd)
+        q->fwd = req.fwd;
     free(req.body);
     return rc;
 }
