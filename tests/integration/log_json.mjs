@@ -8,9 +8,10 @@ import { addUser, startAirlockd, api } from '../interop/airlockd.mjs';
 
 const KEYS = ['time', 'ts', 'prog', 'instance', 'level', 'msg'];
 
-// Every line of the log: parsed, or the line that is not JSON.
-function lines(log) {
-  return fs.readFileSync(log, 'utf8').split('\n').filter((l) => l !== '').map((l) => {
+// Every line of the log from byte `from` (a log file may hold an earlier
+// process's lines before): parsed, or the line that is not JSON.
+function lines(log, from = 0) {
+  return fs.readFileSync(log).subarray(from).toString('utf8').split('\n').filter((l) => l !== '').map((l) => {
     try { return { obj: JSON.parse(l), line: l }; } catch { return { obj: null, line: l }; }
   });
 }
@@ -33,7 +34,7 @@ await run('log_json', async () => {
   const hostile = 'x\n1 airlockd[-] error forged\u001b[2J"';
   await api(d.port, 'POST', '/v1/terminals', admin, { sandbox: hostile, argv: ['true'] });
   await sleep(200);
-  const ls = lines(d.log);
+  const ls = lines(d.log, d.from);
   checkLines('airlockd', ls, 'airlockd');
   check(ls.some(({ obj }) => obj && obj.instance === 'signer'), 'the signer process logs JSON too');
   check(ls.some(({ obj }) => obj && /serving http on 127\.0\.0\.1:\d+/.test(obj.msg)), 'the serving line is there, as JSON');
@@ -47,7 +48,7 @@ await run('log_json', async () => {
     'Host: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
     'Sec-WebSocket-Version: 13\r\nAuthorization: Bearer garbage\r\n\r\n').catch(() => null);
   await sleep(200);
-  const rl = lines(r.log);
+  const rl = lines(r.log, r.from);
   checkLines('airlock-runner', rl, 'airlock-runner');
   check(rl.some(({ obj }) => obj && /listening on/.test(obj.msg)), 'the runner\'s listening line, as JSON');
 

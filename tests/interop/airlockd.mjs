@@ -86,7 +86,7 @@ export async function startAirlockd({ dir, port, args = [], wrap = [], db, exe }
   const p = spawn(wrap.length ? wrap[0] : argv[0], [...wrap.slice(1), ...(wrap.length ? argv : argv.slice(1))],
     { stdio: ['ignore', out, out] });
   fs.closeSync(out);
-  const d = { p, port, log, dead: false, asked: false };
+  const d = { p, port, log, from, dead: false, asked: false }; // from: where this process's lines begin
   // a signal the test sends is asked for; a crash or a sanitizer's report
   // (UBSan exits with 1 after its report) fails the test at once
   const kill = p.kill.bind(p);

@@ -146,7 +146,7 @@ export async function startRunner({ id = 'sbx-1', dir, args = [], port, env = {}
   const cmd = [...wrap, ...argv];
   const p = spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', out, out], env: { ...process.env, ...env } });
   fs.closeSync(out);
-  const r = { proc: p, port, id, log, dir };
+  const r = { proc: p, port, id, log, from, dir }; // from: where this process's lines begin
   r.exited = new Promise((res) => p.on('exit', (code, sig) => res({ code, sig })));
   cleanups.push(async () => {
     let st;
