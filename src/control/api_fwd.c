@@ -93,7 +93,9 @@ static void finish(struct fwd *f, int status, const char *err)
     f->call = NULL;
     uv_timer_stop(&f->timer);
     if (err) {
-        char *s = json_dumps(json_pack("{s:s}", "error", err), JSON_COMPACT);
+        json_t *o = json_pack("{s:s}", "error", err);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
         free(f->answer);
         f->answer = s;
         f->alen = s ? strlen(s) : 0;
