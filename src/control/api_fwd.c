@@ -184,22 +184,6 @@ static void on_timeout(uv_timer_t *t)
 
 /* ---- which replica, and where -------------------------------------------------- */
 
-struct addr_of {
-    const char *id;
-    char address[DB_REPLICA_ADDR_MAX + 1];
-    int alive;
-};
-
-static int find_replica(void *ctx, const struct db_replica *r)
-{
-    struct addr_of *o = ctx;
-    if (strcmp(r->id, o->id) != 0)
-        return 0;
-    (void)snprintf(o->address, sizeof o->address, "%s", r->address);
-    o->alive = r->alive;
-    return 1;
-}
-
 /* The sandbox of the action: the terminal's, or the body's "sandbox"
  * (POST /v1/terminals). 0 when it names none (the handler says why). */
 static int sandbox_of(const struct call *c, char *out, size_t cap)
@@ -226,17 +210,16 @@ static int owner_url(struct api *a, const struct call *c, char *owner, size_t oc
     if (!sandbox_of(c, sb, sizeof sb) || !relay_sandbox_owner(a->relay, sb, id, sizeof id) ||
         !strcmp(id, "none") || !strcmp(id, a->replica_id) || strlen(id) >= ocap)
         return 0;
-    struct addr_of o = {id, "", 0};
-    int rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_replica, &o);
-    if ((rc != AL_OK && rc != 1) || !o.alive)
+    char address[DB_REPLICA_ADDR_MAX + 1];
+    if (api_replica_address(a, id, API_HOP_OWNER_LATE_MS, address, sizeof address) != AL_OK)
         return 0;
-    const char *rest = !strncmp(o.address, "ws://", 5)    ? o.address + 5
-                       : !strncmp(o.address, "wss://", 6) ? o.address + 6
-                                                          : NULL;
+    const char *rest = !strncmp(address, "ws://", 5)    ? address + 5
+                       : !strncmp(address, "wss://", 6) ? address + 6
+                                                        : NULL;
     if (!rest)
         return 0;
     size_t n = strcspn(rest, "/?#"); /* the address's host and port only */
-    int m = snprintf(url, ucap, "%s://%.*s", o.address[2] == 's' ? "https" : "http", (int)n, rest);
+    int m = snprintf(url, ucap, "%s://%.*s", address[2] == 's' ? "https" : "http", (int)n, rest);
     memcpy(owner, id, strlen(id) + 1);
     return m > 0 && (size_t)m < ucap;
 }

@@ -295,21 +295,9 @@ void api_hop_in_closed(struct conn *c)
 /* ---- the dial ------------------------------------------------------------------ */
 
 struct owner_of {
-    const char *id;
     char sandbox[DB_NAME_MAX + 1];
     char address[DB_REPLICA_ADDR_MAX + 1];
-    int alive;
 };
-
-static int find_owner(void *ctx, const struct db_replica *r)
-{
-    struct owner_of *o = ctx;
-    if (strcmp(r->id, o->id) != 0)
-        return 0;
-    (void)snprintf(o->address, sizeof o->address, "%s", r->address);
-    o->alive = r->alive;
-    return 1;
-}
 
 /* The terminal's sandbox's owner, when it is another live replica (reached
  * over ws:// or wss://): its id and address; AL_E_NOENT otherwise (the
@@ -335,10 +323,9 @@ static int owner_of_terminal(struct api *a, const char *term_id, char *owner, si
     free(sb);
     if (rc != AL_OK)
         return rc;
-    o->id = owner;
-    rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_owner, o); /* not a late one */
+    rc = api_replica_address(a, owner, API_HOP_OWNER_LATE_MS, o->address, sizeof o->address);
     const int ws = !strncmp(o->address, "ws://", 5) || !strncmp(o->address, "wss://", 6);
-    return (rc == AL_OK || rc == 1) && o->alive && ws ? AL_OK : AL_E_NOENT;
+    return rc == AL_OK && ws ? AL_OK : AL_E_NOENT;
 }
 
 /* The dial's link: the upgrade request with our hop token as Bearer. */
@@ -455,14 +442,15 @@ void api_hop_check(struct api *a)
     for (struct conn *c = a->hops; c; c = c->hops_next) {
         if (!c->hop)
             continue; /* closing already */
-        struct owner_of o = {0};
-        o.id = c->hop_owner;
-        int rc = db_sandbox_get(a->db, c->hop_sandbox, sb);
+        char addr[DB_REPLICA_ADDR_MAX + 1];
+        int rc = db_sandbox_get(a->db, c->hop_sandbox, sb), gone = 0;
         if (rc == AL_OK && !strcmp(sb->owner, c->hop_owner))
-            rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, find_owner, &o);
-        else if (rc == AL_OK || rc == AL_E_NOENT)
-            rc = 2; /* another owner, or none, or the sandbox gone */
-        if (rc == 2 || ((rc == AL_OK || rc == 1) && !o.alive)) {
+            gone = api_replica_address(a, c->hop_owner, API_HOP_OWNER_LATE_MS, addr, sizeof addr) ==
+                   AL_E_NOENT;
+        else
+            gone =
+                rc == AL_OK || rc == AL_E_NOENT; /* another owner, or none, or the sandbox gone */
+        if (gone) {
             api_log(a, 1, "a relayed client of sandbox %s: its owner %s changed or is gone: cut",
                     c->hop_sandbox, c->hop_owner);
             cut(c, "the terminal's owner changed: attach again");

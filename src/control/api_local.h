@@ -286,6 +286,10 @@ enum {
 int api_replica_start(struct api *a, char *err, size_t cap);
 void api_replica_stop(struct api *a);
 int api_replica_list(struct api *a, struct lws *wsi, struct call *c);
+/* Replica id's address into addr (cap) when it is alive, its beat at most
+ * late_ms old: AL_OK; AL_E_NOENT when it is not (or not listed); a
+ * database error otherwise. */
+int api_replica_address(struct api *a, const char *id, int64_t late_ms, char *addr, size_t cap);
 
 /* api_proxy.c: the credential proxy started (after the database, before
  * the relay) and stopped; a terminal's view of its upstreams */

@@ -112,3 +112,32 @@ int api_replica_list(struct api *a, struct lws *wsi, struct call *c)
     return api_reply_list(a, wsi, c, &l,
                           db_replica_list(a->db, API_REPLICA_STALE_MS, add_replica, &l));
 }
+
+/* ---- another replica's address -------------------------------------------------- */
+
+struct addr_of {
+    const char *id;
+    char *addr;
+    size_t cap;
+    int found, alive;
+};
+
+static int addr_row(void *ctx, const struct db_replica *r)
+{
+    struct addr_of *o = ctx;
+    if (strcmp(r->id, o->id) != 0)
+        return 0;
+    (void)snprintf(o->addr, o->cap, "%s", r->address);
+    o->found = 1;
+    o->alive = r->alive;
+    return 1; /* found: the listing stops */
+}
+
+int api_replica_address(struct api *a, const char *id, int64_t late_ms, char *addr, size_t cap)
+{
+    struct addr_of o = {id, addr, cap, 0, 0};
+    int rc = db_replica_list(a->db, late_ms, addr_row, &o);
+    if (rc != AL_OK && rc != 1)
+        return rc;
+    return o.found && o.alive ? AL_OK : AL_E_NOENT;
+}

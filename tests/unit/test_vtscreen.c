@@ -601,6 +601,31 @@ static void test_model_combining_against_libvterm(void **state)
     model_against_libvterm(MODEL_MARKS);
 }
 
+/* A 12 x 5 model and its reference (libvterm's screen, primed as vt_new
+ * primes its own), for the scripted comparisons below. */
+static struct vt *ref_pair_new(struct ref *r)
+{
+    r->vt = vterm_new(5, 12);
+    assert_non_null(r->vt);
+    vterm_set_utf8(r->vt, 1);
+    r->screen = vterm_obtain_screen(r->vt);
+    vterm_screen_enable_altscreen(r->screen, 1);
+    vterm_screen_reset(r->screen, 1);
+    static const char prime[] = " \033[H\033[2J"; /* as vt_new does */
+    vterm_input_write(r->vt, prime, sizeof prime - 1);
+    assert_int_equal(vtf_new(emit_ref, r, &r->filter), AL_OK);
+    struct vt *vt = NULL;
+    assert_int_equal(vt_new(12, 5, &vt), AL_OK);
+    return vt;
+}
+
+static void ref_pair_free(struct ref *r, struct vt *vt)
+{
+    vt_free(vt);
+    vtf_free(r->filter);
+    vterm_free(r->vt);
+}
+
 /* Combining marks after text the fast path wrote whole (its last glyph
  * too: libvterm's previous glyph is then an older one, and vt.c deals
  * with the marks itself, own_marks): after the glyph printed last they
@@ -626,26 +651,14 @@ static void test_model_marks_after_fast_text(void **state)
     };
     for (size_t i = 0; i < sizeof scripts / sizeof scripts[0]; i++) {
         struct ref r;
-        r.vt = vterm_new(5, 12);
-        assert_non_null(r.vt);
-        vterm_set_utf8(r.vt, 1);
-        r.screen = vterm_obtain_screen(r.vt);
-        vterm_screen_enable_altscreen(r.screen, 1);
-        vterm_screen_reset(r.screen, 1);
-        static const char prime[] = " \033[H\033[2J"; /* as vt_new does */
-        vterm_input_write(r.vt, prime, sizeof prime - 1);
-        assert_int_equal(vtf_new(emit_ref, &r, &r.filter), AL_OK);
-        struct vt *vt = NULL;
-        assert_int_equal(vt_new(12, 5, &vt), AL_OK);
+        struct vt *vt = ref_pair_new(&r);
         for (int w = 0; scripts[i][w]; w++) {
             const char *b = scripts[i][w];
             assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, strlen(b)), AL_OK);
             assert_int_equal(vt_feed(vt, (const uint8_t *)b, strlen(b)), AL_OK);
         }
         compare_model(&r, vt, 5, 12, (unsigned)i, 0);
-        vt_free(vt);
-        vtf_free(r.filter);
-        vterm_free(r.vt);
+        ref_pair_free(&r, vt);
     }
 }
 
@@ -700,23 +713,11 @@ static void test_model_controls_after_fast_text(void **state)
             int n = snprintf(buf, sizeof buf, "%s%sZY", before[i], after[j]);
             assert_true(n > 0 && (size_t)n < sizeof buf);
             struct ref r;
-            r.vt = vterm_new(5, 12);
-            assert_non_null(r.vt);
-            vterm_set_utf8(r.vt, 1);
-            r.screen = vterm_obtain_screen(r.vt);
-            vterm_screen_enable_altscreen(r.screen, 1);
-            vterm_screen_reset(r.screen, 1);
-            static const char prime[] = " \033[H\033[2J"; /* as vt_new does */
-            vterm_input_write(r.vt, prime, sizeof prime - 1);
-            assert_int_equal(vtf_new(emit_ref, &r, &r.filter), AL_OK);
-            struct vt *vt = NULL;
-            assert_int_equal(vt_new(12, 5, &vt), AL_OK);
+            struct vt *vt = ref_pair_new(&r);
             assert_int_equal(vtf_feed(r.filter, (const uint8_t *)buf, (size_t)n), AL_OK);
             assert_int_equal(vt_feed(vt, (const uint8_t *)buf, (size_t)n), AL_OK);
             compare_model(&r, vt, 5, 12, (unsigned)i, (int)j);
-            vt_free(vt);
-            vtf_free(r.filter);
-            vterm_free(r.vt);
+            ref_pair_free(&r, vt);
         }
     }
 }
