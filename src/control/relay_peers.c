@@ -158,8 +158,8 @@ int relay_peers_verify(struct relay *r, const char *token, const struct tok_veri
 
 /* A replica's token is good once (its jti, until it expires): one seen
  * on the wire or in a log cannot open a second attach or action. */
-static int hop_once(struct relay *r, const struct tok_claims *cl, int64_t now, char *why,
-                    size_t wcap)
+static int hop_once(struct relay *r, const struct tok_claims *cl, int64_t now, int64_t leeway,
+                    char *why, size_t wcap)
 {
     size_t n = strlen(cl->jti);
     if (n == 0 || n > RL_HOP_JTI_MAX) {
@@ -171,7 +171,8 @@ static int hop_once(struct relay *r, const struct tok_claims *cl, int64_t now, c
     struct rl_jti *free_slot = NULL;
     for (size_t i = 0; i < RL_HOP_SEEN_MAX; i++) {
         struct rl_jti *e = &r->hop_seen[i];
-        if (e->exp && e->exp < now) /* expired: its token is refused by its exp already */
+        /* past its exp and the verifier's leeway: its token is refused anyway */
+        if (e->exp && e->exp + leeway < now)
             e->exp = 0;
         if (!e->exp) {
             if (!free_slot)
@@ -209,7 +210,7 @@ int relay_hop_user(struct relay *r, const char *token, const char *scope, int ta
         rc = AL_E_PERM;
     }
     if (rc == AL_OK && take)
-        rc = hop_once(r, &cl, now, why, wcap);
+        rc = hop_once(r, &cl, now, p.leeway, why, wcap);
     if (rc == AL_OK)
         (void)snprintf(user, cap, "%s", cl.sub);
     return rc;

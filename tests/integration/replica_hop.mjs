@@ -25,7 +25,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, waitFor, startRunner, mint, rawHttp, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, waitFor, startRunner, mint, rawHttp, sleep, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, checksummedStream, screenBytes } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
 import { startFront } from '../interop/front.mjs';
@@ -206,6 +206,14 @@ await run('replica_hop', async () => {
   const replay = await post(rs[0].port, tok);
   check(r.status === 201 && replay.status === 401,
     `a forwarding token of replica 1 at the owner opens a terminal once: ${r.status}, replayed ${replay.status}`);
+  // replayed once past its exp, while the verifier's leeway (30 s) still
+  // takes it: the owner must still remember it
+  const short = mint(dirs[1], idOf[0], 'replica:api', 1, 'otto');
+  r = await post(rs[0].port, short);
+  await sleep(2500);
+  const late = await post(rs[0].port, short);
+  check(r.status === 201 && late.status === 401,
+    `a forwarding token replayed past its exp, within the leeway: ${r.status}, then ${late.status}`);
   for (const [t, what] of [
     [fwd(stranger, idOf[0], 'otto'), 'signed by a key no replica published'],
     [fwd(dirs[1], idOf[2], 'otto'), 'for another replica'],
