@@ -319,6 +319,85 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
     text_done(vt, before.row != after.row || before.col != after.col);
 }
 
+/* The decimal digits of v at out (at most 10); their count. */
+static size_t put_dec(char *out, unsigned v)
+{
+    char digits[10];
+    size_t nd = 0, k = 0;
+    do
+        digits[nd++] = (char)('0' + v % 10);
+    while ((v /= 10) > 0 && nd < sizeof digits);
+    while (nd > 0)
+        out[k++] = digits[--nd];
+    return k;
+}
+
+/* libvterm's cursor n columns right: ESC [ n C, by hand (snprintf was a
+ * tenth of the runner's user time). */
+static void write_cuf(struct vt *vt, size_t n)
+{
+    char cuf[32];
+    size_t k = 0;
+    cuf[k++] = '\033';
+    cuf[k++] = '[';
+    k += put_dec(cuf + k, n > UINT32_MAX ? UINT32_MAX : (unsigned)n);
+    cuf[k++] = 'C';
+    vterm_input_write(vt->term, cuf, k);
+}
+
+/* libvterm's cursor to row, col (0-based; DECOM off): ESC [ r ; c H. */
+static void write_cup(struct vt *vt, VTermPos pos)
+{
+    char cup[32];
+    size_t k = 0;
+    cup[k++] = '\033';
+    cup[k++] = '[';
+    k += put_dec(cup + k, (unsigned)pos.row + 1);
+    cup[k++] = ';';
+    k += put_dec(cup + k, (unsigned)pos.col + 1);
+    cup[k++] = 'H';
+    vterm_input_write(vt->term, cup, k);
+}
+
+/* What the cursor is due (cuf_due, at_due), written to libvterm now. */
+static void lv_flush(struct vt *vt)
+{
+    if (vt->at_due) {
+        vt->at_due = 0;
+        write_cup(vt, vt->due_pos);
+    } else if (vt->cuf_due) {
+        size_t n = vt->cuf_due;
+        vt->cuf_due = 0;
+        write_cuf(vt, n);
+    }
+}
+
+/* Whether libvterm's cursor has a move due. */
+static int lv_due(const struct vt *vt)
+{
+    return vt->at_due || vt->cuf_due;
+}
+
+/* Where libvterm's cursor is once what is due is written. */
+static void lv_pos(struct vt *vt, VTermPos *pos)
+{
+    if (vt->at_due) {
+        *pos = vt->due_pos;
+        return;
+    }
+    vterm_state_get_cursorpos(vt->state, pos);
+    pos->col += (int)vt->cuf_due;
+}
+
+/* The cursor moved right by n columns of text the fast path wrote whole. */
+static void lv_advance(struct vt *vt, size_t n)
+{
+    if (vt->at_due)
+        vt->due_pos.col += (int)n;
+    else
+        vt->cuf_due += n;
+}
+
 /* Start of the last glyph (a base character and the zero-width code points
  * after it) of whole UTF-8 text; 0 if it is all zero-width. */
 static size_t last_glyph_start(const uint8_t *p, size_t n)
@@ -367,7 +446,7 @@ static int glyph_ends_row(struct vt *vt, const uint8_t *g, size_t n)
     if (w <= 0)
         return 0;
     VTermPos pos;
-    vterm_state_get_cursorpos(vt->state, &pos);
+    lv_pos(vt, &pos);
     int col = pos.col, row = pos.row;
     if (vt->pending_wrap) {
         col = 0;
@@ -381,6 +460,7 @@ void vt_sync(struct vt *vt)
 {
     if (vt->held_len == 0)
         return;
+    lv_flush(vt);
     size_t n = vt->held_len;
     vt->held_len = 0;
     write_text(vt, vt->held, n);
@@ -427,39 +507,6 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were, unless the whole unit goes (whole_fast).
  * Returns the glyphs written, 0 to go the usual way. */
-/* libvterm's cursor n columns right: ESC [ n C, by hand (snprintf was a
- * tenth of the runner's user time). */
-static void write_cuf(struct vt *vt, size_t n)
-{
-    char digits[24], cuf[32];
-    size_t nd = 0, k = 0;
-    for (size_t v = n; v > 0 && nd < sizeof digits; v /= 10)
-        digits[nd++] = (char)('0' + v % 10);
-    cuf[k++] = '\033';
-    cuf[k++] = '[';
-    while (nd > 0)
-        cuf[k++] = digits[--nd];
-    cuf[k++] = 'C';
-    vterm_input_write(vt->term, cuf, k);
-}
-
-/* The CUF a whole fast unit left due, written now (see cuf_due). */
-static void lv_flush(struct vt *vt)
-{
-    if (vt->cuf_due) {
-        size_t n = vt->cuf_due;
-        vt->cuf_due = 0;
-        write_cuf(vt, n);
-    }
-}
-
-/* Where libvterm's cursor is once the CUF due is written. */
-static void lv_pos(struct vt *vt, VTermPos *pos)
-{
-    vterm_state_get_cursorpos(vt->state, pos);
-    pos->col += (int)vt->cuf_due;
-}
-
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known, int defer)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
@@ -493,7 +540,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known,
                     : vts_put_text(vt->cells, pos.row, pos.col, p, n, glyphs)) != 0)
         return 0;
     if (defer)
-        vt->cuf_due += glyphs;
+        lv_advance(vt, glyphs);
     else
         write_cuf(vt, glyphs);
     return (int)glyphs;
@@ -624,7 +671,18 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
 {
     /* text after text the fast path wrote whole (a fast SGR between): the
      * CUFs due add up while this goes whole too */
-    if (vt->cuf_due && !vt->held_len && n > 0 && p[0] < 0x80 && whole_fast(vt, p, n, ascii)) {
+    const int shift = vt->single_shift;
+    if (lv_due(vt) && !vt->held_len && n > 0 && whole_fast(vt, p, n, ascii)) {
+        vt->single_shift = 0;
+        return;
+    }
+    /* one glyph that ends the row, with the cursor due (a TUI's right
+     * border after a CUP): held as below, without writing the move first */
+    if (lv_due(vt) && !vt->held_len && n <= sizeof vt->held && last_glyph_start(p, n) == 0 &&
+        glyph_ends_row(vt, p, n)) {
+        memcpy(vt->held, p, n);
+        vt->held_len = n;
+        vt->held_shift = shift;
         vt->single_shift = 0;
         return;
     }
@@ -653,6 +711,7 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
         memcpy(vt->held, p + cut, n - cut);
         vt->held_len = n - cut;
+        vt->held_shift = shift;
         return;
     }
     write_text(vt, p + cut, n - cut);
@@ -970,6 +1029,106 @@ static void fix_cursor(struct vt *vt)
     vt->pending_wrap = 0;
 }
 
+/* --- cursor addressing and erases without libvterm ------------------------ */
+
+/* The glyph held back (see glyph_ends_row) put into the cells by vt.c,
+ * when a CUP comes next: libvterm would put it in the last column and set
+ * its phantom flag, which the CUP clears, and its cursor, which the CUP
+ * moves. Only a glyph fast_text could put (one code point of width 1, no
+ * single shift, GL ASCII, IRM off, DECLRMM and DECSCA off, no pending
+ * wrap, no double-width line); its bookkeeping as in whole_fast. 1 if
+ * done (nothing held any more). */
+static int held_fast(struct vt *vt)
+{
+    if (vt->fast != VT_FAST_OK || vt->any_dwl || vt->insert || vt->held_shift ||
+        vt->pending_wrap || (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
+        return 0;
+    size_t len;
+    uint32_t cp = utf8_at(vt->held, vt->held_len, &len);
+    VTermPos pos;
+    lv_pos(vt, &pos);
+    if (len != vt->held_len || vtf_cp_width(cp) != 1 || pos.row < 0 || pos.row >= vt->rows ||
+        pos.col != vt->cols - 1 ||
+        vts_put_text(vt->cells, pos.row, pos.col, vt->held, len, 1) != 0)
+        return 0;
+    if (!vt->lv_stale) {
+        vt->lv.pos = vt->comb.pos;
+        vt->lv.width = vt->comb.width;
+        vt->lv_stale = 1;
+    }
+    vt->comb.valid = 1;
+    vt->comb.pos = pos;
+    vt->comb.width = 1;
+    vt->comb.n = 1;
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    vt->comb.chars[0] = cp;
+    vt->held_len = 0;
+    return 1;
+}
+
+/* A CUP or HVP (plain, no sub-parameters) taken by vt.c: libvterm's
+ * cursor is due there (at_due) and written only before libvterm is next
+ * written or read (lv_flush), so that a TUI's row (CUP, text and SGRs
+ * the fast paths take, EL, CUP, a border glyph) costs libvterm nothing.
+ * As libvterm 0.1.4 does it: a missing or 0 parameter is 1, the position
+ * is clamped to the screen (a row's width: no double-width line here),
+ * the phantom flag is cleared. Not with DECOM set (the position is then
+ * relative to the margins). 1 if taken. */
+static int cup_due(struct vt *vt, const struct vtf_seq *s)
+{
+    if (s->sub != 0 || s->nparams > 2 || vt->any_dwl)
+        return 0;
+    if (vt->origin < 0) { /* asked of libvterm: everything written first */
+        lv_flush(vt);
+        vt_sync(vt);
+    }
+    if (origin_mode(vt))
+        return 0;
+    if (vt->held_len && !held_fast(vt)) {
+        lv_flush(vt);
+        vt_sync(vt);
+    }
+    int32_t r = s->nparams > 0 ? s->params[0] : VTF_PARAM_MISSING;
+    int32_t c = s->nparams > 1 ? s->params[1] : VTF_PARAM_MISSING;
+    r = r == VTF_PARAM_MISSING ? 0 : r - 1;
+    c = c == VTF_PARAM_MISSING ? 0 : c - 1;
+    vt->due_pos.row = r < 0 ? 0 : r >= vt->rows ? vt->rows - 1 : r;
+    vt->due_pos.col = c < 0 ? 0 : c >= vt->cols ? vt->cols - 1 : c;
+    vt->cuf_due = 0;
+    vt->at_due = 1;
+    vt->pending_wrap = 0;
+    return 1;
+}
+
+/* EL (plain, one parameter at most: 0, 1 or 2) put into the cells by
+ * vt.c, as libvterm 0.1.4 erases: the cursor's row from the cursor, up to
+ * it, or whole (a row's width: no double-width line here), with the pen,
+ * protection ignored; the cursor and the phantom flag stay. 1 if done. */
+static int el_fast(struct vt *vt, const struct vtf_seq *s)
+{
+    if (s->sub != 0 || s->nparams > 1 || vt->any_dwl || vt->held_len)
+        return 0;
+    VTermPos pos;
+    lv_pos(vt, &pos);
+    VTermRect r = {pos.row, pos.row + 1, 0, vt->cols};
+    switch (s->nparams > 0 ? s->params[0] : VTF_PARAM_MISSING) {
+    case VTF_PARAM_MISSING:
+    case 0:
+        r.start_col = pos.col;
+        break;
+    case 1:
+        r.end_col = pos.col + 1;
+        break;
+    case 2:
+        break;
+    default:
+        return 0;
+    }
+    if (r.end_col > r.start_col)
+        vts_erase(vt->cells, r);
+    return 1;
+}
+
 static int on_unit(void *ud, const struct vtf_unit *u)
 {
     struct vt *vt = ud;
@@ -982,14 +1141,20 @@ static int on_unit(void *ud, const struct vtf_unit *u)
      * the fast path runs, and fast text leaves no pending wrap) */
     if (vt->cuf_due && u->kind == VTF_CTRL && u->bytes[0] == '\r')
         vt->cuf_due = 0;
-    /* CUP and HVP put the cursor where their parameters say, wherever it
-     * stood (DECOM adds the margins, not the position) */
     const int plain_csi = u->kind == VTF_CSI && u->seq->leader == 0 && u->seq->ninter == 0;
-    if (vt->cuf_due && plain_csi && (u->seq->final == 'H' || u->seq->final == 'f'))
+    if (plain_csi && (u->seq->final == 'H' || u->seq->final == 'f')) {
+        if (cup_due(vt, u->seq))
+            return 0;
+        /* CUP and HVP put the cursor where their parameters say, wherever
+         * it stood (DECOM adds the margins, not the position) */
         vt->cuf_due = 0;
+    }
     /* an SGR taken without libvterm reads nothing of it (vt->origin known:
-     * no question asked): the CUF stays due */
-    if (vt->cuf_due && plain_csi && u->seq->final == 'm' && vt->origin >= 0 && sgr_fast(vt, u->seq))
+     * no question asked): the move stays due */
+    if (lv_due(vt) && !vt->held_len && plain_csi && u->seq->final == 'm' && vt->origin >= 0 &&
+        sgr_fast(vt, u->seq))
+        return 0;
+    if (plain_csi && u->seq->final == 'K' && el_fast(vt, u->seq))
         return 0;
     lv_flush(vt);
     vt_sync(vt);

@@ -193,6 +193,11 @@ static int cb_erase(VTermRect rect, int selective, void *user)
     return 1;
 }
 
+void vts_erase(struct vts *s, VTermRect rect)
+{
+    (void)cb_erase(rect, 0, s);
+}
+
 static void rows_reverse(struct vts_row *a, int n)
 {
     for (int i = 0, j = n - 1; i < j; i++, j--) {

@@ -76,6 +76,10 @@ void vts_put_glyph(struct vts *s, VTermPos pos, const uint32_t *chars, int n, in
  * mode (end: the row's width). */
 void vts_insert_blank(struct vts *s, int row, int col, int end);
 
+/* Cells of rect blanked with the current pen, as libvterm's state erases
+ * them (its erase callback, not selective): vt.c's own EL. */
+void vts_erase(struct vts *s, VTermRect rect);
+
 /* As vterm_screen_get_cell: 0 outside the screen. */
 int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell);
 

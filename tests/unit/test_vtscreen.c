@@ -460,6 +460,16 @@ static void compare_model(struct ref *r, struct vt *vt, int rows, int cols, unsi
                 same = b.attrs.fg.kind == VT_COLOR_INDEX && b.attrs.fg.index == a.fg.indexed.idx;
             if (same && VTERM_COLOR_IS_INDEXED(&a.bg) && !(a.bg.type & VTERM_COLOR_DEFAULT_MASK))
                 same = b.attrs.bg.kind == VT_COLOR_INDEX && b.attrs.bg.index == a.bg.indexed.idx;
+            if (same && VTERM_COLOR_IS_RGB(&a.fg) && !(a.fg.type & VTERM_COLOR_DEFAULT_MASK))
+                same = b.attrs.fg.kind == VT_COLOR_RGB && b.attrs.fg.r == a.fg.rgb.red &&
+                       b.attrs.fg.g == a.fg.rgb.green && b.attrs.fg.b == a.fg.rgb.blue;
+            if (same && VTERM_COLOR_IS_RGB(&a.bg) && !(a.bg.type & VTERM_COLOR_DEFAULT_MASK))
+                same = b.attrs.bg.kind == VT_COLOR_RGB && b.attrs.bg.r == a.bg.rgb.red &&
+                       b.attrs.bg.g == a.bg.rgb.green && b.attrs.bg.b == a.bg.rgb.blue;
+            if (same && (a.fg.type & VTERM_COLOR_DEFAULT_MASK) == VTERM_COLOR_DEFAULT_FG)
+                same = b.attrs.fg.kind == VT_COLOR_DEFAULT;
+            if (same && (a.bg.type & VTERM_COLOR_DEFAULT_MASK) == VTERM_COLOR_DEFAULT_BG)
+                same = b.attrs.bg.kind == VT_COLOR_DEFAULT;
             if (!same)
                 fail_msg("model seed %u op %d (%dx%d): cell %d,%d: libvterm U+%04X w%d b%d r%d; "
                          "model U+%04X n%d w%d b%d r%d",
@@ -722,6 +732,76 @@ static void test_model_controls_after_fast_text(void **state)
     }
 }
 
+/* Cursor addressing and erases that vt.c takes without libvterm (CUP and
+ * HVP due, cup_due; EL, el_fast; a glyph held back in the last column and
+ * put by vt.c when a CUP follows, held_fast): TUI rows and their edges, each
+ * script in one write and again fed in pieces of every size, against libvterm's
+ * screen given the whole script. Each ends with text, so that where the
+ * cursor went shows. */
+static void test_model_cursor_without_libvterm(void **state)
+{
+    (void)state;
+    static const char *const scripts[] = {
+        /* a TUI row: border, SGRs, text, EL, border in the last column, next row */
+        "\033[2;1H\xe2\x94\x82\033[1;38;5;100m 12 \033[22;38;2;10;20;200mab\033[7m ok "
+        "\033[27m\033[K\033[2;12H\xe2\x94\x82\033[3;1H\xe2\x94\x82x",
+        "\033[44m\033[2;12H\xe2\x94\x82\033[0m\033[3;1Hab", /* held, an SGR, a CUP */
+        "\033[2;12H\xe2\x94\x82\033[1;31m\033[3;1Hab",
+        "\033[1;31m\033[2;12H\xe2\x94\x82\033[mab",          /* held, SGR, text: wraps */
+        "\033[2;12Hx\033[3;1Hy",                               /* an ASCII glyph held */
+        "\033[2;12H\xe2\x94\x82\033[K\033[3;1Hy",              /* held, then EL */
+        "\033*0\033[2;12H\033Nq\033[3;1Hq",                    /* a single shift: G2's glyph */
+        "\033(0\033[2;12Hq\033[3;1Hq\033(B",                   /* DEC graphics in G0 */
+        "\033[4h\033[2;12H\xe2\x94\x82\033[3;1Hab",            /* insert mode */
+        "\033[1\"q\033[2;12H\xe2\x94\x82\033[3;1Hab\033[0\"q",  /* DECSCA */
+        "\033[?7l\033[2;12H\xe2\x94\x82\033[3;1Hab",           /* no autowrap */
+        "\033[2;12H\xe2\x94\x82\xcc\x81\033[3;1Hab",            /* a glyph and its mark */
+        "\033[2;12H\xe2\x94\x82\033=\033[3;1Hab",              /* DECOM unknown again */
+        "\033[2;12Hab\033[3;1Hc",                              /* wraps before the CUP */
+        /* CUP's parameters as libvterm reads them */
+        "\033[0;0Hab", "\033[99;99Hab", "\033[;5Hab", "\033[3;Hab", "\033[65535;65535Hx",
+        "\033[99999999;3Hx", "\033[3;4;5Hab", "\033[3:1Hab", "\033[2fab", "\033[Hab",
+        "\033[4;3f\033[2;2Hab\033[5;5Hc",
+        "\033[2;11Hyz\033[2;99H\033[K\033[3;1Hx", /* clamped before EL reads it */
+        "\033[5;1Hxyz\033[99;2H\033[K\033[1;1Hq", "\033[99;3Hab\033[K",
+        /* DECOM: relative to the margins */
+        "\033[2;4r\033[?6h\033[1;1Hab\033[K\033[9;9Hc",
+        "\033[2;4r\033[?6hab\033[1;1Hcd\033[K\033[9;9He",
+        /* after a CUP due: CR, LF at the region's bottom, text to the edge */
+        "\033[3;5H\rab", "\033[2;4r\033[4;3Hab\nc", "\033[2;8Habcdefgh", "\033[2;3H\bab",
+        "\033[3;3H\0337\033[1;1H\0338x", "\033[2;3H\xcc\x81x", "ab\033[1;3H\xcc\x81x",
+        "\033[2;2H\033[?1049h\033[3;3Hab\033[K\033[?1049lx", "\033[3;3H\033[6nx",
+        /* EL: each parameter, with the cursor due and not, a pending wrap */
+        "\033[2;5Hab\033[1K", "\033[2;5Hab\033[2Kx", "\033[2;5Hab\033[0Kx", "\033[2;5Hab\033[3Kx",
+        "\033[2;5Hab\033[0;1Kx", "\033[2;5H\033[Kx", "\033[2;11Hab\033[Kx",
+        "\033[2;11Hab\033[1Kx", "\033[?7l\033[2;11Habc\033[Kx", "\033[45m\033[3;3H\033[Kx",
+        "\033[48;2;1;2;3mab\033[1Kx", "hello\033[K\033[1K\033[2Kx", "\033[2:1Kx",
+        "\033[2;1Habcdefgh\033[2;3H\033[1K\033[3;1Hx", "\033[2;1Habcdefgh\033[2;3H\033[K\033[3;1Hx",
+        "\033[2;1Habcdefgh\033[2;3H\033[2K\033[3;1Hx",
+        /* a line made double width: libvterm's */
+        "\033[2;1H\033#6\033[2;3Hab\033[K\033[2;6Hx\033[3;1Hy",
+    };
+    char b[256];
+    for (size_t i = 0; i < 2 * sizeof scripts / sizeof scripts[0]; i++) {
+        /* each also after text the fast path took (what it learnt of the
+         * modes is then known, as in a TUI's stream) */
+        int bn = snprintf(b, sizeof b, "%s%s", i % 2 ? "\033[5;1Hab" : "", scripts[i / 2]);
+        assert_true(bn > 0 && (size_t)bn < sizeof b);
+        size_t n = (size_t)bn;
+        for (size_t cut = 0; cut <= n; cut++) { /* cut == n: one write */
+            struct ref r;
+            struct vt *vt = ref_pair_new(&r);
+            assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, n), AL_OK);
+            for (size_t off = 0; off < n; off += cut ? cut : n)
+                assert_int_equal(vt_feed(vt, (const uint8_t *)b + off,
+                                         cut && n - off > cut ? cut : n - off),
+                                 AL_OK);
+            compare_model(&r, vt, 5, 12, (unsigned)i, (int)cut);
+            ref_pair_free(&r, vt);
+        }
+    }
+}
+
 /* A newline at the bottom moves row pointers, not cells; an idle screen
  * (and the alternate one until used) holds no cells. */
 static void test_scroll_moves_no_cell(void **state)
@@ -754,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_model_combining_against_libvterm),
         cmocka_unit_test(test_model_marks_after_fast_text),
         cmocka_unit_test(test_model_controls_after_fast_text),
+        cmocka_unit_test(test_model_cursor_without_libvterm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
