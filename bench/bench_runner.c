@@ -18,7 +18,9 @@
  *               same command under a bare PTY (forkpty, 64 KiB reads of the
  *               master); from spawning to the last byte. Then the same for
  *               a TUI repaint stream of the same size (bu_gen_tui, the one
- *               bench_vt feeds the model alone), on the same runner B
+ *               bench_vt feeds the model alone), on the same runner B;
+ *               beside the runner's CPU, the bench's own kernel time
+ *               reading the bare PTY (what any reader of a PTY pays)
  *   echo        ECHO_N one-byte round trips (after ECHO_WARM) to
  *               `stty raw -echo; cat`: a DATA frame on stdin until the byte
  *               comes back on stdout, against write + read on a bare PTY
@@ -40,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -428,6 +431,8 @@ enum { M_IDLE, M_CONN, M_TERMS, M_PRE, M_EXITED, M_CLOSED, M_COUNT };
 /* One stream through both paths: the text one, or the TUI one. */
 struct stream_res {
     double tput_bare, tput_run, cpu_run;
+    double user_run; /* the runner's user time alone (cpu_run: user and kernel), s */
+    double sys_bare; /* the bench's own kernel time reading the bare PTY, s */
     double bare_avg_read, bare_max_read, run_avg_data, run_max_data; /* bytes */
 };
 
@@ -451,6 +456,9 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
 {
     static uint8_t buf[READ_BUF];
     int m;
+    struct rusage ru0, ru1;
+    if (getrusage(RUSAGE_SELF, &ru0) != 0)
+        bu_fail("getrusage: %s", strerror(errno));
     uint64_t t0 = bu_now_ns();
     pid_t pid = bu_pty_spawn(d->cmd, &m, &g.child);
     uint64_t deadline = t0 + stream_secs(d->len) * BU_SEC;
@@ -467,7 +475,11 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
         got += n;
     }
     uint64_t t1 = bu_now_ns();
+    if (getrusage(RUSAGE_SELF, &ru1) != 0)
+        bu_fail("getrusage: %s", strerror(errno));
     bu_pty_stop(pid, m, &g.child);
+    rr->sys_bare = (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+                   (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
     rr->bare_avg_read = (double)d->len / (double)reads;
     rr->bare_max_read = (double)max;
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
@@ -481,7 +493,8 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     ws_settle(c, 100);
     if (m)
         m[M_PRE] = bu_mem_of(g.runner);
-    double cpu0 = bu_cpu_of(g.runner);
+    double user0, user1;
+    double cpu0 = bu_cpu_split(g.runner, &user0);
     c->expect = d->p;
     c->expect_len = d->len;
     c->sink_got = c->sink_frames = c->sink_max = 0;
@@ -505,7 +518,8 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     struct ep_stream_info si;
     if (ep_stream_info(c->ctl.ep, ch, FR_STDOUT, &si) != AL_OK || si.end != d->len || !si.eof)
         bu_fail("runner: the stream did not end at %zu bytes", d->len);
-    rr->cpu_run = bu_cpu_of(g.runner) - cpu0;
+    rr->cpu_run = bu_cpu_split(g.runner, &user1) - cpu0;
+    rr->user_run = user1 - user0;
     rr->run_avg_data = (double)d->len / (double)c->sink_frames;
     rr->run_max_data = (double)c->sink_max;
     ws_settle(c, 200);
@@ -608,17 +622,21 @@ static void mem_row(const char *what, const struct round_res *rr, int n, int sta
 static void stream_row(const char *what, const struct round_res *rr, int n, int tui, size_t len)
 {
     double b[MAX_RUNS] = {0}, r[MAX_RUNS] = {0}, q[MAX_RUNS] = {0}, cpu[MAX_RUNS] = {0};
+    double kb[MAX_RUNS] = {0}, us[MAX_RUNS] = {0};
     for (int i = 0; i < n; i++) {
         const struct stream_res *s = tui ? &rr[i].tui : &rr[i].text;
         b[i] = s->tput_bare;
         r[i] = s->tput_run;
         q[i] = s->tput_run / s->tput_bare;
         cpu[i] = s->cpu_run / ((double)len / 1e9);
+        kb[i] = s->sys_bare / ((double)len / 1e9);
+        us[i] = s->user_run / ((double)len / 1e9);
     }
-    char x1[96], x2[96], x3[96], x4[96];
-    printf("| %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
+    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96];
+    printf("| %s | %s | %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
            bu_fmt3(x2, sizeof x2, r, n, 1), bu_fmt3(x3, sizeof x3, q, n, 2),
-           bu_fmt3(x4, sizeof x4, cpu, n, 1));
+           bu_fmt3(x5, sizeof x5, kb, n, 1), bu_fmt3(x4, sizeof x4, cpu, n, 1),
+           bu_fmt3(x6, sizeof x6, us, n, 1));
 }
 
 static void report(const struct round_res *rr, int n, size_t len)
@@ -664,7 +682,8 @@ static void report(const struct round_res *rr, int n, size_t len)
            "rounds.\n\n",
            (double)len / 1e6);
     printf("| stream | bare PTY MB/s (limit) | runner MB/s | runner ÷ bare PTY, same round | "
-           "runner CPU core-s/GB |\n|---|---|---|---|---|\n");
+           "bare PTY reader's kernel CPU core-s/GB (floor) | runner CPU core-s/GB | of which "
+           "user |\n|---|---|---|---|---|---|---|\n");
     stream_row("76-column text", rr, n, 0, len);
     stream_row("TUI repaint", rr, n, 1, len);
     printf("\n");

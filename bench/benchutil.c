@@ -321,6 +321,12 @@ struct bu_mem bu_mem_of(pid_t pid)
 
 double bu_cpu_of(pid_t pid)
 {
+    double user;
+    return bu_cpu_split(pid, &user);
+}
+
+double bu_cpu_split(pid_t pid, double *user)
+{
     char path[64], buf[2048];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -344,6 +350,7 @@ double bu_cpu_of(pid_t pid)
     char *end;
     unsigned long long ut = strtoull(p, &end, 10);
     unsigned long long st = strtoull(end, NULL, 10);
+    *user = (double)ut / (double)sysconf(_SC_CLK_TCK);
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 

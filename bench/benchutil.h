@@ -83,6 +83,8 @@ struct bu_mem {
 struct bu_mem bu_mem_of(pid_t pid);
 /* utime + stime of pid (not its children), in seconds. */
 double bu_cpu_of(pid_t pid);
+/* The same, with utime alone in *user. */
+double bu_cpu_split(pid_t pid, double *user);
 
 /* ---- the data set -------------------------------------------------------------- */
 

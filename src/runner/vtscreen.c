@@ -510,10 +510,11 @@ int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
     if (row_fill_to(s, r, col) != 0 || row_reserve(s, r, col + (int)n) != 0)
         return AL_E_NOMEM;
     struct vts_cell *c = r->cells + col;
+    const struct vts_pen pen = s->pen; /* a local: the cells' stores cannot change it */
     for (size_t i = 0; i < n; i++) {
         c[i].chars[0] = p[i];
         c[i].chars[1] = 0;
-        c[i].pen = s->pen;
+        c[i].pen = pen;
     }
     if (col + (int)n > r->len)
         r->len = (uint16_t)(col + (int)n);
