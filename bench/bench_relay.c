@@ -62,7 +62,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -243,15 +242,6 @@ static void watchdog(unsigned secs)
 }
 
 /* utime + stime of this process, seconds. */
-static double self_cpu(void)
-{
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0)
-        bu_fail("getrusage: %s", strerror(errno));
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 /* ---- airlockd: subcommands, serve, the HTTP API --------------------------------------- */
 
 static void trim(char *s)
@@ -808,7 +798,7 @@ static void tput_relay(struct bench *b, int fan, struct round_res *x)
     }
     if (!hop)
         x->rss_before[fan - 1] = bu_mem_of(g.airlockd).rss_kb;
-    double d0 = bu_cpu_of(g.airlockd), r0 = bu_cpu_of(g.lrunner), c0 = self_cpu();
+    double d0 = bu_cpu_of(g.airlockd), r0 = bu_cpu_of(g.lrunner), c0 = bu_self_cpu(NULL);
     double h0 = hop ? bu_cpu_of(g.airlockd2) : 0;
     uint64_t t0 = bu_now_ns();
     type_byte(&b->w, 'g');
@@ -820,7 +810,7 @@ static void tput_relay(struct bench *b, int fan, struct round_res *x)
     wait_all(cs, fan, p_exited, 10, "EXIT after the relayed stream");
     x->cpu_d[p] = bu_cpu_of(g.airlockd) - d0;
     x->cpu_r[p] = bu_cpu_of(g.lrunner) - r0;
-    x->cpu_c[p] = self_cpu() - c0;
+    x->cpu_c[p] = bu_self_cpu(NULL) - c0;
     if (hop)
         x->cpu_h = bu_cpu_of(g.airlockd2) - h0;
     x->wall[p] = (double)(bu_now_ns() - t0) / 1e9;
@@ -854,14 +844,14 @@ static void tput_direct(struct bench *b, struct round_res *x)
     c->expect = b->d.p;
     c->expect_len = b->d.len;
     c->armed = 1;
-    double r0 = bu_cpu_of(g.runner), c0 = self_cpu();
+    double r0 = bu_cpu_of(g.runner), c0 = bu_self_cpu(NULL);
     uint64_t t0 = bu_now_ns();
     type_byte(c, 'g');
     wait_all(&c, 1, p_done, stream_secs(b->d.len), "the runner's stream");
     uint64_t t1 = c->t_done;
     wait_all(&c, 1, p_exited, 10, "EXIT after the runner's stream");
     x->cpu_r[P_DIRECT] = bu_cpu_of(g.runner) - r0;
-    x->cpu_c[P_DIRECT] = self_cpu() - c0;
+    x->cpu_c[P_DIRECT] = bu_self_cpu(NULL) - c0;
     x->wall[P_DIRECT] = (double)(bu_now_ns() - t0) / 1e9;
     if (c->code != 0 || c->signo != 0 || c->gaps)
         bu_fail("runner: the stream's command ended with code %d, signal %u, %llu gaps",

@@ -42,7 +42,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -433,6 +432,7 @@ struct stream_res {
     double tput_bare, tput_run, cpu_run;
     double user_run; /* the runner's user time alone (cpu_run: user and kernel), s */
     double sys_bare; /* the bench's own kernel time reading the bare PTY, s */
+    double cpu_client; /* the bench's own CPU (the client) during the runner's stream, s */
     double bare_avg_read, bare_max_read, run_avg_data, run_max_data; /* bytes */
 };
 
@@ -456,9 +456,8 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
 {
     static uint8_t buf[READ_BUF];
     int m;
-    struct rusage ru0, ru1;
-    if (getrusage(RUSAGE_SELF, &ru0) != 0)
-        bu_fail("getrusage: %s", strerror(errno));
+    double sys0, sys1;
+    (void)bu_self_cpu(&sys0);
     uint64_t t0 = bu_now_ns();
     pid_t pid = bu_pty_spawn(d->cmd, &m, &g.child);
     uint64_t deadline = t0 + stream_secs(d->len) * BU_SEC;
@@ -475,11 +474,9 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
         got += n;
     }
     uint64_t t1 = bu_now_ns();
-    if (getrusage(RUSAGE_SELF, &ru1) != 0)
-        bu_fail("getrusage: %s", strerror(errno));
+    (void)bu_self_cpu(&sys1);
     bu_pty_stop(pid, m, &g.child);
-    rr->sys_bare = (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
-                   (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    rr->sys_bare = sys1 - sys0;
     rr->bare_avg_read = (double)d->len / (double)reads;
     rr->bare_max_read = (double)max;
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
@@ -494,7 +491,7 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     if (m)
         m[M_PRE] = bu_mem_of(g.runner);
     double user0, user1;
-    double cpu0 = bu_cpu_split(g.runner, &user0);
+    double cpu0 = bu_cpu_split(g.runner, &user0), self0 = bu_self_cpu(NULL);
     c->expect = d->p;
     c->expect_len = d->len;
     c->sink_got = c->sink_frames = c->sink_max = 0;
@@ -520,6 +517,7 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
         bu_fail("runner: the stream did not end at %zu bytes", d->len);
     rr->cpu_run = bu_cpu_split(g.runner, &user1) - cpu0;
     rr->user_run = user1 - user0;
+    rr->cpu_client = bu_self_cpu(NULL) - self0;
     rr->run_avg_data = (double)d->len / (double)c->sink_frames;
     rr->run_max_data = (double)c->sink_max;
     ws_settle(c, 200);
@@ -622,7 +620,7 @@ static void mem_row(const char *what, const struct round_res *rr, int n, int sta
 static void stream_row(const char *what, const struct round_res *rr, int n, int tui, size_t len)
 {
     double b[MAX_RUNS] = {0}, r[MAX_RUNS] = {0}, q[MAX_RUNS] = {0}, cpu[MAX_RUNS] = {0};
-    double kb[MAX_RUNS] = {0}, us[MAX_RUNS] = {0};
+    double kb[MAX_RUNS] = {0}, us[MAX_RUNS] = {0}, cl[MAX_RUNS] = {0};
     for (int i = 0; i < n; i++) {
         const struct stream_res *s = tui ? &rr[i].tui : &rr[i].text;
         b[i] = s->tput_bare;
@@ -631,12 +629,13 @@ static void stream_row(const char *what, const struct round_res *rr, int n, int 
         cpu[i] = s->cpu_run / ((double)len / 1e9);
         kb[i] = s->sys_bare / ((double)len / 1e9);
         us[i] = s->user_run / ((double)len / 1e9);
+        cl[i] = s->cpu_client / ((double)len / 1e9);
     }
-    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96];
-    printf("| %s | %s | %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
+    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96], x7[96];
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
            bu_fmt3(x2, sizeof x2, r, n, 1), bu_fmt3(x3, sizeof x3, q, n, 2),
            bu_fmt3(x5, sizeof x5, kb, n, 1), bu_fmt3(x4, sizeof x4, cpu, n, 1),
-           bu_fmt3(x6, sizeof x6, us, n, 1));
+           bu_fmt3(x6, sizeof x6, us, n, 1), bu_fmt3(x7, sizeof x7, cl, n, 1));
 }
 
 static void report(const struct round_res *rr, int n, size_t len)
@@ -683,7 +682,7 @@ static void report(const struct round_res *rr, int n, size_t len)
            (double)len / 1e6);
     printf("| stream | bare PTY MB/s (limit) | runner MB/s | runner ÷ bare PTY, same round | "
            "bare PTY reader's kernel CPU core-s/GB (floor) | runner CPU core-s/GB | of which "
-           "user |\n|---|---|---|---|---|---|---|\n");
+           "user | the bench's client CPU core-s/GB |\n|---|---|---|---|---|---|---|---|\n");
     stream_row("76-column text", rr, n, 0, len);
     stream_row("TUI repaint", rr, n, 1, len);
     printf("\n");

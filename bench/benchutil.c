@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -317,6 +318,17 @@ struct bu_mem bu_mem_of(pid_t pid)
         closedir(d);
     }
     return m;
+}
+
+double bu_self_cpu(double *sys)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        bu_fail("getrusage: %s", strerror(errno));
+    double st = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    if (sys)
+        *sys = st;
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + st;
 }
 
 double bu_cpu_of(pid_t pid)

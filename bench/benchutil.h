@@ -85,6 +85,9 @@ struct bu_mem bu_mem_of(pid_t pid);
 double bu_cpu_of(pid_t pid);
 /* The same, with utime alone in *user. */
 double bu_cpu_split(pid_t pid, double *user);
+/* The calling process's own user + system time, in seconds; its system
+ * time alone in *sys unless sys is NULL. */
+double bu_self_cpu(double *sys);
 
 /* ---- the data set -------------------------------------------------------------- */
 
