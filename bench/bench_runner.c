@@ -430,8 +430,8 @@ enum { M_IDLE, M_CONN, M_TERMS, M_PRE, M_EXITED, M_CLOSED, M_COUNT };
 /* One stream through both paths: the text one, or the TUI one. */
 struct stream_res {
     double tput_bare, tput_run, cpu_run;
-    double user_run; /* the runner's user time alone (cpu_run: user and kernel), s */
-    double sys_bare; /* the bench's own kernel time reading the bare PTY, s */
+    double user_run;   /* the runner's user time alone (cpu_run: user and kernel), s */
+    double sys_bare;   /* the bench's own kernel time reading the bare PTY, s */
     double cpu_client; /* the bench's own CPU (the client) during the runner's stream, s */
     double bare_avg_read, bare_max_read, run_avg_data, run_max_data; /* bytes */
 };

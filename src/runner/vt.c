@@ -423,6 +423,29 @@ static size_t last_glyph_start(const uint8_t *p, size_t n)
     return 0;
 }
 
+/* What the filter knows of a text unit's code points (vtf_unit). */
+enum vt_text {
+    VT_TEXT_ANY = 0, /* whatever UTF-8 */
+    VT_TEXT_NARROW,  /* each code point one column wide */
+    VT_TEXT_ASCII,   /* each byte printable ASCII */
+};
+
+static enum vt_text text_kind(const struct vtf_unit *u)
+{
+    return u->ascii ? VT_TEXT_ASCII : u->narrow ? VT_TEXT_NARROW : VT_TEXT_ANY;
+}
+
+/* Start of the last glyph of whole UTF-8 text of that kind. */
+static inline size_t last_start(const uint8_t *p, size_t n, enum vt_text kind)
+{
+    if (n == 0 || kind == VT_TEXT_ANY)
+        return last_glyph_start(p, n);
+    size_t i = n - 1;
+    while (kind == VT_TEXT_NARROW && i > 0 && (p[i] & 0xc0) == 0x80)
+        i--;
+    return i;
+}
+
 /* libvterm 0.1.4 joins a combining mark to the glyph before it within one
  * write, but across two writes only if the cursor moved on after that
  * glyph, which it does not in the last column. So a glyph that will end in
@@ -492,6 +515,15 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
     return glyphs;
 }
 
+/* The same for text the filter found narrow: one glyph per lead byte. */
+static size_t narrow_leads(const uint8_t *p, size_t n, size_t room)
+{
+    size_t glyphs = 0;
+    for (size_t i = 0; i < n; i++)
+        glyphs += (p[i] & 0xc0) != 0x80;
+    return glyphs <= room ? glyphs : 0;
+}
+
 /* The text fast path. libvterm's state spends most of the model's time
  * on each glyph; a run of one-column glyphs (printable ASCII, or any code
  * point of width 1: box drawing, Braille, Latin, Greek... never a
@@ -507,7 +539,7 @@ static size_t narrow_glyphs(const uint8_t *p, size_t n, size_t room)
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were, unless the whole unit goes (whole_fast).
  * Returns the glyphs written, 0 to go the usual way. */
-static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known, int defer)
+static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind, int defer)
 {
     if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
@@ -519,12 +551,14 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, int ascii_known,
     if (pos.col < 0 || pos.col >= vt->cols)
         return 0;
     size_t room = (size_t)(vt->cols - 1 - pos.col), ascii = 0;
-    if (n <= room && ascii_known) /* the filter says: all printable ASCII */
+    if (n <= room && kind == VT_TEXT_ASCII) /* the filter says: all printable ASCII */
         ascii = n;
-    else if (n <= room) /* printable ASCII, the common case: one byte, one glyph */
+    else if (n <= room && kind == VT_TEXT_ANY) /* printable ASCII: one byte, one glyph */
         while (ascii < n && p[ascii] >= 0x20 && p[ascii] <= 0x7e)
             ascii++;
-    size_t glyphs = ascii == n ? n : narrow_glyphs(p, n, room);
+    size_t glyphs = ascii == n               ? n
+                    : kind == VT_TEXT_NARROW ? narrow_leads(p, n, room)
+                                             : narrow_glyphs(p, n, room);
     if (glyphs == 0)
         return 0;
     const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, pos.row);
@@ -638,7 +672,7 @@ static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
  * own_marks deals with marks that follow). Not once a line was made double
  * width (own_marks could not put a mark as libvterm would there). 1 if
  * done. */
-static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
+static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind)
 {
     if (vt->any_dwl || n < 2) /* fast_text takes no shorter run */
         return 0;
@@ -646,7 +680,7 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         lv_flush(vt);
     VTermPos pos;
     lv_pos(vt, &pos);
-    int glyphs = fast_text(vt, p, n, ascii, 1);
+    int glyphs = fast_text(vt, p, n, kind, 1);
     if (glyphs == 0)
         return 0;
     if (!vt->lv_stale) {
@@ -654,7 +688,7 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         vt->lv.width = vt->comb.width;
         vt->lv_stale = 1;
     }
-    size_t last = ascii ? n - 1 : last_glyph_start(p, n), len;
+    size_t last = last_start(p, n, kind), len;
     vt->comb.valid = 1;
     vt->comb.pos.row = pos.row;
     vt->comb.pos.col = pos.col + glyphs - 1;
@@ -666,19 +700,19 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, int ascii)
     return 1;
 }
 
-/* A text unit; ascii: the filter found every byte printable ASCII. */
-static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
+/* A text unit, of the kind the filter found. */
+static void on_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind)
 {
     /* text after text the fast path wrote whole (a fast SGR between): the
      * CUFs due add up while this goes whole too */
     const int shift = vt->single_shift;
-    if (lv_due(vt) && !vt->held_len && n > 0 && whole_fast(vt, p, n, ascii)) {
+    if (lv_due(vt) && !vt->held_len && n > 0 && whole_fast(vt, p, n, kind)) {
         vt->single_shift = 0;
         return;
     }
     /* one glyph that ends the row, with the cursor due (a TUI's right
      * border after a CUP): held as below, without writing the move first */
-    if (lv_due(vt) && !vt->held_len && n <= sizeof vt->held && last_glyph_start(p, n) == 0 &&
+    if (lv_due(vt) && !vt->held_len && n <= sizeof vt->held && last_start(p, n, kind) == 0 &&
         glyph_ends_row(vt, p, n)) {
         memcpy(vt->held, p, n);
         vt->held_len = n;
@@ -693,19 +727,18 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, int ascii)
         n += vt->held_len;
         p = vt->tbuf;
         vt->held_len = 0;
-        ascii = 0;
+        kind = VT_TEXT_ANY;
     } else if (vt->lv_stale && n > 0 && p[0] >= 0x80) {
         size_t k = own_marks(vt, p, n);
         p += k;
         n -= k;
     }
-    if (n == 0 || whole_fast(vt, p, n, ascii)) {
+    if (n == 0 || whole_fast(vt, p, n, kind)) {
         vt->single_shift = 0;
         return;
     }
-    /* the last glyph of printable ASCII is its last byte */
-    size_t cut = ascii && n > 0 ? n - 1 : last_glyph_start(p, n);
-    if (!fast_text(vt, p, cut, ascii, 0))
+    size_t cut = last_start(p, n, kind);
+    if (!fast_text(vt, p, cut, kind, 0))
         write_text(vt, p, cut);
     vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
@@ -1040,16 +1073,15 @@ static void fix_cursor(struct vt *vt)
  * done (nothing held any more). */
 static int held_fast(struct vt *vt)
 {
-    if (vt->fast != VT_FAST_OK || vt->any_dwl || vt->insert || vt->held_shift ||
-        vt->pending_wrap || (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
+    if (vt->fast != VT_FAST_OK || vt->any_dwl || vt->insert || vt->held_shift || vt->pending_wrap ||
+        (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
         return 0;
     size_t len;
     uint32_t cp = utf8_at(vt->held, vt->held_len, &len);
     VTermPos pos;
     lv_pos(vt, &pos);
     if (len != vt->held_len || vtf_cp_width(cp) != 1 || pos.row < 0 || pos.row >= vt->rows ||
-        pos.col != vt->cols - 1 ||
-        vts_put_text(vt->cells, pos.row, pos.col, vt->held, len, 1) != 0)
+        pos.col != vt->cols - 1 || vts_put_text(vt->cells, pos.row, pos.col, vt->held, len, 1) != 0)
         return 0;
     if (!vt->lv_stale) {
         vt->lv.pos = vt->comb.pos;
@@ -1133,7 +1165,7 @@ static int on_unit(void *ud, const struct vtf_unit *u)
 {
     struct vt *vt = ud;
     if (u->kind == VTF_TEXT) {
-        on_text(vt, u->bytes, u->len, u->ascii);
+        on_text(vt, u->bytes, u->len, text_kind(u));
         return 0;
     }
     /* text, then CR (LF): the CUF due after the text is moot, since CR

@@ -139,12 +139,12 @@ struct vt {
                      * libvterm, dropped when a CR, CUP or HVP comes next
                      * (see on_unit in vt.c) */
 
-    int at_due;       /* libvterm's cursor is due at due_pos (a CUP taken by vt.c,
-                       * cup_due; text the fast path wrote whole moves it on):
-                       * written by lv_flush as cuf_due is. At most one of
-                       * at_due and cuf_due is set. */
+    int at_due; /* libvterm's cursor is due at due_pos (a CUP taken by vt.c,
+                 * cup_due; text the fast path wrote whole moves it on):
+                 * written by lv_flush as cuf_due is. At most one of
+                 * at_due and cuf_due is set. */
     VTermPos due_pos;
-    int held_shift;   /* a single shift (SS2/SS3) came before the held glyph */
+    int held_shift; /* a single shift (SS2/SS3) came before the held glyph */
 
     int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
     int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */

@@ -66,6 +66,7 @@ struct vtf {
 
     size_t text_len;
     int text_wide; /* text holds a code point above U+007F */
+    int text_odd;  /* text holds a code point whose width is not 1 */
     uint8_t text[VTF_TEXT_CHUNK];
 
     uint32_t rep_cp;
@@ -263,6 +264,7 @@ void vtf_reset(struct vtf *f)
     f->u_need = 0;
     f->text_len = 0;
     f->text_wide = 0;
+    f->text_odd = 0;
     f->rep_cp = 0;
     f->ncomb = 0;
 }
@@ -276,7 +278,7 @@ void vtf_get_stats(const struct vtf *f, struct vtf_stats *out)
 static int emit_unit(struct vtf *f, enum vtf_kind kind, const uint8_t *b, size_t n,
                      const struct vtf_seq *seq)
 {
-    struct vtf_unit u = {kind, b, n, seq, 0};
+    struct vtf_unit u = {kind, b, n, seq, 0, 0};
     f->stats.units++;
     return f->emit(f->ud, &u);
 }
@@ -285,9 +287,10 @@ static int flush_text(struct vtf *f)
 {
     if (f->text_len == 0)
         return 0;
-    struct vtf_unit u = {VTF_TEXT, f->text, f->text_len, NULL, !f->text_wide};
+    struct vtf_unit u = {VTF_TEXT, f->text, f->text_len, NULL, !f->text_wide, !f->text_odd};
     f->text_len = 0;
     f->text_wide = 0;
+    f->text_odd = 0;
     f->stats.units++;
     return f->emit(f->ud, &u);
 }
@@ -347,6 +350,8 @@ static int put_cp_raw(struct vtf *f, uint32_t cp, const uint8_t *raw, size_t k)
     }
     if (cp >= 0x80)
         f->text_wide = 1;
+    if (w != 1)
+        f->text_odd = 1;
     if (raw && cp != 0xfffd) {
         memcpy(f->text + f->text_len, raw, k);
         f->text_len += k;

@@ -71,6 +71,7 @@ struct vtf_unit {
     size_t len;
     const struct vtf_seq *seq; /* VTF_ESC and VTF_CSI; NULL otherwise */
     int ascii;                 /* VTF_TEXT: 1 when every byte is printable ASCII */
+    int narrow;                /* VTF_TEXT: 1 when every code point is one column wide */
 };
 
 /* Receives each unit in stream order. A non-zero return stops vtf_feed,

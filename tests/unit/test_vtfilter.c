@@ -487,7 +487,7 @@ static void test_printable_runs(void **state)
 
 /* Units the filter hands on, re-parsed: no REP, at most VTF_MAX_CSI_SEPS
  * separators, no C1 code point, valid UTF-8, bounded strings, text marked
- * ASCII only when it is, a control alone or CR LF. */
+ * ASCII or narrow only when it is, a control alone or CR LF. */
 static int check_unit(void *ud, const struct vtf_unit *u)
 {
     (void)ud;
@@ -519,6 +519,8 @@ static int check_unit(void *ud, const struct vtf_unit *u)
                 cp = (cp << 6) | (b[i + j] & 0x3fu);
             }
             assert_true(vtf_cp_width(cp) >= 0); /* no controls, C1, surrogates */
+            if (u->narrow)                      /* the flag the fast path trusts to count glyphs */
+                assert_int_equal(vtf_cp_width(cp), 1);
             uint8_t enc[4];
             assert_int_equal(vtf_utf8_encode(cp, enc), k); /* shortest form */
             i += k;
@@ -601,11 +603,36 @@ static void test_pending(void **state)
 static void test_random_invariants(void **state)
 {
     (void)state;
-    static const char *const pieces[] = {
-        "\033", "[",    "]",    "P", "_", "\\",   ";",        ":",        "?",
-        "b",    "m",    "H",    "1", "9", "\007", "\302\215", "\xcc\x81", "\xe4\xb8\x96",
-        "\x80", "\xff", "\030", "a", " ", "\n",   "$",        "#",        "(",
-        "0"};
+    static const char *const pieces[] = {"\033",
+                                         "[",
+                                         "]",
+                                         "P",
+                                         "_",
+                                         "\\",
+                                         ";",
+                                         ":",
+                                         "?",
+                                         "b",
+                                         "m",
+                                         "H",
+                                         "1",
+                                         "9",
+                                         "\007",
+                                         "\302\215",
+                                         "\xcc\x81",
+                                         "\xe4\xb8\x96",
+                                         "\x80",
+                                         "\xff",
+                                         "\030",
+                                         "a",
+                                         " ",
+                                         "\n",
+                                         "$",
+                                         "#",
+                                         "(",
+                                         "0",
+                                         "\xe2\x94\x82",
+                                         "\xc3\xa9"};
     uint8_t buf[4096];
     for (uint64_t seed = 1; seed <= RANDOM_RUNS; seed++) {
         uint64_t rng = seed * 0x2545f4914f6cdd1dULL;

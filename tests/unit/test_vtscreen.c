@@ -747,36 +747,61 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[27m\033[K\033[2;12H\xe2\x94\x82\033[3;1H\xe2\x94\x82x",
         "\033[44m\033[2;12H\xe2\x94\x82\033[0m\033[3;1Hab", /* held, an SGR, a CUP */
         "\033[2;12H\xe2\x94\x82\033[1;31m\033[3;1Hab",
-        "\033[1;31m\033[2;12H\xe2\x94\x82\033[mab",          /* held, SGR, text: wraps */
+        "\033[1;31m\033[2;12H\xe2\x94\x82\033[mab",            /* held, SGR, text: wraps */
         "\033[2;12Hx\033[3;1Hy",                               /* an ASCII glyph held */
         "\033[2;12H\xe2\x94\x82\033[K\033[3;1Hy",              /* held, then EL */
         "\033*0\033[2;12H\033Nq\033[3;1Hq",                    /* a single shift: G2's glyph */
         "\033(0\033[2;12Hq\033[3;1Hq\033(B",                   /* DEC graphics in G0 */
         "\033[4h\033[2;12H\xe2\x94\x82\033[3;1Hab",            /* insert mode */
-        "\033[1\"q\033[2;12H\xe2\x94\x82\033[3;1Hab\033[0\"q",  /* DECSCA */
+        "\033[1\"q\033[2;12H\xe2\x94\x82\033[3;1Hab\033[0\"q", /* DECSCA */
         "\033[?7l\033[2;12H\xe2\x94\x82\033[3;1Hab",           /* no autowrap */
-        "\033[2;12H\xe2\x94\x82\xcc\x81\033[3;1Hab",            /* a glyph and its mark */
+        "\033[2;12H\xe2\x94\x82\xcc\x81\033[3;1Hab",           /* a glyph and its mark */
         "\033[2;12H\xe2\x94\x82\033=\033[3;1Hab",              /* DECOM unknown again */
         "\033[2;12Hab\033[3;1Hc",                              /* wraps before the CUP */
         /* CUP's parameters as libvterm reads them */
-        "\033[0;0Hab", "\033[99;99Hab", "\033[;5Hab", "\033[3;Hab", "\033[65535;65535Hx",
-        "\033[99999999;3Hx", "\033[3;4;5Hab", "\033[3:1Hab", "\033[2fab", "\033[Hab",
+        "\033[0;0Hab",
+        "\033[99;99Hab",
+        "\033[;5Hab",
+        "\033[3;Hab",
+        "\033[65535;65535Hx",
+        "\033[99999999;3Hx",
+        "\033[3;4;5Hab",
+        "\033[3:1Hab",
+        "\033[2fab",
+        "\033[Hab",
         "\033[4;3f\033[2;2Hab\033[5;5Hc",
         "\033[2;11Hyz\033[2;99H\033[K\033[3;1Hx", /* clamped before EL reads it */
-        "\033[5;1Hxyz\033[99;2H\033[K\033[1;1Hq", "\033[99;3Hab\033[K",
+        "\033[5;1Hxyz\033[99;2H\033[K\033[1;1Hq",
+        "\033[99;3Hab\033[K",
         /* DECOM: relative to the margins */
         "\033[2;4r\033[?6h\033[1;1Hab\033[K\033[9;9Hc",
         "\033[2;4r\033[?6hab\033[1;1Hcd\033[K\033[9;9He",
         /* after a CUP due: CR, LF at the region's bottom, text to the edge */
-        "\033[3;5H\rab", "\033[2;4r\033[4;3Hab\nc", "\033[2;8Habcdefgh", "\033[2;3H\bab",
-        "\033[3;3H\0337\033[1;1H\0338x", "\033[2;3H\xcc\x81x", "ab\033[1;3H\xcc\x81x",
-        "\033[2;2H\033[?1049h\033[3;3Hab\033[K\033[?1049lx", "\033[3;3H\033[6nx",
+        "\033[3;5H\rab",
+        "\033[2;4r\033[4;3Hab\nc",
+        "\033[2;8Habcdefgh",
+        "\033[2;3H\bab",
+        "\033[3;3H\0337\033[1;1H\0338x",
+        "\033[2;3H\xcc\x81x",
+        "ab\033[1;3H\xcc\x81x",
+        "\033[2;2H\033[?1049h\033[3;3Hab\033[K\033[?1049lx",
+        "\033[3;3H\033[6nx",
         /* EL: each parameter, with the cursor due and not, a pending wrap */
-        "\033[2;5Hab\033[1K", "\033[2;5Hab\033[2Kx", "\033[2;5Hab\033[0Kx", "\033[2;5Hab\033[3Kx",
-        "\033[2;5Hab\033[0;1Kx", "\033[2;5H\033[Kx", "\033[2;11Hab\033[Kx",
-        "\033[2;11Hab\033[1Kx", "\033[?7l\033[2;11Habc\033[Kx", "\033[45m\033[3;3H\033[Kx",
-        "\033[48;2;1;2;3mab\033[1Kx", "hello\033[K\033[1K\033[2Kx", "\033[2:1Kx",
-        "\033[2;1Habcdefgh\033[2;3H\033[1K\033[3;1Hx", "\033[2;1Habcdefgh\033[2;3H\033[K\033[3;1Hx",
+        "\033[2;5Hab\033[1K",
+        "\033[2;5Hab\033[2Kx",
+        "\033[2;5Hab\033[0Kx",
+        "\033[2;5Hab\033[3Kx",
+        "\033[2;5Hab\033[0;1Kx",
+        "\033[2;5H\033[Kx",
+        "\033[2;11Hab\033[Kx",
+        "\033[2;11Hab\033[1Kx",
+        "\033[?7l\033[2;11Habc\033[Kx",
+        "\033[45m\033[3;3H\033[Kx",
+        "\033[48;2;1;2;3mab\033[1Kx",
+        "hello\033[K\033[1K\033[2Kx",
+        "\033[2:1Kx",
+        "\033[2;1Habcdefgh\033[2;3H\033[1K\033[3;1Hx",
+        "\033[2;1Habcdefgh\033[2;3H\033[K\033[3;1Hx",
         "\033[2;1Habcdefgh\033[2;3H\033[2K\033[3;1Hx",
         /* a line made double width: libvterm's */
         "\033[2;1H\033#6\033[2;3Hab\033[K\033[2;6Hx\033[3;1Hy",
@@ -793,9 +818,9 @@ static void test_model_cursor_without_libvterm(void **state)
             struct vt *vt = ref_pair_new(&r);
             assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, n), AL_OK);
             for (size_t off = 0; off < n; off += cut ? cut : n)
-                assert_int_equal(vt_feed(vt, (const uint8_t *)b + off,
-                                         cut && n - off > cut ? cut : n - off),
-                                 AL_OK);
+                assert_int_equal(
+                    vt_feed(vt, (const uint8_t *)b + off, cut && n - off > cut ? cut : n - off),
+                    AL_OK);
             compare_model(&r, vt, 5, 12, (unsigned)i, (int)cut);
             ref_pair_free(&r, vt);
         }
