@@ -19,10 +19,12 @@
 #define VT_MAX_TITLE 1023       /* bytes of the title and of the icon name kept */
 #define VT_MAX_CHARS 6          /* code points in one cell (libvterm's limit) */
 /* Heap one screen model holds at most, for the runner's memory budget: two
- * screens of 36-byte cells once every row of both was written (vtscreen.h
- * takes cells as rows are first written; 72 bytes a cell, measured, see
- * test_vt's test_mem_estimate), rounded up; plus a fixed part (the filter,
- * libvterm's state, line infos, the row headers). */
+ * screens of 16-byte cells once every row of both was written, and 20
+ * bytes a cell more in each row that holds a combining mark (vtscreen.c
+ * takes cells as rows are first written; 72 bytes a cell with marks in
+ * every row, measured, see test_vt's test_mem_estimate), rounded up; plus
+ * a fixed part (the filter, libvterm's state, line infos, the row
+ * headers). */
 #define VT_BYTES_PER_CELL 80u
 #define VT_BYTES_FIXED (32u << 10)
 

@@ -8,6 +8,12 @@
  *   [len, cols)     blank cells (no character) with the pen `fill`
  *   cells, cap      the cells' storage, at least len; NULL until the row is
  *                   first written (cap 0)
+ *   more            the code points after the first of a glyph with
+ *                   combining marks, one entry per cell (read where the
+ *                   cell's `more` is set); NULL until a glyph of the row
+ *                   has marks
+ * A cell is 16 bytes (its first code point, the flag, its pen): the text
+ * fast path writes one 16-byte store and the code point per glyph.
  * so "erase to the end of the row" is len = start, fill = pen. A scroll of
  * full-width rows (the only kind libvterm does on a newline) rotates the
  * row pointers and blanks the rows that come in, keeping their storage.
@@ -50,13 +56,20 @@ struct vts_pen {
     uint16_t bits; /* enum vts_pen_bit */
 };
 
+#define VTS_MORE (VTERM_MAX_CHARS_PER_CELL - 1) /* code points after a cell's first */
+
+/* 16 bytes: a glyph's first code point and its pen; the rare glyph with
+ * combining marks keeps the rest in its row's `more` (see below). */
 struct vts_cell {
-    uint32_t chars[VTERM_MAX_CHARS_PER_CELL];
+    uint32_t ch;   /* 0 blank, VTS_WIDE_RIGHT, or the first code point */
+    uint16_t more; /* 1: the row's more[col] holds the code points after ch */
     struct vts_pen pen;
 };
+_Static_assert(sizeof(struct vts_cell) == 16, "a cell is 16 bytes");
 
 struct vts_row {
     struct vts_cell *cells;
+    uint32_t (*more)[VTS_MORE]; /* cap entries once a cell of the row has marks, else NULL */
     uint16_t len, cap;
     struct vts_pen fill;
 };
@@ -82,24 +95,61 @@ static int pen_equal(const struct vts_pen *a, const struct vts_pen *b)
 
 static void blank_cells(struct vts_cell *c, int n, const struct vts_pen *pen)
 {
-    for (int i = 0; i < n; i++) {
-        c[i].chars[0] = 0;
-        c[i].pen = *pen;
+    const struct vts_cell b = {.ch = 0, .more = 0, .pen = *pen};
+    for (int i = 0; i < n; i++)
+        c[i] = b;
+}
+
+/* A row's storage to cap cells (and as many entries of more, if it has
+ * them). 0, or AL_E_NOMEM with the row as it was. */
+static int row_grow(struct vts_row *r, int cap)
+{
+    if (r->more) {
+        uint32_t(*m)[VTS_MORE] = realloc(r->more, (size_t)cap * sizeof *m);
+        if (!m)
+            return AL_E_NOMEM;
+        if (cap > r->cap)
+            memset(m + r->cap, 0, (size_t)(cap - r->cap) * sizeof *m);
+        r->more = m;
     }
+    struct vts_cell *c = realloc(r->cells, (size_t)cap * sizeof *c);
+    if (!c)
+        return AL_E_NOMEM; /* more may be larger than cap: harmless */
+    r->cells = c;
+    r->cap = (uint16_t)cap;
+    return 0;
+}
+
+/* The row's room for code points after a cell's first (cap entries). 0 or
+ * AL_E_NOMEM. */
+static int row_more(struct vts *s, struct vts_row *r)
+{
+    if (r->more)
+        return 0;
+    r->more = calloc(r->cap, sizeof *r->more);
+    if (!r->more) {
+        s->err = AL_E_NOMEM;
+        return AL_E_NOMEM;
+    }
+    return 0;
+}
+
+static void row_free(struct vts_row *r)
+{
+    free(r->cells);
+    free(r->more);
+    r->cells = NULL;
+    r->more = NULL;
+    r->cap = r->len = 0;
 }
 
 /* Makes room for cells [0, upto) of a row (upto <= cols), not filling
  * them. 0 or AL_E_NOMEM. */
 static int row_reserve(struct vts *s, struct vts_row *r, int upto)
 {
-    if (upto > r->cap) {
-        struct vts_cell *c = realloc(r->cells, (size_t)s->cols * sizeof *c);
-        if (!c) {
-            s->err = AL_E_NOMEM;
-            return AL_E_NOMEM;
-        }
-        r->cells = c;
-        r->cap = (uint16_t)s->cols;
+    if (upto > r->cap && row_grow(r, s->cols) != 0) {
+        s->err = AL_E_NOMEM;
+        return AL_E_NOMEM;
     }
     return 0;
 }
@@ -140,20 +190,28 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
     if (row_fill_to(s, r, end) != 0)
         return 1;
     struct vts_cell *c = &r->cells[pos.col];
-    int i;
-    for (i = 0; i < VTERM_MAX_CHARS_PER_CELL && info->chars[i]; i++) {
-        c->chars[i] = info->chars[i];
-        c->pen = s->pen;
+    int i = 0;
+    while (i < VTERM_MAX_CHARS_PER_CELL && info->chars[i])
+        i++;
+    if (i > 1 && row_more(s, r) != 0)
+        return 1;
+    c->ch = info->chars[0];
+    c->more = i > 1;
+    if (i > 1) {
+        memset(r->more[pos.col], 0, sizeof r->more[pos.col]);
+        memcpy(r->more[pos.col], info->chars + 1, (size_t)(i - 1) * sizeof info->chars[0]);
     }
-    if (i < VTERM_MAX_CHARS_PER_CELL)
-        c->chars[i] = 0;
-    for (int k = pos.col + 1; k < end; k++)
-        r->cells[k].chars[0] = VTS_WIDE_RIGHT;
+    if (i > 0)
+        c->pen = s->pen;
+    for (int k = pos.col + 1; k < end; k++) {
+        r->cells[k].ch = VTS_WIDE_RIGHT;
+        r->cells[k].more = 0;
+    }
     c->pen.bits =
         (uint16_t)((c->pen.bits & ~PEN_PROTECTED) | (info->protected_cell ? PEN_PROTECTED : 0));
     if (s->on_glyph) {
         VTermRect rect = {pos.row, pos.row + 1, pos.col, pos.col + w};
-        s->on_glyph(rect, c->chars, i, s->ud);
+        s->on_glyph(rect, info->chars, i, s->ud);
     }
     return 1;
 }
@@ -174,7 +232,8 @@ static int cb_erase(VTermRect rect, int selective, void *user)
             for (int col = c0; col < c1; col++) {
                 if (r->cells[col].pen.bits & PEN_PROTECTED)
                     continue;
-                r->cells[col].chars[0] = 0;
+                r->cells[col].ch = 0;
+                r->cells[col].more = 0;
                 r->cells[col].pen = s->pen;
             }
         } else if (c1 == s->cols) {
@@ -265,8 +324,13 @@ static int cb_moverect(VTermRect dest, VTermRect src, void *user)
         if (!d || !f || row_fill_to(s, d, dest.start_col + cols) != 0 ||
             row_fill_to(s, f, src.start_col + cols) != 0)
             continue;
+        if (f->more && row_more(s, d) != 0)
+            continue;
         memmove(d->cells + dest.start_col, f->cells + src.start_col,
                 (size_t)cols * sizeof *d->cells);
+        if (f->more)
+            memmove(d->more + dest.start_col, f->more + src.start_col,
+                    (size_t)cols * sizeof *d->more);
     }
     return 1;
 }
@@ -339,7 +403,7 @@ static int cb_setlineinfo(int row, const VTermLineInfo *newinfo, const VTermLine
 static int row_is_blank(const struct vts_row *r)
 {
     for (int c = 0; c < r->len; c++)
-        if (r->cells[c].chars[0] != 0)
+        if (r->cells[c].ch != 0)
             return 0;
     return 1;
 }
@@ -353,7 +417,7 @@ static int resize_buf(struct vts *s, int which, int rows, int cols)
     if (!nb)
         return AL_E_NOMEM;
     for (int row = rows; row < s->rows; row++)
-        free(old[row].cells);
+        row_free(&old[row]);
     int keep = rows < s->rows ? rows : s->rows;
     for (int row = 0; row < keep; row++) {
         struct vts_row r = old[row];
@@ -368,15 +432,8 @@ static int resize_buf(struct vts *s, int which, int rows, int cols)
                 r.len = (uint16_t)cols;
         } else if (cols > s->cols) {
             r.fill = s->pen;
-            if (r.cells && r.cap < cols) {
-                struct vts_cell *c = realloc(r.cells, (size_t)cols * sizeof *c);
-                if (c) {
-                    r.cells = c;
-                    r.cap = (uint16_t)cols;
-                } else if (r.len > 0) {
-                    s->err = AL_E_NOMEM;
-                }
-            }
+            if (r.cells && r.cap < cols && row_grow(&r, cols) != 0 && r.len > 0)
+                s->err = AL_E_NOMEM;
         }
         nb[row] = r;
     }
@@ -467,7 +524,7 @@ void vts_free(struct vts *s)
         return;
     for (int b = 0; b < 2; b++) {
         for (int row = 0; row < s->rows; row++)
-            free(s->buf[b][row].cells);
+            row_free(&s->buf[b][row]);
         free(s->buf[b]);
     }
     free(s);
@@ -493,8 +550,8 @@ int vts_put_text(struct vts *s, int row, int col, const uint8_t *p, size_t len, 
                 cp = (cp << 6) | (p[i + j] & 0x3fu);
         }
         i += k;
-        c[g].chars[0] = cp;
-        c[g].chars[1] = 0;
+        c[g].ch = cp;
+        c[g].more = 0;
         c[g].pen = s->pen;
     }
     if (col + (int)g > r->len)
@@ -510,11 +567,10 @@ int vts_put_ascii(struct vts *s, int row, int col, const uint8_t *p, size_t n)
     if (row_fill_to(s, r, col) != 0 || row_reserve(s, r, col + (int)n) != 0)
         return AL_E_NOMEM;
     struct vts_cell *c = r->cells + col;
-    const struct vts_pen pen = s->pen; /* a local: the cells' stores cannot change it */
-    for (size_t i = 0; i < n; i++) {
-        c[i].chars[0] = p[i];
-        c[i].chars[1] = 0;
-        c[i].pen = pen;
+    const struct vts_cell g = {.ch = 0, .more = 0, .pen = s->pen};
+    for (size_t i = 0; i < n; i++) { /* two stores a glyph: the whole cell, then ch */
+        memcpy(&c[i], &g, sizeof g);
+        c[i].ch = p[i];
     }
     if (col + (int)n > r->len)
         r->len = (uint16_t)(col + (int)n);
@@ -645,28 +701,22 @@ int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell)
     const struct vts_row *r = row_at(s, pos.row);
     if (!r || pos.col < 0 || pos.col >= s->cols)
         return 0;
-    struct vts_cell blank;
-    const struct vts_cell *c = &blank;
-    if (pos.col < r->len) {
-        c = &r->cells[pos.col];
-    } else {
-        blank.chars[0] = 0;
-        blank.pen = r->fill;
-    }
+    struct vts_cell blank = {.ch = 0, .more = 0, .pen = r->fill};
+    const struct vts_cell *c = pos.col < r->len ? &r->cells[pos.col] : &blank;
     int i = 0;
-    if (c->chars[0] == VTS_WIDE_RIGHT) /* a right half holds nothing after its mark */
-        cell->chars[i++] = VTS_WIDE_RIGHT;
-    else
-        for (; i < VTERM_MAX_CHARS_PER_CELL && c->chars[i]; i++)
-            cell->chars[i] = c->chars[i];
+    if (c->ch != 0)
+        cell->chars[i++] = c->ch; /* a right half holds nothing after its mark */
+    if (c->ch != 0 && c->ch != VTS_WIDE_RIGHT && c->more)
+        for (int k = 0; k < VTS_MORE && r->more[pos.col][k]; k++)
+            cell->chars[i++] = r->more[pos.col][k];
     if (i < VTERM_MAX_CHARS_PER_CELL)
         cell->chars[i] = 0;
     pen_attrs(&c->pen, cell);
     cell->attrs.reverse ^= s->global_reverse != 0;
-    cell->width = pos.col + 1 < s->cols && pos.col + 1 < r->len &&
-                          r->cells[pos.col + 1].chars[0] == VTS_WIDE_RIGHT
-                      ? 2
-                      : 1;
+    cell->width =
+        pos.col + 1 < s->cols && pos.col + 1 < r->len && r->cells[pos.col + 1].ch == VTS_WIDE_RIGHT
+            ? 2
+            : 1;
     return 1;
 }
 
@@ -682,6 +732,7 @@ size_t vts_mem(const struct vts *s)
     size_t n = sizeof *s + 2 * (size_t)s->rows * sizeof(struct vts_row);
     for (int b = 0; b < 2; b++)
         for (int row = 0; row < s->rows; row++)
-            n += (size_t)s->buf[b][row].cap * sizeof(struct vts_cell);
+            n += (size_t)s->buf[b][row].cap *
+                 (sizeof(struct vts_cell) + (s->buf[b][row].more ? sizeof(uint32_t[VTS_MORE]) : 0));
     return n;
 }

@@ -330,6 +330,9 @@ static void test_mem_estimate(void **state)
                     n = snprintf(seq, sizeof seq, "\033[%db", k);
                     assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
                 }
+                /* a combining mark: the row keeps room for marks too */
+                n = snprintf(seq, sizeof seq, "\033[%d;1He\xcc\x81", row + 1);
+                assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
             }
         }
         struct mallinfo2 b = mallinfo2();
