@@ -85,6 +85,7 @@ static void modes_unknown(struct vt *vt)
     vt->fast = VT_FAST_UNKNOWN;
     vt->awm = -1;
     vt->origin = -1;
+    vt->region_known = 0;
 }
 
 /* DECAWM, asked of libvterm only when not known since the last unit that
@@ -1161,6 +1162,47 @@ static int el_fast(struct vt *vt, const struct vtf_seq *s)
     return 1;
 }
 
+/* A line feed (LF, or CR LF as one unit) done by vt.c: the cursor due
+ * one row down, or the scroll region's rows scrolled up one when it
+ * stands on the region's last row, as libvterm 0.1.4 does it (its own
+ * line infos scroll too, all plain while no line was made double width;
+ * LNM adds a CR). Only where libvterm's CR would go to column 0 and its
+ * scroll is of whole rows (DECLRMM off: fast known OK), with no pending
+ * wrap (libvterm keeps the phantom column when a scroll leaves the cursor
+ * where it was) and nothing held. So a line of text and its CR LF cost
+ * libvterm nothing. 1 if done. */
+static int lf_fast(struct vt *vt, const struct vtf_unit *u)
+{
+    const int crlf = u->len == 2 && u->bytes[0] == '\r' && u->bytes[1] == '\n';
+    if ((!crlf && (u->len != 1 || u->bytes[0] != '\n')) || vt->fast != VT_FAST_OK || vt->any_dwl ||
+        vt->held_len || vt->pending_wrap)
+        return 0;
+    if (!vt->region_known) { /* DECSTBM, asked once until a unit may change it */
+        long top, bottom;
+        lv_flush(vt);
+        if (vt_query_status(vt, "r", &top, &bottom) != 0 || top < 1 || bottom > vt->rows ||
+            top >= bottom)
+            return 0;
+        vt->region_top = (int)top - 1;
+        vt->region_bottom = (int)bottom;
+        vt->region_known = 1;
+    }
+    VTermPos pos;
+    lv_pos(vt, &pos);
+    if (crlf)
+        pos.col = 0;
+    if (pos.row == vt->region_bottom - 1)
+        vts_scroll_up(vt->cells, vt->region_top, vt->region_bottom);
+    else if (pos.row < vt->rows - 1)
+        pos.row++;
+    if (vt->newline)
+        pos.col = 0;
+    vt->cuf_due = 0;
+    vt->at_due = 1;
+    vt->due_pos = pos;
+    return 1;
+}
+
 static int on_unit(void *ud, const struct vtf_unit *u)
 {
     struct vt *vt = ud;
@@ -1171,6 +1213,8 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     /* text, then CR (LF): the CUF due after the text is moot, since CR
      * puts the cursor in column 0 wherever it stood (DECLRMM is off while
      * the fast path runs, and fast text leaves no pending wrap) */
+    if (u->kind == VTF_CTRL && lf_fast(vt, u))
+        return 0;
     if (vt->cuf_due && u->kind == VTF_CTRL && u->bytes[0] == '\r')
         vt->cuf_due = 0;
     const int plain_csi = u->kind == VTF_CSI && u->seq->leader == 0 && u->seq->ninter == 0;
@@ -1213,6 +1257,8 @@ static int on_unit(void *ud, const struct vtf_unit *u)
         vt->pending_wrap = 0;
     if (u->kind == VTF_ESC || (u->kind == VTF_CSI && (u->seq->leader || u->seq->ninter)))
         modes_unknown(vt); /* DECLRMM, DECSCA, DECAWM, RIS, DECRC... may have changed */
+    else if (plain_csi && u->seq->final == 'r')
+        vt->region_known = 0; /* DECSTBM */
     if (u->kind == VTF_ESC)
         vt->single_shift = u->seq->ninter == 0 && (u->seq->final == 'N' || u->seq->final == 'O');
     switch (u->kind) {

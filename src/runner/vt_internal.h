@@ -144,7 +144,10 @@ struct vt {
                  * written by lv_flush as cuf_due is. At most one of
                  * at_due and cuf_due is set. */
     VTermPos due_pos;
-    int held_shift; /* a single shift (SS2/SS3) came before the held glyph */
+    int held_shift;                /* a single shift (SS2/SS3) came before the held glyph */
+    int region_known;              /* region_top/bottom hold DECSTBM as libvterm last answered
+                                    * (0: ask again; lf_fast in vt.c) */
+    int region_top, region_bottom; /* rows [top, bottom) */
 
     int fast;         /* enum vt_fast: may printable ASCII bypass libvterm's state */
     int single_shift; /* SS2/SS3 seen: the next glyph is from G2/G3 */

@@ -297,6 +297,12 @@ static void scroll_rows(struct vts *s, int start, int end, int down)
         row_blank(&s->cur[row], &s->pen);
 }
 
+void vts_scroll_up(struct vts *s, int top, int bottom)
+{
+    if (top >= 0 && bottom <= s->rows && top < bottom)
+        scroll_rows(s, top, bottom, 1);
+}
+
 static int cb_scrollrect(VTermRect rect, int downward, int rightward, void *user)
 {
     struct vts *s = user;

@@ -80,6 +80,11 @@ void vts_insert_blank(struct vts *s, int row, int col, int end);
  * them (its erase callback, not selective): vt.c's own EL. */
 void vts_erase(struct vts *s, VTermRect rect);
 
+/* Rows [top, bottom) of the whole width up by one, the last one blank with
+ * the current pen, as libvterm's state scrolls them (its scrollrect
+ * callback): vt.c's own line feed. */
+void vts_scroll_up(struct vts *s, int top, int bottom);
+
 /* As vterm_screen_get_cell: 0 outside the screen. */
 int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell);
 

@@ -803,6 +803,15 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[2;1Habcdefgh\033[2;3H\033[1K\033[3;1Hx",
         "\033[2;1Habcdefgh\033[2;3H\033[K\033[3;1Hx",
         "\033[2;1Habcdefgh\033[2;3H\033[2K\033[3;1Hx",
+        /* LF and CR LF taken by vt.c (lf_fast): LNM, a pending wrap, the
+         * region changed by DECSTBM, RIS or DECSTR */
+        "\033[20hab\ncd\033[5;1Hef\ngh\033[20l",
+        "\033[5;1Habcdefghijkl\033[m\nxy",
+        "\033[3;1Habcdefghijkl\033[m\r\nxy",
+        "\033[2;4r\033[4;1Hab\r\ncd\033[r\033[5;1Hef\r\ngh",
+        "\033[2;4r\033[4;1Hab\r\nx\033c\033[5;1Hab\r\ncd",
+        "\033[2;4r\033[4;1Hab\r\nx\033[!p\033[5;1Hab\r\ncd",
+        "\033[2;4r\033[5;1Hab\r\ncd\r\nef\033[1;1Hgh\r\nij",
         /* a line made double width: libvterm's */
         "\033[2;1H\033#6\033[2;3Hab\033[K\033[2;6Hx\033[3;1Hy",
     };
