@@ -743,8 +743,8 @@ static void test_model_cursor_without_libvterm(void **state)
     (void)state;
     static const char *const scripts[] = {
         /* a TUI row: border, SGRs, text, EL, border in the last column, next row */
-        "\033[2;1H\xe2\x94\x82\033[1;38;5;100m 12 \033[22;38;2;10;20;200mab\033[7m ok "
-        "\033[27m\033[K\033[2;12H\xe2\x94\x82\033[3;1H\xe2\x94\x82x",
+        ("\033[2;1H\xe2\x94\x82\033[1;38;5;100m 12 \033[22;38;2;10;20;200mab\033[7m ok "
+         "\033[27m\033[K\033[2;12H\xe2\x94\x82\033[3;1H\xe2\x94\x82x"),
         "\033[44m\033[2;12H\xe2\x94\x82\033[0m\033[3;1Hab", /* held, an SGR, a CUP */
         "\033[2;12H\xe2\x94\x82\033[1;31m\033[3;1Hab",
         "\033[1;31m\033[2;12H\xe2\x94\x82\033[mab",            /* held, SGR, text: wraps */
