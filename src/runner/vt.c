@@ -1210,20 +1210,22 @@ static int on_unit(void *ud, const struct vtf_unit *u)
         on_text(vt, u->bytes, u->len, text_kind(u));
         return 0;
     }
-    /* text, then CR (LF): the CUF due after the text is moot, since CR
-     * puts the cursor in column 0 wherever it stood (DECLRMM is off while
-     * the fast path runs, and fast text leaves no pending wrap) */
     if (u->kind == VTF_CTRL && lf_fast(vt, u))
         return 0;
-    if (vt->cuf_due && u->kind == VTF_CTRL && u->bytes[0] == '\r')
+    /* text, then CR (LF): the CUF due after the text is moot, since CR
+     * puts the cursor in column 0 wherever it stood (DECLRMM is off while
+     * the fast path runs, and fast text leaves no pending wrap); not while
+     * a glyph is held, which goes where the CUF puts the cursor */
+    if (vt->cuf_due && !vt->held_len && u->kind == VTF_CTRL && u->bytes[0] == '\r')
         vt->cuf_due = 0;
     const int plain_csi = u->kind == VTF_CSI && u->seq->leader == 0 && u->seq->ninter == 0;
     if (plain_csi && (u->seq->final == 'H' || u->seq->final == 'f')) {
         if (cup_due(vt, u->seq))
             return 0;
         /* CUP and HVP put the cursor where their parameters say, wherever
-         * it stood (DECOM adds the margins, not the position) */
-        vt->cuf_due = 0;
+         * it stood (DECOM adds the margins, not the position); the same */
+        if (!vt->held_len)
+            vt->cuf_due = 0;
     }
     /* an SGR taken without libvterm reads nothing of it (vt->origin known:
      * no question asked): the move stays due */

@@ -812,6 +812,12 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[2;4r\033[4;1Hab\r\nx\033c\033[5;1Hab\r\ncd",
         "\033[2;4r\033[4;1Hab\r\nx\033[!p\033[5;1Hab\r\ncd",
         "\033[2;4r\033[5;1Hab\r\ncd\r\nef\033[1;1Hgh\r\nij",
+        /* a glyph held in the last column while a CUF is due, then CR, CR LF
+         * or a CUP vt.c does not take: the glyph goes where the CUF puts it */
+        "\033[1;1Habcdefghijk\033[1mX\r\nY",
+        "\033[2;1Habcdefghijk\033[1mX\rY",
+        "\033[2;1Habcdefghijk\033[1mX\033[3:1HY",
+        "\033[2;1Habcdefghijk\033[1mX\033[1;2;3HY",
         /* a line made double width: libvterm's */
         "\033[2;1H\033#6\033[2;3Hab\033[K\033[2;6Hx\033[3;1Hy",
     };
