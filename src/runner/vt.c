@@ -542,7 +542,9 @@ static size_t narrow_leads(const uint8_t *p, size_t n, size_t room)
  * Returns the glyphs written, 0 to go the usual way. */
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind, int defer)
 {
-    if (n < 2 || vt->single_shift || vt->insert || vt->pending_wrap ||
+    /* one glyph alone only when its move is deferred (whole_fast): a CUF
+     * written for it costs what libvterm's own glyph does */
+    if (n < (defer ? 1u : 2u) || vt->single_shift || vt->insert || vt->pending_wrap ||
         (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
         return 0;
     if (vt->fast == VT_FAST_UNKNOWN) /* asked of libvterm below */
@@ -675,7 +677,7 @@ static size_t own_marks(struct vt *vt, const uint8_t *p, size_t n)
  * done. */
 static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind)
 {
-    if (vt->any_dwl || n < 2) /* fast_text takes no shorter run */
+    if (vt->any_dwl || n == 0)
         return 0;
     if (vt->fast == VT_FAST_UNKNOWN) /* fast_text asks libvterm */
         lv_flush(vt);
