@@ -320,19 +320,6 @@ static void write_text(struct vt *vt, const uint8_t *p, size_t n)
     text_done(vt, before.row != after.row || before.col != after.col);
 }
 
-/* The decimal digits of v at out (at most 10); their count. */
-static size_t put_dec(char *out, unsigned v)
-{
-    char digits[10];
-    size_t nd = 0, k = 0;
-    do
-        digits[nd++] = (char)('0' + v % 10);
-    while ((v /= 10) > 0 && nd < sizeof digits);
-    while (nd > 0)
-        out[k++] = digits[--nd];
-    return k;
-}
-
 /* libvterm's cursor n columns right: ESC [ n C, by hand (snprintf was a
  * tenth of the runner's user time). */
 static void write_cuf(struct vt *vt, size_t n)
@@ -341,7 +328,7 @@ static void write_cuf(struct vt *vt, size_t n)
     size_t k = 0;
     cuf[k++] = '\033';
     cuf[k++] = '[';
-    k += put_dec(cuf + k, n > UINT32_MAX ? UINT32_MAX : (unsigned)n);
+    k += vtf_put_uint(cuf + k, n > UINT32_MAX ? UINT32_MAX : (uint32_t)n);
     cuf[k++] = 'C';
     vterm_input_write(vt->term, cuf, k);
 }
@@ -353,9 +340,9 @@ static void write_cup(struct vt *vt, VTermPos pos)
     size_t k = 0;
     cup[k++] = '\033';
     cup[k++] = '[';
-    k += put_dec(cup + k, (unsigned)pos.row + 1);
+    k += vtf_put_uint(cup + k, (uint32_t)pos.row + 1);
     cup[k++] = ';';
-    k += put_dec(cup + k, (unsigned)pos.col + 1);
+    k += vtf_put_uint(cup + k, (uint32_t)pos.col + 1);
     cup[k++] = 'H';
     vterm_input_write(vt->term, cup, k);
 }
@@ -540,12 +527,36 @@ static size_t narrow_leads(const uint8_t *p, size_t n, size_t room)
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were, unless the whole unit goes (whole_fast).
  * Returns the glyphs written, 0 to go the usual way. */
+/* The modes under which a glyph vt.c puts itself is what libvterm would
+ * put (see fast_text; DECLRMM and DECSCA are vt->fast's). */
+static int glyph_modes_plain(const struct vt *vt)
+{
+    return !vt->single_shift && !vt->insert && !vt->pending_wrap &&
+           (vt->gset[vt->gl] == 0 || vt->gset[vt->gl] == 'B');
+}
+
+/* libvterm's previous glyph is now stale (lv_stale): vt.c put the last one,
+ * cp at pos (whole_fast, held_fast). */
+static void glyph_put_last(struct vt *vt, VTermPos pos, uint32_t cp)
+{
+    if (!vt->lv_stale) {
+        vt->lv.pos = vt->comb.pos;
+        vt->lv.width = vt->comb.width;
+        vt->lv_stale = 1;
+    }
+    vt->comb.valid = 1;
+    vt->comb.pos = pos;
+    vt->comb.width = 1;
+    vt->comb.n = 1;
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    vt->comb.chars[0] = cp;
+}
+
 static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind, int defer)
 {
     /* one glyph alone only when its move is deferred (whole_fast): a CUF
      * written for it costs what libvterm's own glyph does */
-    if (n < (defer ? 1u : 2u) || vt->single_shift || vt->insert || vt->pending_wrap ||
-        (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
+    if (n < (defer ? 1u : 2u) || !glyph_modes_plain(vt))
         return 0;
     if (vt->fast == VT_FAST_UNKNOWN) /* asked of libvterm below */
         lv_flush(vt);
@@ -564,7 +575,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kin
                                              : narrow_glyphs(p, n, room);
     if (glyphs == 0)
         return 0;
-    const VTermLineInfo *li = vterm_state_get_lineinfo(vt->state, pos.row);
+    const VTermLineInfo *li = vt->any_dwl ? vterm_state_get_lineinfo(vt->state, pos.row) : NULL;
     if (li && li->doublewidth)
         return 0;
     if (vt->fast == VT_FAST_UNKNOWN) {
@@ -686,19 +697,9 @@ static int whole_fast(struct vt *vt, const uint8_t *p, size_t n, enum vt_text ki
     int glyphs = fast_text(vt, p, n, kind, 1);
     if (glyphs == 0)
         return 0;
-    if (!vt->lv_stale) {
-        vt->lv.pos = vt->comb.pos;
-        vt->lv.width = vt->comb.width;
-        vt->lv_stale = 1;
-    }
     size_t last = last_start(p, n, kind), len;
-    vt->comb.valid = 1;
-    vt->comb.pos.row = pos.row;
-    vt->comb.pos.col = pos.col + glyphs - 1;
-    vt->comb.width = 1;
-    vt->comb.n = 1;
-    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
-    vt->comb.chars[0] = utf8_at(p + last, n - last, &len);
+    pos.col += glyphs - 1;
+    glyph_put_last(vt, pos, utf8_at(p + last, n - last, &len));
     vt->pending_wrap = 0;
     return 1;
 }
@@ -1076,8 +1077,7 @@ static void fix_cursor(struct vt *vt)
  * done (nothing held any more). */
 static int held_fast(struct vt *vt)
 {
-    if (vt->fast != VT_FAST_OK || vt->any_dwl || vt->insert || vt->held_shift || vt->pending_wrap ||
-        (vt->gset[vt->gl] != 0 && vt->gset[vt->gl] != 'B'))
+    if (vt->fast != VT_FAST_OK || vt->any_dwl || vt->held_shift || !glyph_modes_plain(vt))
         return 0;
     size_t len;
     uint32_t cp = utf8_at(vt->held, vt->held_len, &len);
@@ -1086,17 +1086,7 @@ static int held_fast(struct vt *vt)
     if (len != vt->held_len || vtf_cp_width(cp) != 1 || pos.row < 0 || pos.row >= vt->rows ||
         pos.col != vt->cols - 1 || vts_put_text(vt->cells, pos.row, pos.col, vt->held, len, 1) != 0)
         return 0;
-    if (!vt->lv_stale) {
-        vt->lv.pos = vt->comb.pos;
-        vt->lv.width = vt->comb.width;
-        vt->lv_stale = 1;
-    }
-    vt->comb.valid = 1;
-    vt->comb.pos = pos;
-    vt->comb.width = 1;
-    vt->comb.n = 1;
-    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
-    vt->comb.chars[0] = cp;
+    glyph_put_last(vt, pos, cp);
     vt->held_len = 0;
     return 1;
 }

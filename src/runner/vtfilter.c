@@ -544,12 +544,12 @@ static int esc_byte(struct vtf *f, uint8_t c)
     return emit_esc(f);
 }
 
-static size_t put_uint(uint8_t *o, uint32_t v)
+size_t vtf_put_uint(char *o, uint32_t v)
 {
-    uint8_t tmp[10];
+    char tmp[10];
     size_t n = 0;
     do {
-        tmp[n++] = (uint8_t)('0' + v % 10);
+        tmp[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v && n < sizeof tmp);
     for (size_t i = 0; i < n; i++)
@@ -610,7 +610,7 @@ static int csi_final(struct vtf *f, uint8_t c)
         f->out[n++] = s->leader;
     for (uint8_t i = 0; i < s->nparams; i++) {
         if (s->params[i] != VTF_PARAM_MISSING)
-            n += put_uint(f->out + n, (uint32_t)s->params[i]);
+            n += vtf_put_uint((char *)f->out + n, (uint32_t)s->params[i]);
         if (i + 1 < s->nparams)
             f->out[n++] = (s->sub >> i) & 1u ? ':' : ';';
     }
@@ -934,7 +934,7 @@ static size_t csi_prefix(const struct vtf *f, uint8_t *o)
         o[n++] = s->leader;
     for (uint8_t i = 0; i < s->nparams; i++) {
         if (s->params[i] != VTF_PARAM_MISSING)
-            n += put_uint(o + n, (uint32_t)s->params[i]);
+            n += vtf_put_uint((char *)o + n, (uint32_t)s->params[i]);
         if (i + 1 < s->nparams)
             o[n++] = (s->sub >> i) & 1u ? ':' : ';';
     }

@@ -135,5 +135,8 @@ int vtf_cp_width(uint32_t cp);
 /* Encodes cp (at most U+10FFFF, not a surrogate) as UTF-8 into out[4];
  * returns the length, or 0 if cp is not encodable. */
 size_t vtf_utf8_encode(uint32_t cp, uint8_t out[4]);
+/* The decimal digits of v at out (at most 10 bytes); their count. For the
+ * sequences the screen model writes itself. */
+size_t vtf_put_uint(char *out, uint32_t v);
 
 #endif

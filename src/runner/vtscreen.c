@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "al_err.h"
+#include "vtfilter.h"
 
 #define VTS_WIDE_RIGHT ((uint32_t)-1) /* chars[0] of a wide glyph's right half */
 
@@ -632,19 +633,6 @@ void vts_get_pen(const struct vts *s, VTermScreenCell *out)
     pen_attrs(&s->pen, out);
 }
 
-static size_t put_num(char *o, unsigned v)
-{
-    char d[12];
-    size_t n = 0, k = 0;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v > 0);
-    while (n > 0)
-        o[k++] = d[--n];
-    return k;
-}
-
 static size_t put_str(char *o, const char *str)
 {
     size_t n = 0;
@@ -661,19 +649,19 @@ static size_t put_color(char *o, const VTermColor *c, unsigned base, int sep)
     if (sep)
         o[n++] = ';';
     if (c->type & VTERM_COLOR_DEFAULT_MASK) {
-        n += put_num(o + n, base + 9);
+        n += vtf_put_uint(o + n, base + 9);
     } else if (VTERM_COLOR_IS_INDEXED(c)) {
-        n += put_num(o + n, base + 8);
+        n += vtf_put_uint(o + n, base + 8);
         n += put_str(o + n, ";5;");
-        n += put_num(o + n, c->indexed.idx);
+        n += vtf_put_uint(o + n, c->indexed.idx);
     } else {
-        n += put_num(o + n, base + 8);
+        n += vtf_put_uint(o + n, base + 8);
         n += put_str(o + n, ";2;");
-        n += put_num(o + n, c->rgb.red);
+        n += vtf_put_uint(o + n, c->rgb.red);
         o[n++] = ';';
-        n += put_num(o + n, c->rgb.green);
+        n += vtf_put_uint(o + n, c->rgb.green);
         o[n++] = ';';
-        n += put_num(o + n, c->rgb.blue);
+        n += vtf_put_uint(o + n, c->rgb.blue);
     }
     return n;
 }
@@ -691,7 +679,7 @@ size_t vts_pen_sgr(const struct vts *s, char *out)
     unsigned font = (b >> PEN_FONT_SHIFT) & 15u;
     if (font) {
         out[n++] = ';';
-        n += put_num(out + n, 10 + font);
+        n += vtf_put_uint(out + n, 10 + font);
     }
     /* the colours in an SGR of their own: libvterm 0.1.4 writes past its
      * argument array from the 17th parameter on (docs/snapshots.md) */
