@@ -430,31 +430,90 @@ static void cut(struct conn *c, const char *why)
         lws_callback_on_writable(c->self_wsi);
 }
 
+/* The replicas whose beat is recent, read in one listing per check. */
+struct alive_set {
+    unsigned n;
+    int listed; /* 1: read; -1: the listing failed (no owner counts as late) */
+    char id[DB_REPLICAS_LIST_MAX][DB_REPLICA_ID_LEN + 1];
+};
+
+static int alive_row(void *ctx, const struct db_replica *r)
+{
+    struct alive_set *s = ctx;
+    if (!r->alive)
+        return 0;
+    if (s->n == DB_REPLICAS_LIST_MAX)
+        return 1; /* the listing returns no more than this anyway */
+    (void)snprintf(s->id[s->n++], sizeof s->id[0], "%s", r->id);
+    return 0;
+}
+
+/* Whether the owner is known to be late; a listing that failed says no. */
+static int owner_late(struct api *a, struct alive_set *s, const char *owner)
+{
+    if (!s->listed) {
+        int rc = db_replica_list(a->db, API_HOP_OWNER_LATE_MS, alive_row, s);
+        s->listed = rc == AL_OK || rc == 1 ? 1 : -1;
+    }
+    if (s->listed < 0)
+        return 0;
+    for (unsigned i = 0; i < s->n; i++)
+        if (!strcmp(s->id[i], owner))
+            return 0;
+    return 1;
+}
+
+static int by_sandbox(const void *x, const void *y)
+{
+    const struct conn *const *cx = x, *const *cy = y;
+    return strcmp((*cx)->hop_sandbox, (*cy)->hop_sandbox);
+}
+
 /* At each beat: a relayed client whose terminal's sandbox has another
  * owner now, or none, or whose owner's beat is API_HOP_OWNER_LATE_MS late
  * (frozen, dead, cut off), is cut; it attaches again and is served
- * wherever the terminal is now, resuming from its offsets. */
+ * wherever the terminal is now, resuming from its offsets. The database is
+ * asked once per sandbox and once for the replicas, however many clients
+ * are relayed (this runs on the loop, and a PostgreSQL query is a round
+ * trip); a query that fails cuts nothing. */
 void api_hop_check(struct api *a)
 {
-    struct db_sandbox *sb = a->hops ? malloc(sizeof *sb) : NULL;
-    if (!sb)
+    size_t n = 0;
+    for (struct conn *c = a->hops; c; c = c->hops_next)
+        n += c->hop != NULL; /* without one: closing already */
+    if (n == 0)
         return;
-    for (struct conn *c = a->hops; c; c = c->hops_next) {
-        if (!c->hop)
-            continue; /* closing already */
-        char addr[DB_REPLICA_ADDR_MAX + 1];
-        int rc = db_sandbox_get(a->db, c->hop_sandbox, sb), gone = 0;
-        if (rc == AL_OK && !strcmp(sb->owner, c->hop_owner))
-            gone = api_replica_address(a, c->hop_owner, API_HOP_OWNER_LATE_MS, addr, sizeof addr) ==
-                   AL_E_NOENT;
-        else
-            gone =
-                rc == AL_OK || rc == AL_E_NOENT; /* another owner, or none, or the sandbox gone */
-        if (gone) {
-            api_log(a, 1, "a relayed client of sandbox %s: its owner %s changed or is gone: cut",
-                    c->hop_sandbox, c->hop_owner);
-            cut(c, "the terminal's owner changed: attach again");
+    struct conn **v = calloc(n, sizeof(struct conn *));
+    struct db_sandbox *sb = malloc(sizeof *sb);
+    struct alive_set *alive = calloc(1, sizeof *alive);
+    if (!v || !sb || !alive) {
+        api_log(a, 0, "relayed clients: out of memory for the owners' check");
+        goto out;
+    }
+    size_t k = 0;
+    for (struct conn *c = a->hops; c && k < n; c = c->hops_next)
+        if (c->hop)
+            v[k++] = c;
+    qsort(v, k, sizeof(struct conn *), by_sandbox); /* a sandbox's clients side by side */
+    for (size_t i = 0, j; i < k; i = j) {
+        int rc = db_sandbox_get(a->db, v[i]->hop_sandbox, sb);
+        for (j = i; j < k && !strcmp(v[j]->hop_sandbox, v[i]->hop_sandbox); j++) {
+            struct conn *c = v[j];
+            int gone;
+            if (rc == AL_OK && !strcmp(sb->owner, c->hop_owner))
+                gone = owner_late(a, alive, c->hop_owner);
+            else /* another owner, or none, or the sandbox gone */
+                gone = rc == AL_OK || rc == AL_E_NOENT;
+            if (gone) {
+                api_log(a, 1,
+                        "a relayed client of sandbox %s: its owner %s changed or is gone: cut",
+                        c->hop_sandbox, c->hop_owner);
+                cut(c, "the terminal's owner changed: attach again");
+            }
         }
     }
+out:
+    free(alive);
     free(sb);
+    free(v);
 }

@@ -20,12 +20,15 @@
 //   answered with the owner's status; through the front every open works;
 //   a forwarding token (replica:api) is good once, for its replica, for the
 //   action routes only, with the user's role from the database, and a
-//   forwarded action is never forwarded again.
+//   forwarded action is never forwarded again;
+// - the owner frozen (SIGSTOP): the replicas relaying clients to it cut
+//   them ("owner changed"), two of one sandbox at one replica and one at
+//   another, while a client relayed to an owner still alive stays.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { run, check, tmpdir, waitFor, startRunner, mint, rawHttp, sleep, BIN } from '../interop/harness.mjs';
+import { run, check, tmpdir, waitFor, startRunner, mint, rawHttp, sleep, onCleanup, BIN } from '../interop/harness.mjs';
 import { addUser, startAirlockd, api, attach, checksummedStream, screenBytes } from '../interop/airlockd.mjs';
 import { startPostgres } from '../interop/pg.mjs';
 import { startFront } from '../interop/front.mjs';
@@ -233,6 +236,30 @@ await run('replica_hop', async () => {
   check(r.status === 409, `a forwarded action at a replica that does not own the sandbox is not forwarded again: ${r.status} ${r.body.trim().slice(0, 100)}`);
   r = await api(rs[0].port, 'POST', '/v1/terminals', fwd(dirs[1], idOf[0], 'vic2'), sleeper);
   check(r.status === 403, `a forwarding token for a viewer gets the viewer's role at the owner: ${r.status}`);
+
+  // ---- the owner frozen: the replicas that relay clients to it cut them
+  // (at each beat: one read of each sandbox, one listing of the replicas),
+  // and a client relayed to another owner stays
+  r = await api(rs[0].port, 'POST', '/v1/terminals', op, sleeper);
+  check(r.status === 201, `a terminal of st1 at its owner, replica 0: ${r.status}`);
+  const t3 = r.json.id;
+  r = await api(rs[1].port, 'POST', '/v1/terminals', op, { ...sleeper, sandbox: 'st2' });
+  check(r.status === 201, `a terminal of st2 at its owner, replica 1: ${r.status}`);
+  const t4 = r.json.id;
+  const toOwner0 = [await attach(rs[2].port, t3, op), await attach(rs[2].port, t3, op2), await attach(rs[1].port, t3, op)];
+  const toOwner1 = await attach(rs[2].port, t4, op);
+  for (const c of [...toOwner0, toOwner1]) await c.ctl.wait(() => c.ch.role !== undefined, 'a relayed client\'s ROLE', 10000);
+  rs[0].p.kill('SIGSTOP');
+  onCleanup(() => { try { rs[0].p.kill('SIGCONT'); } catch { /* gone */ } });
+  const frozen = Date.now();
+  await waitFor(() => toOwner0.every((c) => c.ctl.closeInfo), 15000, 'the clients relayed to the frozen owner to be cut', 100);
+  const cutMs = Date.now() - frozen;
+  const reasons = toOwner0.map((c) => `${c.ctl.closeInfo.code} ${c.ctl.closeInfo.reason}`);
+  check(toOwner0.every((c) => /owner changed/.test(c.ctl.closeInfo.reason)),
+    `owner frozen: its three relayed clients (two at replica 2 on one sandbox, one at replica 1) are cut after ${cutMs} ms (${reasons.join('; ')})`);
+  await sleep(2500); // another beat of replica 2
+  check(!toOwner1.ctl.closeInfo, 'a client of replica 2 relayed to replica 1, whose owner is alive, stays');
+  rs[0].p.kill('SIGCONT');
 
   for (const x of rs) check((await x.stop()).code === 0, 'a replica stops cleanly');
 }, 300000);
