@@ -121,6 +121,23 @@ static int row_grow(struct vts_row *r, int cap)
     return 0;
 }
 
+/* A row's storage cut to cap cells (cap < the row's), once the screen is
+ * narrower: a resize gives the memory back. A realloc that fails keeps
+ * the larger storage, which is harmless (more larger than cap too). */
+static void row_shrink(struct vts_row *r, int cap)
+{
+    struct vts_cell *c = realloc(r->cells, (size_t)cap * sizeof *c);
+    if (!c)
+        return;
+    r->cells = c;
+    r->cap = (uint16_t)cap;
+    if (r->more) {
+        uint32_t(*m)[VTS_MORE] = realloc(r->more, (size_t)cap * sizeof *m);
+        if (m)
+            r->more = m;
+    }
+}
+
 /* The row's room for code points after a cell's first (cap entries). 0 or
  * AL_E_NOMEM. */
 static int row_more(struct vts *s, struct vts_row *r)
@@ -437,6 +454,8 @@ static int resize_buf(struct vts *s, int which, int rows, int cols)
         if (cols < s->cols) {
             if (r.len > cols)
                 r.len = (uint16_t)cols;
+            if (r.cells && r.cap > cols)
+                row_shrink(&r, cols);
         } else if (cols > s->cols) {
             r.fill = s->pen;
             if (r.cells && r.cap < cols && row_grow(&r, cols) != 0 && r.len > 0)

@@ -306,6 +306,35 @@ static void cell_at(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *c
 /* The runner's screen budget counts vt_mem_estimate(): it must not be below
  * what a model really holds (heap in use, before and after vt_new), nor
  * far above it. */
+/* Writes every cell of both screens, the most the model can hold (it takes
+ * cells as rows are written, vtscreen.h), with a combining mark on every
+ * row, so that the rows keep room for marks too. */
+static void fill_both_screens(struct vt *vt, int c, int r)
+{
+    for (int screen = 0; screen < 2; screen++) {
+        char seq[48];
+        if (screen == 1)
+            assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[?1049h", 8), AL_OK);
+        for (int row = 0; row < r; row++) {
+            int n = snprintf(seq, sizeof seq, "\033[%d;1Hx", row + 1);
+            assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
+            for (int done = 1; done < c; done += VTF_MAX_REP) {
+                int k = c - done < VTF_MAX_REP ? c - done : VTF_MAX_REP;
+                n = snprintf(seq, sizeof seq, "\033[%db", k);
+                assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
+            }
+            n = snprintf(seq, sizeof seq, "\033[%d;1He\xcc\x81", row + 1);
+            assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
+        }
+    }
+}
+
+static size_t heap_used(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
 static void test_mem_estimate(void **state)
 {
     (void)state;
@@ -313,30 +342,11 @@ static void test_mem_estimate(void **state)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         uint16_t c = sizes[i][0], r = sizes[i][1];
         assert_int_equal(vt_size_check(c, r), AL_OK);
-        struct mallinfo2 a = mallinfo2();
+        size_t before = heap_used();
         struct vt *vt = NULL;
         assert_int_equal(vt_new(c, r, &vt), AL_OK);
-        /* the model takes cells as rows are written (vtscreen.h): write
-         * every cell of both screens, the most it can hold */
-        for (int screen = 0; screen < 2; screen++) {
-            char seq[48];
-            if (screen == 1)
-                assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[?1049h", 8), AL_OK);
-            for (int row = 0; row < r; row++) {
-                int n = snprintf(seq, sizeof seq, "\033[%d;1Hx", row + 1);
-                assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
-                for (int done = 1; done < c; done += VTF_MAX_REP) {
-                    int k = c - done < VTF_MAX_REP ? c - done : VTF_MAX_REP;
-                    n = snprintf(seq, sizeof seq, "\033[%db", k);
-                    assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
-                }
-                /* a combining mark: the row keeps room for marks too */
-                n = snprintf(seq, sizeof seq, "\033[%d;1He\xcc\x81", row + 1);
-                assert_int_equal(vt_feed(vt, (const uint8_t *)seq, (size_t)n), AL_OK);
-            }
-        }
-        struct mallinfo2 b = mallinfo2();
-        size_t used = (b.uordblks + b.hblkhd) - (a.uordblks + a.hblkhd);
+        fill_both_screens(vt, c, r);
+        size_t used = heap_used() - before;
         size_t est = vt_mem_estimate(c, r);
         if (used > 0) { /* 0 under ASan, whose allocator mallinfo2 does not see */
             assert_true(est >= used);
@@ -346,6 +356,38 @@ static void test_mem_estimate(void **state)
     }
     assert_int_equal(vt_size_check(AL_MAX_COLS, AL_MAX_ROWS), AL_E_TOOBIG);
     assert_int_equal(vt_size_check(0, 1), AL_E_INVAL);
+}
+
+/* A terminal made narrower gives its rows' cells back: what it holds then
+ * is within what a terminal of the new size can hold (the runner counts
+ * vt_mem_estimate of the current size), and what it holds still reads
+ * back. */
+static void test_resize_returns_memory(void **state)
+{
+    (void)state;
+    size_t before = heap_used();
+    struct vt *vt = NULL;
+    assert_int_equal(vt_new(1000, 60, &vt), AL_OK);
+    fill_both_screens(vt, 1000, 60);
+    size_t wide = heap_used() - before;
+    assert_int_equal(vt_resize(vt, 80, 24), AL_OK);
+    size_t narrow = heap_used() - before;
+    if (wide > 0) /* 0 under ASan */
+        assert_true(narrow <= vt_mem_estimate(80, 24));
+    /* both screens still hold their cells at the new size */
+    assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[?1049l", 8), AL_OK);
+    struct vt_cell cell;
+    assert_int_equal(vt_get_cell(vt, 23, 79, &cell), AL_OK);
+    assert_int_equal(cell.chars[0], 'x');
+    assert_int_equal(vt_get_cell(vt, 23, 0, &cell), AL_OK);
+    assert_int_equal(cell.chars[0], 'e');
+    assert_int_equal(cell.chars[1], 0x301);
+    /* and widening again takes cells anew: every column can be written */
+    assert_int_equal(vt_resize(vt, 300, 24), AL_OK);
+    assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[24;300Hz\033[24;299H\xcc\x81", 17), AL_OK);
+    assert_int_equal(vt_get_cell(vt, 23, 299, &cell), AL_OK);
+    assert_int_equal(cell.chars[0], 'z');
+    vt_free(vt);
 }
 
 static void test_new_limits(void **state)
@@ -1407,6 +1449,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_new_limits),
         cmocka_unit_test(test_mem_estimate),
+        cmocka_unit_test(test_resize_returns_memory),
         cmocka_unit_test(test_round_trip_rich),
         cmocka_unit_test(test_round_trip_top),
         cmocka_unit_test(test_round_trip_vim),
