@@ -284,9 +284,9 @@ static double bench_endpoints(size_t total)
 
 int main(int argc, char **argv)
 {
-    long mb = argc > 1 ? strtol(argv[1], NULL, 10) : 200;
-    long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
-    if (mb < 1 || mb > 10000 || runs < 1 || runs > MAX_RUNS) {
+    long mb = argc > 1 ? bu_arg_long(argv[1], 1, 10000) : 200;
+    long runs = argc > 2 ? bu_arg_long(argv[2], 1, MAX_RUNS) : 5;
+    if (mb < 0 || runs < 0 || argc > 3) {
         fprintf(stderr, "usage: bench_channel [MB 1..10000] [RUNS 1..%d]\n", MAX_RUNS);
         return 2;
     }

@@ -746,24 +746,9 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
 
 /* ---- main ------------------------------------------------------------------------ */
 
-static long arg_long(const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    return errno || end == s || *end || v < lo || v > hi ? -1 : v;
-}
-
 static void setup_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    int n = snprintf(g.dir, sizeof g.dir, "%s/bench_proxy.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (n < 0 || (size_t)n >= sizeof g.dir - 20)
-        bu_fail("TMPDIR is too long");
-    if (!mkdtemp(g.dir)) {
-        g.dir[0] = 0;
-        bu_fail("mkdtemp: %s", strerror(errno));
-    }
+    bu_make_tmpdir(g.dir, sizeof g.dir, "bench_proxy");
     snprintf(g.data, sizeof g.data, "%s/data", g.dir);
     snprintf(g.alog, sizeof g.alog, "%s/airlockd.log", g.dir);
     snprintf(g.conf, sizeof g.conf, "%s/airlockd.conf", g.dir);
@@ -773,8 +758,8 @@ static void setup_dir(void)
 int main(int argc, char **argv)
 {
     bu_init("bench_proxy", cleanup_all);
-    long mb = argc > 1 ? arg_long(argv[1], 1, MAX_MB) : 100;
-    long runs = argc > 2 ? arg_long(argv[2], 1, MAX_RUNS) : 5;
+    long mb = argc > 1 ? bu_arg_long(argv[1], 1, MAX_MB) : 100;
+    long runs = argc > 2 ? bu_arg_long(argv[2], 1, MAX_RUNS) : 5;
     const char *bdir = argc > 3 ? argv[3] : "./build";
     if (mb < 0 || runs < 0 || argc > 4) {
         fprintf(stderr,
@@ -792,15 +777,7 @@ int main(int argc, char **argv)
         bu_fail("no airlock-runner in %s", bdir);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         bu_fail("prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    bu_catch_signals(on_signal);
     alarm((unsigned)(120 + runs * (60 + mb / 10)));
 
     make_pattern();

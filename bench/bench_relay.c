@@ -1306,28 +1306,9 @@ static void report(const struct round_res *rr, int n, size_t len)
 /* ---- main -------------------------------------------------------------------------------------
  */
 
-static long arg_long(const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    return v;
-}
-
 static void setup_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp)
-        tmp = "/tmp";
-    int n = snprintf(g.dir, sizeof g.dir, "%s/bench_relay.XXXXXX", tmp);
-    if (n < 0 || (size_t)n >= sizeof g.dir - 20 || strchr(g.dir, '\''))
-        bu_fail("TMPDIR is too long or holds a quote");
-    if (!mkdtemp(g.dir)) {
-        g.dir[0] = 0;
-        bu_fail("mkdtemp: %s", strerror(errno));
-    }
+    bu_make_tmpdir(g.dir, sizeof g.dir, "bench_relay");
     snprintf(g.data, sizeof g.data, "%s/data", g.dir);
     snprintf(g.stream, sizeof g.stream, "%s/stream.txt", g.dir);
     snprintf(g.alog, sizeof g.alog, "%s/airlockd.log", g.dir);
@@ -1339,8 +1320,8 @@ static void setup_dir(void)
 int main(int argc, char **argv)
 {
     bu_init("bench_relay", fail_cleanup);
-    long mb = argc > 1 ? arg_long(argv[1], 1, MAX_MB) : 100;
-    long runs = argc > 2 ? arg_long(argv[2], 1, MAX_RUNS) : 5;
+    long mb = argc > 1 ? bu_arg_long(argv[1], 1, MAX_MB) : 100;
+    long runs = argc > 2 ? bu_arg_long(argv[2], 1, MAX_RUNS) : 5;
     const char *bdir = argc > 3 ? argv[3] : "./build";
     if (mb < 0 || runs < 0 || argc > 4) {
         fprintf(stderr,
@@ -1360,15 +1341,7 @@ int main(int argc, char **argv)
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
         bu_fail("prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
 
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    bu_catch_signals(on_signal);
 
     watchdog(120);
     setup_dir();

@@ -34,8 +34,8 @@
 
 enum { MAX_N = 16, MAX_MB = 2000, CHUNK = 4096, LINE = 78 };
 
-static char bench_dir[64];
-static char paths[MAX_N][96]; /* the recordings, named before any is made */
+static char bench_dir[256];
+static char paths[MAX_N][256 + 32]; /* the recordings, named before any is made */
 static unsigned npaths;
 
 /* Async-signal-safe (bu_init): unlink what we made. */
@@ -122,21 +122,21 @@ static void reopen_all(unsigned n, const struct cast_mark *marks, int with_time,
 
 int main(int argc, char **argv)
 {
-    unsigned n = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 4;
-    unsigned mb = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 200;
-    int runs = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 5;
-    if (n < 1 || n > MAX_N || mb < 1 || mb > MAX_MB || runs < 1 || runs > BU_MAX_RUNS) {
+    long ln = argc > 1 ? bu_arg_long(argv[1], 1, MAX_N) : 4;
+    long lmb = argc > 2 ? bu_arg_long(argv[2], 1, MAX_MB) : 200;
+    long lruns = argc > 3 ? bu_arg_long(argv[3], 1, BU_MAX_RUNS) : 5;
+    if (ln < 0 || lmb < 0 || lruns < 0 || argc > 4) {
         fprintf(stderr, "usage: bench_resume [N 1..%d] [MB 1..%d] [RUNS 1..%d]\n", MAX_N, MAX_MB,
                 BU_MAX_RUNS);
         return 2;
     }
-    (void)snprintf(bench_dir, sizeof bench_dir, "/tmp/al-bench-resume-XXXXXX");
-    if (!mkdtemp(bench_dir))
-        return 1;
+    unsigned n = (unsigned)ln, mb = (unsigned)lmb;
+    int runs = (int)lruns;
+    bu_init("bench_resume", cleanup);
+    bu_make_tmpdir(bench_dir, sizeof bench_dir, "bench_resume");
     for (unsigned i = 0; i < n; i++)
         (void)snprintf(paths[i], sizeof paths[i], "%s/r%u.cast", bench_dir, i);
     npaths = n;
-    bu_init("bench_resume", cleanup);
     struct cast_mark marks[MAX_N];
     int64_t bytes = 0;
     double t0 = bu_now_s();

@@ -773,16 +773,7 @@ static void report(const struct round_res *rr, int n, size_t len)
 
 static void setup_dir(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !*tmp)
-        tmp = "/tmp";
-    int n = snprintf(g.dir, sizeof g.dir, "%s/bench_runner.XXXXXX", tmp);
-    if (n < 0 || (size_t)n >= sizeof g.dir - 20 || strchr(g.dir, '\''))
-        bu_fail("TMPDIR is too long or holds a quote");
-    if (!mkdtemp(g.dir)) {
-        g.dir[0] = 0;
-        bu_fail("mkdtemp: %s", strerror(errno));
-    }
+    bu_make_tmpdir(g.dir, sizeof g.dir, "bench_runner");
     snprintf(g.log, sizeof g.log, "%s/runner.log", g.dir);
     snprintf(g.data, sizeof g.data, "%s/stream.txt", g.dir);
     snprintf(g.tui, sizeof g.tui, "%s/stream-tui.bin", g.dir);
@@ -796,21 +787,11 @@ static void setup_dir(void)
         bu_fail("airlockd keygen made no %s", g.jwks);
 }
 
-static long arg_long(const char *s, long lo, long hi)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    return v;
-}
-
 int main(int argc, char **argv)
 {
     bu_init("bench_runner", fail_cleanup);
-    long mb = argc > 1 ? arg_long(argv[1], 1, MAX_MB) : 200;
-    long runs = argc > 2 ? arg_long(argv[2], 1, MAX_RUNS) : 5;
+    long mb = argc > 1 ? bu_arg_long(argv[1], 1, MAX_MB) : 200;
+    long runs = argc > 2 ? bu_arg_long(argv[2], 1, MAX_RUNS) : 5;
     g.runner_path = argc > 3 ? argv[3] : "./build/airlock-runner";
     if (mb < 0 || runs < 0 || argc > 4) {
         fprintf(stderr,
@@ -830,15 +811,7 @@ int main(int argc, char **argv)
     if (access(g.airlockd, X_OK) != 0)
         bu_fail("no airlockd beside the runner at %s", g.airlockd);
 
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    bu_catch_signals(on_signal);
 
     watchdog(120);
     setup_dir();

@@ -76,18 +76,12 @@ static void gen_tui(struct gen *g)
     g->len = g->cap;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
-    long mb = argc > 1 ? strtol(argv[1], NULL, 10) : 100;
-    long runs = argc > 2 ? strtol(argv[2], NULL, 10) : 5;
+    long mb = argc > 1 ? bu_arg_long(argv[1], 1, MAX_MB) : 100;
+    long runs = argc > 2 ? bu_arg_long(argv[2], 1, MAX_RUNS) : 5;
     const char *only = argc > 3 ? argv[3] : NULL;
-    if (mb < 1 || mb > MAX_MB || runs < 1 || runs > MAX_RUNS ||
+    if (mb < 0 || runs < 0 || argc > 4 ||
         (only && strcmp(only, "text") != 0 && strcmp(only, "yes") != 0 &&
          strcmp(only, "tui") != 0)) {
         fprintf(stderr, "usage: bench_vt [MB 1..%d] [RUNS 1..%d] [text|yes|tui]\n", MAX_MB,
@@ -126,7 +120,7 @@ int main(int argc, char **argv)
             per_gb[r] = (cpu_now() - t0) / ((double)g.len / 1e9);
             vt_free(vt);
         }
-        qsort(per_gb, (size_t)runs, sizeof per_gb[0], cmp_double);
+        qsort(per_gb, (size_t)runs, sizeof per_gb[0], bu_cmp_double);
         printf("| %s | %.1f | %.1f | %.1f |\n", loads[w].name, per_gb[0], per_gb[runs / 2],
                per_gb[runs - 1]);
         free(g.p);

@@ -166,6 +166,41 @@ void bu_fail(const char *fmt, ...)
     exit(1);
 }
 
+long bu_arg_long(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || end == s || *end || v < lo || v > hi ? -1 : v;
+}
+
+void bu_make_tmpdir(char *dir, size_t cap, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    int n = snprintf(dir, cap, "%s/%s.XXXXXX", tmp, name);
+    if (n < 0 || (size_t)n + BU_TMPDIR_ROOM >= cap || strchr(dir, '\''))
+        bu_fail("TMPDIR is too long or holds a quote");
+    if (!mkdtemp(dir)) {
+        dir[0] = 0;
+        bu_fail("mkdtemp: %s", strerror(errno));
+    }
+}
+
+void bu_catch_signals(void (*on_signal)(int))
+{
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* ---- processes ------------------------------------------------------------- */
 
 void bu_stop_pid(pid_t pid, int first_sig)

@@ -57,6 +57,20 @@ void bu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
 /* Async-signal-safe: s on stderr. */
 void bu_say(const char *s);
 
+/* ---- a bench's start ------------------------------------------------------- */
+
+/* A decimal command-line argument in [lo, hi]; -1 if it is not one. */
+long bu_arg_long(const char *s, long lo, long hi);
+/* A fresh directory $TMPDIR/NAME.XXXXXX (/tmp without TMPDIR) in dir,
+ * with room left for file names of BU_TMPDIR_ROOM bytes; the bench fails
+ * if it cannot be made, or its path is too long or holds a quote (it may
+ * go into a shell command). */
+enum { BU_TMPDIR_ROOM = 20 };
+void bu_make_tmpdir(char *dir, size_t cap, const char *name);
+/* SIGPIPE ignored; SIGALRM (the watchdog), SIGINT, SIGTERM and SIGHUP to
+ * on_signal. */
+void bu_catch_signals(void (*on_signal)(int));
+
 /* ---- processes ------------------------------------------------------------- */
 
 /* Async-signal-safe: first_sig to pid, wait up to 5 s for it to be reaped,
