@@ -430,9 +430,10 @@ enum { M_IDLE, M_CONN, M_TERMS, M_PRE, M_EXITED, M_CLOSED, M_COUNT };
 /* One stream through both paths: the text one, or the TUI one. */
 struct stream_res {
     double tput_bare, tput_run, cpu_run;
-    double user_run;   /* the runner's user time alone (cpu_run: user and kernel), s */
-    double sys_bare;   /* the bench's own kernel time reading the bare PTY, s */
-    double cpu_client; /* the bench's own CPU (the client) during the runner's stream, s */
+    double user_run;            /* the runner's user time alone (cpu_run: user and kernel), s */
+    double sys_bare;            /* the bench's own kernel time reading the bare PTY, s */
+    double cpu_client;          /* the bench's own CPU (the client) during the runner's stream, s */
+    double idle_bare, idle_run; /* the machine's idle share during each stream, per cent */
     double bare_avg_read, bare_max_read, run_avg_data, run_max_data; /* bytes */
 };
 
@@ -458,6 +459,7 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
     int m;
     double sys0, sys1;
     (void)bu_self_cpu(&sys0);
+    struct bu_cpustat st0 = bu_cpustat_now();
     uint64_t t0 = bu_now_ns();
     pid_t pid = bu_pty_spawn(d->cmd, &m, &g.child);
     uint64_t deadline = t0 + stream_secs(d->len) * BU_SEC;
@@ -474,6 +476,7 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
         got += n;
     }
     uint64_t t1 = bu_now_ns();
+    rr->idle_bare = bu_idle_pct(st0, bu_cpustat_now());
     (void)bu_self_cpu(&sys1);
     bu_pty_stop(pid, m, &g.child);
     rr->sys_bare = sys1 - sys0;
@@ -495,6 +498,7 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
     c->expect = d->p;
     c->expect_len = d->len;
     c->sink_got = c->sink_frames = c->sink_max = 0;
+    struct bu_cpustat st0 = bu_cpustat_now();
     uint64_t t0 = bu_now_ns();
     uint32_t ch = ws_open_term(c, d->cmd);
     c->sink_ch = ch;
@@ -507,6 +511,7 @@ static double tput_runner(struct wsc *c, int port, const struct dataset *d, stru
         ws_pump(c, deadline);
     }
     uint64_t t1 = bu_now_ns();
+    rr->idle_run = bu_idle_pct(st0, bu_cpustat_now());
     ws_wait(c, p_exited, ch, 10, "EXIT after the stream");
     const struct track *t = track_of(c, ch);
     if (t->code != 0 || t->signo != 0)
@@ -621,6 +626,7 @@ static void stream_row(const char *what, const struct round_res *rr, int n, int 
 {
     double b[MAX_RUNS] = {0}, r[MAX_RUNS] = {0}, q[MAX_RUNS] = {0}, cpu[MAX_RUNS] = {0};
     double kb[MAX_RUNS] = {0}, us[MAX_RUNS] = {0}, cl[MAX_RUNS] = {0};
+    double ib[MAX_RUNS] = {0}, ir[MAX_RUNS] = {0};
     for (int i = 0; i < n; i++) {
         const struct stream_res *s = tui ? &rr[i].tui : &rr[i].text;
         b[i] = s->tput_bare;
@@ -630,12 +636,16 @@ static void stream_row(const char *what, const struct round_res *rr, int n, int 
         kb[i] = s->sys_bare / ((double)len / 1e9);
         us[i] = s->user_run / ((double)len / 1e9);
         cl[i] = s->cpu_client / ((double)len / 1e9);
+        ib[i] = s->idle_bare;
+        ir[i] = s->idle_run;
     }
-    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96], x7[96];
-    printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", what, bu_fmt3(x1, sizeof x1, b, n, 1),
-           bu_fmt3(x2, sizeof x2, r, n, 1), bu_fmt3(x3, sizeof x3, q, n, 2),
-           bu_fmt3(x5, sizeof x5, kb, n, 1), bu_fmt3(x4, sizeof x4, cpu, n, 1),
-           bu_fmt3(x6, sizeof x6, us, n, 1), bu_fmt3(x7, sizeof x7, cl, n, 1));
+    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96], x7[96], x8[96], x9[96];
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", what,
+           bu_fmt3(x1, sizeof x1, b, n, 1), bu_fmt3(x2, sizeof x2, r, n, 1),
+           bu_fmt3(x3, sizeof x3, q, n, 2), bu_fmt3(x5, sizeof x5, kb, n, 1),
+           bu_fmt3(x4, sizeof x4, cpu, n, 1), bu_fmt3(x6, sizeof x6, us, n, 1),
+           bu_fmt3(x7, sizeof x7, cl, n, 1), bu_fmt3(x8, sizeof x8, ib, n, 0),
+           bu_fmt3(x9, sizeof x9, ir, n, 0));
 }
 
 static void report(const struct round_res *rr, int n, size_t len)
@@ -682,7 +692,9 @@ static void report(const struct round_res *rr, int n, size_t len)
            (double)len / 1e6);
     printf("| stream | bare PTY MB/s (limit) | runner MB/s | runner ÷ bare PTY, same round | "
            "bare PTY reader's kernel CPU core-s/GB (floor) | runner CPU core-s/GB | of which "
-           "user | the bench's client CPU core-s/GB |\n|---|---|---|---|---|---|---|---|\n");
+           "user | the bench's client CPU core-s/GB | machine idle during the bare PTY's stream, "
+           "%% | machine idle during the runner's stream, %% |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
     stream_row("76-column text", rr, n, 0, len);
     stream_row("TUI repaint", rr, n, 1, len);
     printf("\n");

@@ -366,6 +366,36 @@ double bu_self_cpu(double *sys)
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + st;
 }
 
+struct bu_cpustat bu_cpustat_now(void)
+{
+    struct bu_cpustat c = {0, 0};
+    char buf[512];
+    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        bu_fail("/proc/stat: %s", strerror(errno));
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    unsigned long long v[8] = {0};
+    if (n <= 0)
+        bu_fail("/proc/stat: cannot read it");
+    buf[n] = 0;
+    /* cpu  user nice system idle iowait irq softirq steal */
+    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) != 8)
+        bu_fail("/proc/stat: no cpu line");
+    c.idle = v[3] + v[4];
+    for (int i = 0; i < 8; i++)
+        c.total += v[i];
+    return c;
+}
+
+double bu_idle_pct(struct bu_cpustat a, struct bu_cpustat b)
+{
+    if (b.total <= a.total)
+        return -1;
+    return 100.0 * (double)(b.idle - a.idle) / (double)(b.total - a.total);
+}
+
 double bu_cpu_of(pid_t pid)
 {
     double user;

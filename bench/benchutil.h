@@ -102,6 +102,15 @@ double bu_cpu_split(pid_t pid, double *user);
 /* The calling process's own user + system time, in seconds; its system
  * time alone in *sys unless sys is NULL. */
 double bu_self_cpu(double *sys);
+/* The machine's CPU time so far, all CPUs (/proc/stat), in clock ticks:
+ * idle (idle and iowait) and in all. */
+struct bu_cpustat {
+    unsigned long long idle, total;
+};
+struct bu_cpustat bu_cpustat_now(void);
+/* The share of the machine's CPU time that was idle from a to b, in
+ * per cent; -1 if no tick passed. */
+double bu_idle_pct(struct bu_cpustat a, struct bu_cpustat b);
 
 /* ---- the data set -------------------------------------------------------------- */
 
