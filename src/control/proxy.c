@@ -31,7 +31,9 @@ struct quota {
     char terminal[PROXYCONN_TERMINAL_MAX + 1]; /* "" : a free entry */
     unsigned upstream;                         /* index in the config */
     unsigned active;                           /* calls in flight */
+    int forgotten;                             /* its terminal ended: freed once idle */
     uint64_t bytes;                            /* moved over its life */
+    uint64_t used_ms;                          /* its last call's start (uv_now) */
     struct ratelim rate;
 };
 
@@ -136,9 +138,15 @@ int proxy_check_secrets(struct proxy *p, char *why, size_t cap)
 
 /* ---- limits ---- */
 
+/* The entry of (terminal, upstream); with make, a new one if there is
+ * none. A full table gives up the idle entry used the longest ago: a
+ * terminal whose end this replica never hears of (it served the direct
+ * path for a sandbox another replica owns) must not hold its entry for
+ * ever. That entry's counts start again if its terminal comes back, as
+ * they do when airlockd restarts: the limits are kept in memory. */
 static struct quota *quota_of(struct proxy *p, const char *terminal, unsigned upstream, int make)
 {
-    struct quota *free_slot = NULL;
+    struct quota *free_slot = NULL, *idle = NULL;
     for (unsigned i = 0; i < PROXY_MAX_QUOTAS; i++) {
         struct quota *q = &p->quotas[i];
         if (!q->terminal[0]) {
@@ -148,7 +156,11 @@ static struct quota *quota_of(struct proxy *p, const char *terminal, unsigned up
         }
         if (q->upstream == upstream && strcmp(q->terminal, terminal) == 0)
             return q;
+        if (q->active == 0 && (!idle || q->used_ms < idle->used_ms))
+            idle = q;
     }
+    if (!free_slot)
+        free_slot = idle;
     if (!make || !free_slot)
         return NULL;
     const struct proxy_upstream *up = &p->cfg.up[upstream];
@@ -162,9 +174,15 @@ static struct quota *quota_of(struct proxy *p, const char *terminal, unsigned up
 
 void proxy_forget_terminal(struct proxy *p, const char *terminal)
 {
-    for (unsigned i = 0; i < PROXY_MAX_QUOTAS; i++)
-        if (strcmp(p->quotas[i].terminal, terminal) == 0 && p->quotas[i].active == 0)
-            p->quotas[i].terminal[0] = '\0';
+    for (unsigned i = 0; i < PROXY_MAX_QUOTAS; i++) {
+        struct quota *q = &p->quotas[i];
+        if (!q->terminal[0] || strcmp(q->terminal, terminal) != 0)
+            continue;
+        if (q->active == 0)
+            q->terminal[0] = '\0';
+        else
+            q->forgotten = 1; /* freed by the end of its last call */
+    }
 }
 
 /* ---- the gate ---- */
@@ -223,7 +241,7 @@ int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy
     if (q->bytes >= up->max_bytes) {
         al_errf(why, wcap, "terminal %s: %llu bytes through upstream %s", terminal,
                 (unsigned long long)up->max_bytes, up->name);
-        *retry = 3600;
+        *retry = PROXYCONN_SPENT_RETRY_S;
         return 429;
     }
     if (!ratelim_take(&q->rate, now_us)) {
@@ -240,6 +258,8 @@ int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy
         return 502;
     }
     q->active++;
+    q->forgotten = 0; /* a call began: its terminal lives */
+    q->used_ms = uv_now(p->loop);
     return 0;
 }
 
@@ -279,6 +299,20 @@ static void gate_end(void *ud, const char *terminal, const char *upstream, uint6
     if (q->active)
         q->active--;
     q->bytes += bytes;
+    if (q->active == 0 && q->forgotten)
+        q->terminal[0] = '\0';
+}
+
+/* A call's bytes as they move: 0 while the terminal's budget holds. */
+static int gate_spend(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    struct proxy *p = ud;
+    const struct proxy_upstream *up = proxycfg_find(&p->cfg, upstream);
+    struct quota *q = up ? quota_of(p, terminal, index_of(p, up), 0) : NULL;
+    if (!q)
+        return 0; /* not counted by begin: nothing to hold it to */
+    q->bytes += bytes;
+    return q->bytes > up->max_bytes;
 }
 
 static void gate_record(void *ud, const struct proxyconn_record *rec)
@@ -305,7 +339,7 @@ void proxy_gate_end(struct proxy *p, const char *terminal, const char *upstream,
     gate_end(p, terminal, upstream, bytes);
 }
 
-static const struct proxyconn_gate the_gate = {gate_begin, gate_end, gate_record};
+static const struct proxyconn_gate the_gate = {gate_begin, gate_end, gate_record, gate_spend};
 
 static void scope_end(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
 {
@@ -317,7 +351,12 @@ static void scope_record(void *ud, const struct proxyconn_record *rec)
     gate_record(((struct proxy_scope *)ud)->p, rec);
 }
 
-static const struct proxyconn_gate scope_gate = {scope_begin, scope_end, scope_record};
+static int scope_spend(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    return gate_spend(((struct proxy_scope *)ud)->p, terminal, upstream, bytes);
+}
+
+static const struct proxyconn_gate scope_gate = {scope_begin, scope_end, scope_record, scope_spend};
 
 /* ---- life ---- */
 

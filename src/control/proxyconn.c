@@ -170,8 +170,22 @@ static void finish_call(struct proxyconn *c)
 {
     if (c->terminal[0] && c->gate->end)
         c->gate->end(c->gate_ud, c->terminal, c->pc.up ? c->pc.up->name : "",
-                     c->bytes_up + c->bytes_down);
+                     c->gate->spend ? 0 : c->bytes_up + c->bytes_down);
     c->terminal[0] = '\0';
+}
+
+/* n more bytes of the call: 0, or nonzero once the terminal's byte
+ * budget is spent (the reason in why). */
+static int spend(struct proxyconn *c, uint64_t n, char *why, size_t cap)
+{
+    if (!c->gate->spend || !c->terminal[0] || n == 0)
+        return 0;
+    const char *up = c->pc.up ? c->pc.up->name : "";
+    if (c->gate->spend(c->gate_ud, c->terminal, up, n) == 0)
+        return 0;
+    snprintf(why, cap, "terminal %s: its bytes through upstream %s are spent (max-bytes)",
+             c->terminal, up);
+    return 1;
 }
 
 /* The request in flight is over (its answer complete, refused or cut):
@@ -305,6 +319,11 @@ static size_t up_body(void *ud, const char *p, size_t n)
     }
     if (n == 0 || c->no_body)
         return n;
+    char why[PROXYCONN_REASON_MAX];
+    if (spend(c, n, why, sizeof why)) {
+        close_conn(c); /* the answer's head is out: it is cut short */
+        return 0;
+    }
     int rc = 0;
     if (c->chunked) {
         char sz[32];
@@ -350,6 +369,11 @@ static size_t up_read(void *ud, char *buf, size_t cap)
     memmove(c->body, c->body + n, c->body_len - n);
     c->body_len -= n;
     c->bytes_up += n;
+    char why[PROXYCONN_REASON_MAX];
+    if (spend(c, n, why, sizeof why)) {
+        refuse(c, 429, why, PROXYCONN_SPENT_RETRY_S); /* cancels the call */
+        return PROXYUP_PAUSE;
+    }
     if (c->body_paused && c->body_len <= PROXYCONN_BODY_MAX - PROXYCONN_INPUT_MAX) {
         c->body_paused = 0;
         proxyreq_resume(c->rq);

@@ -35,6 +35,7 @@ enum {
     PROXYCONN_BODY_MAX = 128 * 1024, /* request body bytes held for libcurl */
     PROXYCONN_TERMINAL_MAX = 64,
     PROXYCONN_REASON_MAX = 256,
+    PROXYCONN_SPENT_RETRY_S = 3600, /* Retry-After once a terminal's byte budget is spent */
 };
 
 /* One call, as the audit table keeps it. */
@@ -71,6 +72,12 @@ struct proxyconn_gate {
                  char *why, size_t wcap);
     void (*end)(void *gate_ud, const char *terminal, const char *upstream, uint64_t bytes);
     void (*record)(void *gate_ud, const struct proxyconn_record *rec);
+    /* Optional: the bytes of a call as they move, either way, counted
+     * against the terminal's byte budget at once (so that no call runs
+     * past it); nonzero once the budget is spent, and the call is cut
+     * (429 before the answer's head, else the answer is cut short). With
+     * it, end is handed 0 bytes. */
+    int (*spend)(void *gate_ud, const char *terminal, const char *upstream, uint64_t bytes);
 };
 
 struct proxyconn;

@@ -47,6 +47,22 @@ static int refuse(struct proxyreq *r, int status, const char *why)
     return -1;
 }
 
+/* A header name is a token (RFC 9110 §5.1, §5.6.2): http-parser, as
+ * Debian builds it (not strict), lets a space or a tab through, and
+ * "Host :" or "Content-Length :" would pass the proxy's exact-name checks
+ * and framing while a lenient upstream trims and honours them. */
+static int is_token(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("!#$%&'*+-.^_`|~", c)))
+            return 0; /* names are lower-cased as they are appended */
+    }
+    return 1;
+}
+
 /* Terminate the open item with a NUL; record it where it belongs. */
 static int close_item(struct proxyreq *r)
 {
@@ -63,6 +79,8 @@ static int close_item(struct proxyreq *r)
     case ITEM_FIELD:
         if (r->head.nhdr == PROXYREQ_MAX_HEADERS)
             return refuse(r, 431, "too many header lines");
+        if (!is_token(s))
+            return refuse(r, 400, "a header name that is not a token (a space before the colon?)");
         r->head.hdr[r->head.nhdr].name = s;
         r->head.hdr[r->head.nhdr].value = "";
         break;
@@ -170,6 +188,10 @@ static int on_headers(http_parser *p)
         return refuse(r, 400, "chunked must be the last transfer coding");
     if (!te_ok(h))
         return refuse(r, 501, "only the chunked transfer coding is accepted");
+    /* libcurl sends a HEAD without a body: framing one for it upstream
+     * would make the next request on that shared connection its body */
+    if (strcmp(h->method, "HEAD") == 0 && (h->chunked || h->content_length > 0))
+        return refuse(r, 400, "a HEAD request has no body");
     if (h->content_length >= 0 && (uint64_t)h->content_length > r->max_body)
         return refuse(r, 413, "request body larger than the upstream's max-body");
     if (r->cb(r->ud, PROXYREQ_HEAD, h, NULL, 0) == 1)

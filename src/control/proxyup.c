@@ -427,8 +427,11 @@ int proxyup_start(struct proxyup *u, const struct proxyup_spec *s, const struct 
         c->hdrs = l;
     }
     /* libcurl's own additions that the agent did not ask for */
+    /* a body is sent only where libcurl sends one: never for HEAD (the
+     * parser refuses one, proxyreq.c), so never framed for it either */
+    int is_head = strcmp(s->method, "HEAD") == 0, send_body = s->has_body && !is_head;
     const char *extra[] = {
-        "Expect:", "Accept:", s->has_body && s->body_len < 0 ? "Transfer-Encoding: chunked" : NULL};
+        "Expect:", "Accept:", send_body && s->body_len < 0 ? "Transfer-Encoding: chunked" : NULL};
     for (size_t i = 0; i < sizeof extra / sizeof extra[0] && extra[i]; i++) {
         struct curl_slist *l = curl_slist_append(c->hdrs, extra[i]);
         if (!l) {
@@ -456,9 +459,9 @@ int proxyup_start(struct proxyup *u, const struct proxyup_spec *s, const struct 
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)s->connect_timeout_ms);
     if (s->ca_file && s->ca_file[0])
         curl_easy_setopt(e, CURLOPT_CAINFO, s->ca_file);
-    if (strcmp(s->method, "HEAD") == 0) {
+    if (is_head) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    } else if (s->has_body) {
+    } else if (send_body) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(e, CURLOPT_READDATA, c);

@@ -17,8 +17,11 @@
  *
  * A channel that ends otherwise (airlockd closed it or refused it, the link
  * dropped) closes the connection at once: the agent sees its call cut.
- * An agent that resets or errors closes the channel. The agent's EOF is a
- * half close (EOF on the channel's stdout): the answer still comes.
+ * An agent that resets or errors closes the channel. The agent's EOF goes
+ * on as EOF on the channel's stdout; airlockd takes it, during a call, as
+ * the agent gone and cancels the call (docs/proxy.md: a close and a half
+ * close look the same until a write fails, and a stream may be silent for
+ * minutes), then closes the channel.
  *
  * Flow control: the agent's bytes are read only into the room the
  * channel's ring has (ep_writable), and reading stops when it is full until

@@ -29,6 +29,7 @@ struct fixture {
     char dir[64], keyfile[128];
     char good_hash[PROXY_HASH_HEX + 1];
     int store_fails, lookups;
+    int any_terminal; /* every credential is good: its own terminal, t-<its hash> */
     char last_hash[PROXY_HASH_HEX + 1];
 };
 
@@ -39,6 +40,10 @@ static int lookup(void *ud, const char *hash, const char *upstream, char *termin
     snprintf(f->last_hash, sizeof f->last_hash, "%s", hash);
     if (f->store_fails)
         return AL_E_IO;
+    if (f->any_terminal) {
+        snprintf(terminal, cap, "t-%.16s", hash);
+        return AL_OK;
+    }
     if (strcmp(hash, f->good_hash) != 0 || strcmp(upstream, "other") == 0)
         return AL_E_NOENT;
     snprintf(terminal, cap, "t-1");
@@ -245,6 +250,91 @@ static void test_bytes_bound(void **state)
     proxy_free(p);
 }
 
+/* The limit table never fills for good: an entry whose terminal ends
+ * while a call is in flight goes when that call ends, and a full table
+ * gives up its idle entry used the longest ago (a replica never hears of
+ * the end of a terminal whose sandbox another replica owns). Entries of
+ * calls in flight are never given up. */
+static void test_limit_table_bounded(void **state)
+{
+    struct fixture *f = *state;
+    f->any_terminal = 1;
+    const char *const lines[][2] = {
+        {"upstream.up.url", "http://127.0.0.1:1"},
+        {"upstream.up.secret-file", f->keyfile},
+    };
+    struct proxy *p = make(f, lines, 2);
+    const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
+    char term[64], secret[PROXY_SECRET_MAX + 1], why[256], hash[PROXY_HASH_HEX + 1];
+    char cred[PROXY_CRED_LEN + 1];
+    unsigned retry = 0;
+    /* ended while its call was in flight, more terminals than the table holds */
+    for (int i = 0; i < PROXY_MAX_QUOTAS + 100; i++) {
+        assert_int_equal(proxy_mint(cred, hash), AL_OK);
+        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                  why, sizeof why);
+        if (st != 0)
+            fail_msg("terminal %d: %d %s", i, st, why);
+        proxy_forget_terminal(p, term);
+        proxy_gate_end(p, term, "up", 10);
+    }
+    /* never ended here at all: the oldest idle entries make room */
+    for (int i = 0; i < PROXY_MAX_QUOTAS + 100; i++) {
+        assert_int_equal(proxy_mint(cred, hash), AL_OK);
+        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                  why, sizeof why);
+        if (st != 0)
+            fail_msg("terminal %d: %d %s", i, st, why);
+        proxy_gate_end(p, term, "up", 10);
+    }
+    /* calls in flight hold their entries: a full table of them refuses */
+    int refused = 0;
+    for (int i = 0; i < PROXY_MAX_QUOTAS + 1; i++) {
+        assert_int_equal(proxy_mint(cred, hash), AL_OK);
+        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                  why, sizeof why);
+        if (st != 0) {
+            assert_int_equal(st, 429);
+            assert_non_null(strstr(why, "too many terminals"));
+            refused++;
+        }
+    }
+    assert_int_equal(refused, 1);
+    proxy_free(p);
+}
+
+/* A terminal forgotten while its call is in flight, whose credential is
+ * still good (it spends the budget of one that lives on): its counts stay
+ * while its call runs, and a new call keeps the entry. */
+static void test_forgotten_entry_kept_by_a_new_call(void **state)
+{
+    struct fixture *f = *state;
+    char cred[PROXY_CRED_LEN + 1];
+    assert_int_equal(proxy_mint(cred, f->good_hash), AL_OK);
+    const char *const lines[][2] = {
+        {"upstream.up.url", "http://127.0.0.1:1"},
+        {"upstream.up.secret-file", f->keyfile},
+        {"upstream.up.max-bytes", "1000"},
+    };
+    struct proxy *p = make(f, lines, 3);
+    const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
+    char term[64], secret[PROXY_SECRET_MAX + 1], why[256];
+    unsigned retry = 0;
+    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                      why, sizeof why),
+                     0);
+    proxy_forget_terminal(p, "t-1"); /* in flight: kept */
+    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                      why, sizeof why),
+                     0);
+    proxy_gate_end(p, "t-1", "up", 600);
+    proxy_gate_end(p, "t-1", "up", 600); /* the second call kept the entry: 1200 counted */
+    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
+                                      why, sizeof why),
+                     429);
+    proxy_free(p);
+}
+
 static void test_secret_commands(void **state)
 {
     struct fixture *f = *state;
@@ -297,6 +387,8 @@ int main(void)
         cmocka_unit_test(test_mint_and_hash),
         cmocka_unit_test_setup_teardown(test_gate_answers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bytes_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_table_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forgotten_entry_kept_by_a_new_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gate_scoped_to_sandbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_secret_commands, setup, teardown),
     };

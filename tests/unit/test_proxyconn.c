@@ -41,6 +41,7 @@ struct fixture {
     int begun, ended, records, records_two, last_status;
     char last_terminal[64];
     uint64_t last_bytes_down;
+    uint64_t budget, spent; /* the terminal's byte budget (0: none), spent as bytes move */
 };
 
 static int t_send(void *ud, const uint8_t *p, size_t n)
@@ -111,7 +112,16 @@ static void g_record(void *ud, const struct proxyconn_record *r)
     f->last_bytes_down = r->bytes_down;
 }
 
-static const struct proxyconn_gate gate = {g_begin, g_end, g_record};
+static int g_spend(void *ud, const char *terminal, const char *upstream, uint64_t bytes)
+{
+    struct fixture *f = ud;
+    assert_string_equal(terminal, "t-one");
+    assert_string_equal(upstream, "up");
+    f->spent += bytes;
+    return f->budget && f->spent > f->budget;
+}
+
+static const struct proxyconn_gate gate = {g_begin, g_end, g_record, g_spend};
 
 static int setup(void **state)
 {
@@ -257,6 +267,17 @@ static void test_refusals(void **state)
                   "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_good\r\nContent-Length: "
                   "100001\r\n\r\n",
                   413, "max-body");
+    /* a HEAD with a body: libcurl would frame it upstream and send none,
+     * so the next call on that shared connection would be its body */
+    check_refusal(f,
+                  "HEAD /v1/proxy/up/ok/stream HTTP/1.1\r\nx-api-key: alp_good\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                  400, "HEAD request has no body");
+    /* a name that is not a token would pass the exact-name drop list */
+    check_refusal(f,
+                  "GET /v1/proxy/up/ok/stream HTTP/1.1\r\nx-api-key: alp_good\r\nHost : evil\r\n"
+                  "\r\n",
+                  400, "not a token");
     check_refusal(f, "GET /v1/proxy/dead/x HTTP/1.1\r\nx-api-key: alp_good\r\n\r\n", 502,
                   "unreachable");
     check_refusal(f, "GET /v1/proxy/up/ok/hang HTTP/1.1\r\nx-api-key: alp_good\r\n\r\n", 504,
@@ -305,6 +326,49 @@ static void test_full_transport_pauses_upstream(void **state)
     const char *body = strstr(f->out, "\r\n\r\n");
     assert_non_null(body);
     assert_int_equal(strlen(body + 4), 40000);
+    proxyconn_free(c);
+}
+
+/* The byte budget holds within a call, not only between calls: an
+ * answer that would take it past is cut short (the agent never gets more
+ * than the budget), an upload past it is refused with 429. */
+static void test_budget_cuts_the_call(void **state)
+{
+    struct fixture *f = *state;
+    f->budget = 10000;
+    struct proxyconn *c = conn(f);
+    feed(c, "GET /v1/proxy/up/ok/big HTTP/1.1\r\nx-api-key: alp_good\r\n\r\n");
+    run_until(f, &f->closed, 3000);
+    assert_true(f->closed);
+    assert_int_equal(f->records, 1);
+    assert_int_equal(f->last_status, 0); /* cut: the audit says so */
+    const char *body = strstr(f->out, "\r\n\r\n");
+    assert_non_null(body);
+    assert_true(strlen(body + 4) <= 10000);
+    assert_true(f->last_bytes_down <= 10000);
+    assert_true(f->spent > 10000);
+    assert_int_equal(f->ended, 1);
+    proxyconn_free(c);
+
+    f->out_len = 0;
+    f->out[0] = '\0';
+    f->closed = 0;
+    f->spent = 0;
+    f->budget = 100;
+    static char req[6000];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_good\r\n"
+                     "Content-Length: 5000\r\n\r\n");
+    memset(req + n, 'b', 5000);
+    req[n + 5000] = '\0';
+    c = conn(f);
+    feed(c, req);
+    run_until(f, &f->closed, 3000);
+    assert_true(f->closed);
+    assert_true(strncmp(f->out, "HTTP/1.1 429 ", 13) == 0);
+    assert_non_null(strstr(f->out, "max-bytes"));
+    assert_non_null(strstr(f->out, "Retry-After: 3600\r\n"));
+    assert_null(strstr(f->out, "bbbb")); /* no echo reached the agent */
     proxyconn_free(c);
 }
 
@@ -411,6 +475,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_transport_pauses_upstream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budget_cuts_the_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_gone_cancels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_refused_first, setup, teardown),

@@ -223,6 +223,44 @@ static void test_smuggling_shapes_refused(void **state)
     check_refused("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 1024, 400);
     check_refused("GET /x HTTP/2.7\r\nHost: h\r\n\r\n", 1024, 505);
     check_refused("G\001T /x HTTP/1.1\r\n\r\n", 1024, 501);
+    /* a HEAD has no body: one framed upstream would swallow the next
+     * request on the shared connection */
+    check_refused("HEAD /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                  1024, 400);
+    check_refused("HEAD /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nab", 1024, 400);
+    /* header names are tokens: a space before the colon would get a
+     * "Host", a credential or a framing header past the exact-name checks */
+    static const char *const spaced[] = {
+        "GET /x HTTP/1.1\r\nHost : evil\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nx-api-key : k\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length : 5\r\n\r\nabcde",
+        "POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nX (y): z\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof spaced / sizeof spaced[0]; i++)
+        check_refused(spaced[i], 1024, 400);
+}
+
+/* What is refused above is not refused for being near it. */
+static void test_near_refusals_taken(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "HEAD /x HTTP/1.1\r\nHost: h\r\n\r\n",
+        "HEAD /x HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: h\r\nX-A.b_c~d!#$%&'*+^`|: v\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        struct seen s;
+        memset(&s, 0, sizeof s);
+        struct proxyreq *r = NULL;
+        assert_int_equal(proxyreq_new(1024, cb, &s, &r), AL_OK);
+        int rc;
+        assert_int_equal(feed_all(r, ok[i], 7, &rc), 0);
+        assert_int_equal(s.heads, 1);
+        assert_int_equal(s.ends, 1);
+        proxyreq_free(r);
+    }
 }
 
 static void test_limits_refused(void **state)
@@ -310,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_keep_alive_one_at_a_time),
         cmocka_unit_test(test_body_pause_flow_control),
         cmocka_unit_test(test_smuggling_shapes_refused),
+        cmocka_unit_test(test_near_refusals_taken),
         cmocka_unit_test(test_limits_refused),
         cmocka_unit_test(test_upgrade_and_connect_flagged),
         cmocka_unit_test(test_header_lookup),
