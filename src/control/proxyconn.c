@@ -74,9 +74,13 @@ struct proxyconn {
     char head[RESP_HEAD_MAX];
     size_t head_len;
     int head_sent;
-    int has_length; /* the upstream sent Content-Length */
-    int no_body;    /* HEAD, 1xx, 204, 304 */
-    int chunked;    /* we frame the body as chunks */
+    int has_length;       /* the upstream sent Content-Length */
+    size_t cl_at, cl_len; /* where its line sits in head */
+    int up_te;    /* the upstream sent Transfer-Encoding (Content-Length then means nothing) */
+    int bad_head; /* a line the proxy will not pass: a folded one, a name not a token, two lengths
+                   */
+    int no_body;  /* HEAD, 1xx, 204, 304 */
+    int chunked;  /* we frame the body as chunks */
     int close_after;
     int full; /* the transport is full: the upstream is paused */
     int down_paused;
@@ -260,22 +264,39 @@ static void up_status(void *ud, int status)
     c->status = status;
     c->head_len = 0;
     c->has_length = 0;
+    c->up_te = 0;
+    c->bad_head = 0;
 }
 
 static void up_header(void *ud, const char *n, size_t nl, const char *v, size_t vl)
 {
     struct proxyconn *c = ud;
+    if (!proxyreq_token(n, nl)) {
+        c->bad_head = 1; /* an obs-fold line (" folded: b") or a name with a space */
+        return;
+    }
+    if (nl == 17 && strncasecmp(n, "transfer-encoding", 17) == 0)
+        c->up_te = 1;
     for (size_t i = 0; i < sizeof resp_dropped / sizeof resp_dropped[0]; i++)
         if (strlen(resp_dropped[i]) == nl && strncasecmp(resp_dropped[i], n, nl) == 0)
             return;
-    if (nl == 14 && strncasecmp(n, "content-length", 14) == 0)
-        c->has_length = 1;
+    int is_length = nl == 14 && strncasecmp(n, "content-length", 14) == 0;
+    if (is_length && c->has_length) {
+        c->bad_head = 1;
+        return;
+    }
     if (c->head_len + nl + vl + 4 >= sizeof c->head) {
         c->head_len = sizeof c->head; /* marks the overflow */
         return;
     }
+    size_t at = c->head_len;
     c->head_len += (size_t)snprintf(c->head + c->head_len, sizeof c->head - c->head_len,
                                     "%.*s: %.*s\r\n", (int)nl, n, (int)vl, v);
+    if (is_length) {
+        c->has_length = 1;
+        c->cl_at = at;
+        c->cl_len = c->head_len - at;
+    }
 }
 
 static void up_head_done(void *ud)
@@ -284,6 +305,21 @@ static void up_head_done(void *ud)
     if (c->head_len >= sizeof c->head) {
         refuse(c, 502, "the upstream's response head is too large", 0);
         return;
+    }
+    if (c->bad_head) {
+        refuse(c, 502,
+               "the upstream's response head has a folded line, a header name that is not a "
+               "token or two Content-Length lines",
+               0);
+        return;
+    }
+    if (c->up_te && c->has_length) {
+        /* the body comes chunked (libcurl decodes it): its Content-Length
+         * means nothing and must not reach the agent (RFC 9112 §6.3) */
+        memmove(c->head + c->cl_at, c->head + c->cl_at + c->cl_len,
+                c->head_len - c->cl_at - c->cl_len);
+        c->head_len -= c->cl_len;
+        c->has_length = 0;
     }
     c->no_body =
         strcmp(c->method, "HEAD") == 0 || c->status < 200 || c->status == 204 || c->status == 304;
@@ -430,7 +466,10 @@ static int add_header(void *ud, const char *name, const char *value)
     if (c->up_nlines == UP_HEADER_LINES || c->up_hdr_len + need > sizeof c->up_hdr)
         return AL_E_TOOBIG;
     char *at = c->up_hdr + c->up_hdr_len;
-    snprintf(at, need, "%s: %s", name, value);
+    if (value[0])
+        snprintf(at, need, "%s: %s", name, value);
+    else /* "name:" alone tells libcurl to leave the header out */
+        snprintf(at, need, "%s;", name);
     c->up_lines[c->up_nlines++] = at;
     c->up_lines[c->up_nlines] = NULL;
     c->up_hdr_len += need;

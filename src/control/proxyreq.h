@@ -82,5 +82,8 @@ void proxyreq_next(struct proxyreq *r);
 
 /* The value of the first header named `name` (lower case), or NULL. */
 const char *proxyreq_header(const struct proxyreq_head *h, const char *name);
+/* 1 if the n bytes at s are a token (RFC 9110 §5.6.2), as a header's name
+ * must be: no space, tab, colon or control byte; not empty. */
+int proxyreq_token(const char *s, size_t n);
 
 #endif

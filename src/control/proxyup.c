@@ -28,6 +28,7 @@
 #include <curl/curl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum {
     HEAD_TICK_MS = 250,     /* how often waiting heads are checked */
@@ -430,9 +431,15 @@ int proxyup_start(struct proxyup *u, const struct proxyup_spec *s, const struct 
     /* a body is sent only where libcurl sends one: never for HEAD (the
      * parser refuses one, proxyreq.c), so never framed for it either */
     int is_head = strcmp(s->method, "HEAD") == 0, send_body = s->has_body && !is_head;
+    int typed = 0; /* libcurl types a body the agent did not as a form */
+    for (unsigned i = 0; i < nh; i++)
+        typed |= strncasecmp(s->headers[i], "content-type:", 13) == 0;
     const char *extra[] = {
-        "Expect:", "Accept:", send_body && s->body_len < 0 ? "Transfer-Encoding: chunked" : NULL};
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0] && extra[i]; i++) {
+        "Expect:", "Accept:", send_body && s->body_len < 0 ? "Transfer-Encoding: chunked" : NULL,
+        send_body && !typed ? "Content-Type:" : NULL};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        if (!extra[i])
+            continue;
         struct curl_slist *l = curl_slist_append(c->hdrs, extra[i]);
         if (!l) {
             curl_slist_free_all(c->hdrs);

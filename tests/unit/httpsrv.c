@@ -106,6 +106,14 @@ static void answer(struct httpsrv_conn *c, const char *head_end)
         close_conn(c);
     } else if (strstr(c->path, "/early")) {
         send_text(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 4\r\n\r\nnope");
+    } else if (strstr(c->path, "/both")) {
+        /* a length and a chunked body: the length means nothing */
+        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "5\r\nhello\r\n0\r\n\r\n");
+        close_conn(c);
+    } else if (strstr(c->path, "/fold")) {
+        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: a\r\n folded: b\r\n\r\nok");
+        close_conn(c);
     } else if (strstr(c->path, "/big")) {
         static char big[40001];
         memset(big, 'b', 40000);

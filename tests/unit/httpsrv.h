@@ -7,6 +7,8 @@
  *   /echo     201 with the request body as the response body (keep-alive)
  *   /broken   Content-Length 100, 10 bytes, close
  *   /big      40000 bytes with a Content-Length
+ *   /both     Content-Length 3 and a chunked body of 5 bytes, close
+ *   /fold     a header line folded onto the next (obs-fold), close
  *   /early    403 with a Content-Length as soon as the head is in, before
  *             any body (as a server refusing an upload does)
  *   /hang     no answer at all

@@ -372,6 +372,50 @@ static void test_budget_cuts_the_call(void **state)
     proxyconn_free(c);
 }
 
+static void reset_out(struct fixture *f)
+{
+    f->out_len = 0;
+    f->out[0] = '\0';
+    f->closed = 0;
+}
+
+/* What the upstream says goes to the agent framed as the proxy frames it,
+ * and what the agent sends reaches the upstream as it was sent: a
+ * Content-Length beside a chunked body is dropped (the agent would read
+ * the wrong length and take the rest as its next answer), a folded line
+ * is refused (502), a body gets no type the agent did not give it, and a
+ * header with an empty value is sent, not left out. */
+static void test_framing_kept_both_ways(void **state)
+{
+    struct fixture *f = *state;
+    struct proxyconn *c = conn(f);
+    feed(c, "GET /v1/proxy/up/ok/both HTTP/1.1\r\nx-api-key: alp_good\r\n\r\n");
+    run_until(f, &f->records, 3000);
+    assert_int_equal(f->records, 1);
+    assert_true(strncmp(f->out, "HTTP/1.1 200 ", 13) == 0);
+    assert_null(strcasestr(f->out, "Content-Length"));
+    assert_non_null(strstr(f->out, "Transfer-Encoding: chunked\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\n5\r\nhello\r\n0\r\n\r\n"));
+    proxyconn_free(c);
+
+    reset_out(f);
+    check_refusal(f, "GET /v1/proxy/up/ok/fold HTTP/1.1\r\nx-api-key: alp_good\r\n\r\n", 502,
+                  "folded line");
+
+    reset_out(f);
+    f->records = 0;
+    f->srv.heads_len = 0;
+    f->srv.heads[0] = '\0';
+    c = conn(f);
+    feed(c, "POST /v1/proxy/up/ok/echo HTTP/1.1\r\nx-api-key: alp_good\r\nX-Empty:\r\n"
+            "Content-Length: 2\r\n\r\nhi");
+    run_until(f, &f->records, 3000);
+    assert_non_null(strstr(f->out, "HTTP/1.1 201 Created\r\n"));
+    assert_null(strcasestr(f->srv.heads, "Content-Type"));
+    assert_non_null(strcasestr(f->srv.heads, "\r\nx-empty:"));
+    proxyconn_free(c);
+}
+
 static void test_agent_gone_cancels(void **state)
 {
     struct fixture *f = *state;
@@ -476,6 +520,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keep_alive_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_transport_pauses_upstream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budget_cuts_the_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_framing_kept_both_ways, setup, teardown),
         cmocka_unit_test_setup_teardown(test_agent_gone_cancels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_continue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_refused_first, setup, teardown),
