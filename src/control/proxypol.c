@@ -122,7 +122,13 @@ static int char_ok(unsigned char ch)
     return ch > ' ' && ch < 0x7f && ch != '#' && ch != '\\';
 }
 
-static const char *const bad_escapes[] = {"%2e", "%2f", "%5c", "%00", "%25"};
+/* Escapes an upstream may decode into a path separator or a dot: '.',
+ * '/', '\\', NUL, '%' itself, and the lead bytes of overlong UTF-8 forms of
+ * them (%c0%ae is '.' to a decoder that does not check; %c0 and %c1 lead
+ * no valid UTF-8 at all, %e0%80-%e0%9f and %f0%80-%f0%8f only overlong
+ * ones). Prefixes, compared without case. */
+static const char *const bad_escapes[] = {"%2e", "%2f", "%5c",   "%00",   "%25",
+                                          "%c0", "%c1", "%e0%8", "%e0%9", "%f0%8"};
 
 static int path_ok(const char *p, size_t n, const char **why)
 {
@@ -132,19 +138,26 @@ static int path_ok(const char *p, size_t n, const char **why)
             return 0;
         }
         for (size_t k = 0; p[i] == '%' && k < sizeof bad_escapes / sizeof bad_escapes[0]; k++) {
-            if (n - i >= 3 && strncasecmp(p + i, bad_escapes[k], 3) == 0) {
-                *why = "the path holds an encoded '.', '/', '\\', '%' or NUL";
+            size_t bl = strlen(bad_escapes[k]);
+            if (n - i >= bl && strncasecmp(p + i, bad_escapes[k], bl) == 0) {
+                *why = "the path holds an encoded '.', '/', '\\', '%', NUL or an overlong UTF-8 "
+                       "byte";
                 return 0;
             }
         }
     }
-    /* segments: none empty (but a final '/'), none "." or ".." */
+    /* segments: none empty (but a final '/'), none "." or "..", nor one
+     * of these with parameters (";x": some servers drop them, and "..;"
+     * is ".." there) */
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && p[j] != '/')
             j++;
-        size_t len = j - i - 1; /* after the '/' */
         const char *seg = p + i + 1;
+        size_t len = j - i - 1; /* after the '/' */
+        const char *semi = memchr(seg, ';', len);
+        if (semi && semi > seg)
+            len = (size_t)(semi - seg);
         if ((len == 0 && j < n) || (len == 1 && seg[0] == '.') ||
             (len == 2 && seg[0] == '.' && seg[1] == '.')) {
             *why = "the path holds an empty, '.' or '..' segment";

@@ -157,6 +157,16 @@ static void test_traversal_and_forms_refused(void **state)
         "/v1/proxy/anthropic/v1/m#frag",
         "/v1/proxy/anthropic/v1/\xc3\xa9",
         "/v1/proxy/anthropic/v1/..",
+        /* overlong UTF-8 forms of '.' and '/', which a lax decoder takes */
+        "/v1/proxy/anthropic/v1/%c0%ae%c0%ae/admin",
+        "/v1/proxy/anthropic/v1/%C0%AE./admin",
+        "/v1/proxy/anthropic/v1%c0%afadmin",
+        "/v1/proxy/anthropic/v1/%e0%80%ae%e0%80%ae/admin",
+        "/v1/proxy/anthropic/v1/%f0%80%80%ae/admin",
+        /* dot segments with parameters: "..;" is ".." to some servers */
+        "/v1/proxy/anthropic/v1/..;/admin",
+        "/v1/proxy/anthropic/v1/..;x=1/admin",
+        "/v1/proxy/anthropic/v1/.;/messages",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int st = route("POST", bad[i], with_key, &c);
@@ -164,6 +174,10 @@ static void test_traversal_and_forms_refused(void **state)
             fprintf(stderr, "%s: %d\n", bad[i], st);
         assert_int_equal(st, 400);
     }
+    /* near them, and fine: a parameter on a name, an escaped é, ".;" inside a name */
+    assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/messages;v=1", with_key, &c), 0);
+    assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/caf%c3%a9", with_key, &c), 0);
+    assert_int_equal(route("POST", "/v1/proxy/anthropic/v1/a..;b", with_key, &c), 0);
     assert_int_equal(route("GET", "http://evil.example/v1/proxy/anthropic/v1/m", with_key, &c),
                      400);
     assert_int_equal(route("CONNECT", "evil.example:443", with_key, &c), 400);
