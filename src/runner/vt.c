@@ -1169,6 +1169,10 @@ static int lf_fast(struct vt *vt, const struct vtf_unit *u)
     if ((!crlf && (u->len != 1 || u->bytes[0] != '\n')) || vt->fast != VT_FAST_OK || vt->any_dwl ||
         vt->held_len || vt->pending_wrap)
         return 0;
+    if (vt->origin < 0) /* asked of libvterm: everything written first */
+        lv_flush(vt);
+    if (origin_mode(vt))
+        return 0;            /* the due position is absolute: a CUP is not, under DECOM */
     if (!vt->region_known) { /* DECSTBM, asked once until a unit may change it */
         long top, bottom;
         lv_flush(vt);

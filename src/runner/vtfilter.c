@@ -577,6 +577,28 @@ static int expand_rep(struct vtf *f)
     return 0;
 }
 
+/* Where an SGR's trailing bare 38 or 48 is, walking its parameters as
+ * libvterm 0.1.4 consumes them (38;5;N three, 38;2;R;G;B five, 38 and an
+ * unknown palette two); nparams if it has none, or if it has sub-parameters
+ * (':'), which libvterm reads otherwise. */
+static uint8_t sgr_bare_colour(const struct vtf_seq *s)
+{
+    if (s->sub)
+        return s->nparams;
+    for (unsigned i = 0; i < s->nparams;) {
+        int32_t p = s->params[i];
+        if (p != 38 && p != 48) {
+            i++;
+            continue;
+        }
+        if (i + 1 == s->nparams)
+            return (uint8_t)i;
+        int32_t k = s->params[i + 1];
+        i += k == 5 ? 3u : k == 2 ? 5u : 2u;
+    }
+    return s->nparams;
+}
+
 static int csi_final(struct vtf *f, uint8_t c)
 {
     struct vtf_seq *s = &f->seq;
@@ -590,6 +612,22 @@ static int csi_final(struct vtf *f, uint8_t c)
         if (s->params[i] > VTF_MAX_CSI_PARAM) {
             s->params[i] = VTF_MAX_CSI_PARAM;
             f->stats.params_clamped++;
+            f->csi_raw_ok = 0;
+        }
+    }
+    /* An SGR that ends in a bare 38 or 48 (no colour after it): libvterm
+     * 0.1.4 reads the argument after it from whatever CSI came before, so
+     * the pen would depend on bytes the runner writes of its own. xterm
+     * ignores such a 38/48; so does the filter (an SGR left with nothing
+     * is dropped whole: an empty one would reset the pen). */
+    if (c == 'm' && s->leader == 0 && s->ninter == 0) {
+        uint8_t bare = sgr_bare_colour(s);
+        if (bare == 0) {
+            f->stats.csi_dropped++;
+            return 0;
+        }
+        if (bare < s->nparams) {
+            s->nparams = bare;
             f->csi_raw_ok = 0;
         }
     }

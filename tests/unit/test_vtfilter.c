@@ -209,6 +209,14 @@ static void test_csi_canonical(void **state)
         {"\033[0m\033[10;20r\033[>1c", "\033[0m\033[10;20r\033[>1c", "SSS"},
         {"\033[65535;065535;70000X", "\033[65535;65535;65535X", "S"},
         {"\033[1 q\033[!p\033[2$p", "\033[1 q\033[!p\033[2$p", "SSS"},
+        /* an SGR's trailing bare 38 or 48 goes (libvterm would read stale
+         * arguments); 38 and 48 as a colour's values stay */
+        {"\033[1;38m\033[;48m\033[38m", "\033[1m\033[m", "SS"},
+        {"\033[4;38;48mx\033[4;48;38m", "\033[4;38;48mx\033[4;48;38m",
+         "STS"}, /* palettes 48 and 38 */
+        {"\033[38;5;38m\033[48;2;1;2;48m\033[38;7;48m", "\033[38;5;38m\033[48;2;1;2;48m\033[38;7m",
+         "SSS"},
+        {"\033[38:5m\033[?38m", "\033[38:5m\033[?38m", "SS"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct rec *r = run(cases[i].in, strlen(cases[i].in), NULL);

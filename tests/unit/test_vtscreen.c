@@ -820,6 +820,18 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[2;1Habcdefghijk\033[1mX\033[1;2;3HY",
         /* a line made double width: libvterm's */
         "\033[2;1H\033#6\033[2;3Hab\033[K\033[2;6Hx\033[3;1Hy",
+        /* an SGR ending in a bare 38 or 48: libvterm 0.1.4 reads the
+         * argument after it from an earlier CSI (the filter drops it) */
+        "\033[35m\033[;38mg",
+        "\033[48;5;17m\033[38mg",
+        "\033[1;31m\033[4;48mg",
+        "\033[41m\033[38m\033[48mg",
+        "\033[38;5;38mg\033[48;5;48mh\033[38;2;1;2;38mi", /* 38 and 48 as values */
+        "\033[1;38;5mg\033[44;48;2;1mh\033[38;7mi",
+        /* LF and CR LF under DECOM: the due position is absolute, a CUP is
+         * not there (found by fuzz_vt_diff) */
+        "\033[3;5r\033[?6hab\r\ncd\bef",
+        "\033[3;5r\033[?6hab\ncd\bef",
     };
     char b[256];
     for (size_t i = 0; i < 2 * sizeof scripts / sizeof scripts[0]; i++) {
