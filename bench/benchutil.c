@@ -180,8 +180,10 @@ void bu_make_tmpdir(char *dir, size_t cap, const char *name)
     if (!tmp || !*tmp)
         tmp = "/tmp";
     int n = snprintf(dir, cap, "%s/%s.XXXXXX", tmp, name);
-    if (n < 0 || (size_t)n + BU_TMPDIR_ROOM >= cap || strchr(dir, '\''))
+    if (n < 0 || (size_t)n + BU_TMPDIR_ROOM >= cap || strchr(dir, '\'')) {
+        dir[0] = 0; /* not made: the cleanup must not remove what it names */
         bu_fail("TMPDIR is too long or holds a quote");
+    }
     if (!mkdtemp(dir)) {
         dir[0] = 0;
         bu_fail("mkdtemp: %s", strerror(errno));

@@ -364,8 +364,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     while (e > 0 && (p[e - 1] == '\r' || p[e - 1] == '\n'))
         e--;
     const char *colon = memchr(p, ':', e);
-    if (!colon)
+    if (!colon || p[0] == ' ' || p[0] == '\t') {
+        /* a line folded onto the one before (obs-fold), or no header at
+         * all: handed on with an empty name, which the head's checks
+         * refuse (proxyconn.c) */
+        c->cb.on_header(c->ud, p, 0, "", 0);
         return len;
+    }
     size_t nl = (size_t)(colon - p);
     const char *v = colon + 1;
     while (v < p + e && (*v == ' ' || *v == '\t'))

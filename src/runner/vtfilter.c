@@ -577,24 +577,25 @@ static int expand_rep(struct vtf *f)
     return 0;
 }
 
-/* Where an SGR's trailing bare 38 or 48 is, walking its parameters as
- * libvterm 0.1.4 consumes them (38;5;N three, 38;2;R;G;B five, 38 and an
- * unknown palette two); nparams if it has none, or if it has sub-parameters
- * (':'), which libvterm reads otherwise. */
+/* Where an SGR's trailing bare 38 or 48 is (a 38/48 that is the last
+ * parameter and no one's sub-parameter); nparams if it has none. Walks
+ * the parameters as libvterm 0.1.4 consumes them: a 38/48 takes its
+ * palette and the palette's values (5;N one, 2;R;G;B three, another none),
+ * then each command skips the sub-parameters (':') that follow it. */
 static uint8_t sgr_bare_colour(const struct vtf_seq *s)
 {
-    if (s->sub)
-        return s->nparams;
-    for (unsigned i = 0; i < s->nparams;) {
+    unsigned i = 0;
+    while (i < s->nparams) {
         int32_t p = s->params[i];
-        if (p != 38 && p != 48) {
-            i++;
-            continue;
+        if (p == 38 || p == 48) {
+            if (i + 1 == s->nparams)
+                return (uint8_t)i;
+            int32_t k = s->params[i + 1];
+            i += k == 5 ? 2u : k == 2 ? 4u : 1u;
         }
-        if (i + 1 == s->nparams)
-            return (uint8_t)i;
-        int32_t k = s->params[i + 1];
-        i += k == 5 ? 3u : k == 2 ? 5u : 2u;
+        while (i < s->nparams && ((s->sub >> i) & 1u))
+            i++;
+        i++;
     }
     return s->nparams;
 }

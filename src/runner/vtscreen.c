@@ -123,7 +123,7 @@ static int row_grow(struct vts_row *r, int cap)
 
 /* A row's storage cut to cap cells (cap < the row's), once the screen is
  * narrower: a resize gives the memory back. A realloc that fails keeps
- * the larger storage, which is harmless (more larger than cap too). */
+ * the larger storage, which is harmless (more may stay larger than cap). */
 static void row_shrink(struct vts_row *r, int cap)
 {
     struct vts_cell *c = realloc(r->cells, (size_t)cap * sizeof *c);

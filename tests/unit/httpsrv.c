@@ -112,7 +112,7 @@ static void answer(struct httpsrv_conn *c, const char *head_end)
                      "5\r\nhello\r\n0\r\n\r\n");
         close_conn(c);
     } else if (strstr(c->path, "/fold")) {
-        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: a\r\n folded: b\r\n\r\nok");
+        send_text(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: a\r\n b\r\n\r\nok");
         close_conn(c);
     } else if (strstr(c->path, "/big")) {
         static char big[40001];

@@ -303,9 +303,6 @@ static void cell_at(struct vt *vt, uint16_t row, uint16_t col, struct vt_cell *c
 
 /* --- API limits -------------------------------------------------------- */
 
-/* The runner's screen budget counts vt_mem_estimate(): it must not be below
- * what a model really holds (heap in use, before and after vt_new), nor
- * far above it. */
 /* Writes every cell of both screens, the most the model can hold (it takes
  * cells as rows are written, vtscreen.h), with a combining mark on every
  * row, so that the rows keep room for marks too. */
@@ -335,6 +332,9 @@ static size_t heap_used(void)
     return m.uordblks + m.hblkhd;
 }
 
+/* The runner's screen budget counts vt_mem_estimate(): it must not be below
+ * what a model really holds (heap in use, before and after vt_new), nor
+ * far above it. */
 static void test_mem_estimate(void **state)
 {
     (void)state;
@@ -382,11 +382,16 @@ static void test_resize_returns_memory(void **state)
     assert_int_equal(vt_get_cell(vt, 23, 0, &cell), AL_OK);
     assert_int_equal(cell.chars[0], 'e');
     assert_int_equal(cell.chars[1], 0x301);
-    /* and widening again takes cells anew: every column can be written */
+    /* and widening again takes cells anew: the new last column and one
+     * beyond the old width take a glyph and a mark */
     assert_int_equal(vt_resize(vt, 300, 24), AL_OK);
-    assert_int_equal(vt_feed(vt, (const uint8_t *)"\033[24;300Hz\033[24;299H\xcc\x81", 17), AL_OK);
+    static const char widened[] = "\033[24;300Hz\033[24;200Hy\xcc\x81";
+    assert_int_equal(vt_feed(vt, (const uint8_t *)widened, sizeof widened - 1), AL_OK);
     assert_int_equal(vt_get_cell(vt, 23, 299, &cell), AL_OK);
     assert_int_equal(cell.chars[0], 'z');
+    assert_int_equal(vt_get_cell(vt, 23, 199, &cell), AL_OK);
+    assert_int_equal(cell.chars[0], 'y');
+    assert_int_equal(cell.chars[1], 0x301);
     vt_free(vt);
 }
 

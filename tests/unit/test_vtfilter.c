@@ -217,6 +217,9 @@ static void test_csi_canonical(void **state)
         {"\033[38;5;38m\033[48;2;1;2;48m\033[38;7;48m", "\033[38;5;38m\033[48;2;1;2;48m\033[38;7m",
          "SSS"},
         {"\033[38:5m\033[?38m", "\033[38:5m\033[?38m", "SS"},
+        /* with sub-parameters before it, a bare 38 is still bare; as one's
+         * sub-parameter (4:38) it is not */
+        {"\033[4:3;38m\033[4:38m\033[38:5:1;48m", "\033[4:3m\033[4:38m\033[38:5:1m", "SSS"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct rec *r = run(cases[i].in, strlen(cases[i].in), NULL);

@@ -828,6 +828,7 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[41m\033[38m\033[48mg",
         "\033[38;5;38mg\033[48;5;48mh\033[38;2;1;2;38mi", /* 38 and 48 as values */
         "\033[1;38;5mg\033[44;48;2;1mh\033[38;7mi",
+        "\033[48;5;5;4;7mA\033[4:3;38mB", /* sub-parameters before the bare 38 */
         /* LF and CR LF under DECOM: the due position is absolute, a CUP is
          * not there (found by fuzz_vt_diff) */
         "\033[3;5r\033[?6hab\r\ncd\bef",
