@@ -13,7 +13,8 @@
 // back (input and output). The cuts fall at random bytes of either
 // direction: plain cuts, cuts inside a WebSocket frame, and resets. Each
 // stream must arrive whole and once (sha256), with no GAP, and must have
-// lived through at least MIN_CUTS faults on each hop that is cut.
+// lived through at least MIN_CUTS faults on each hop that is cut (a 50 MB
+// output stream; MIN_CUTS_SHORT for the shorter ones).
 //
 // Sizes: OUT_SIZE is the issue's 50 MB; the inputs are smaller (IN_SIZE 20 MB,
 // ECHO_SIZE 10 MB) because all nine streams share two cores with airlockd,
@@ -27,7 +28,13 @@ import path from 'node:path';
 import { faultServer, staticSandbox, terminal, faultyClient, pacedStream, printable, sha, cutsBetween, waitGo, go } from '../interop/faults.mjs';
 
 const OUT_SIZE = 50e6, IN_SIZE = 20e6, ECHO_SIZE = 10e6;
+// The issue's bound, at least 5 cuts a hop through each 50 MB stream, for
+// the output streams; the shorter input and echo streams (20 and 10 MB) must
+// live through at least MIN_CUTS_SHORT, more than their share of it: their
+// cut count is random (drawn from the byte ranges below), and a draw of 4
+// for the 10 MB echo failed a CI run with every byte right.
 const MIN_CUTS = 5;
+const MIN_CUTS_SHORT = 3;
 // 64 KiB every OUT_GAP_MS (about 1.5 MB/s): a client cut off must be back
 // before airlockd's log (4 MiB) moves past it, or it is resynced by design;
 // under load a reconnect took over 1.3 s (a GAP at 3 MB/s)
@@ -107,8 +114,9 @@ await run('fault_cuts', async () => {
     check(!ch.gaps && ch.exit.code === 0, `${name}: no gap, the command exited 0 (${ch.gaps || 0} gaps, ${ch.resyncs.length} resyncs)`);
     const onClient = cutsBetween([st.a.proxy], st.start, st.end);
     const onRunner = cutsBetween([st.sb.proxy], st.start, st.end);
-    if (st.cutClient) check(onClient >= MIN_CUTS, `${name}: ${onClient} faults on the client hop during it (${st.a.reconnects} reconnects)`);
-    if (st.cutRunner) check(onRunner >= MIN_CUTS, `${name}: ${onRunner} faults on the runner hop during it`);
+    const minCuts = st.kind === 'output' ? MIN_CUTS : MIN_CUTS_SHORT;
+    if (st.cutClient) check(onClient >= minCuts, `${name}: ${onClient} faults on the client hop during it (${st.a.reconnects} reconnects; at least ${minCuts})`);
+    if (st.cutRunner) check(onRunner >= minCuts, `${name}: ${onRunner} faults on the runner hop during it (at least ${minCuts})`);
     if (!st.cutClient) check(onClient === 0 && st.a.reconnects === 0, `${name}: the clean client hop was never cut`);
     // a writer whose new connection is attached before airlockd has read
     // its old one to the end gets its role back once the old one goes
