@@ -239,8 +239,10 @@ int proxy_gate_begin_in(struct proxy *p, const char *sandbox, const struct proxy
         return 429;
     }
     if (q->bytes >= up->max_bytes) {
-        al_errf(why, wcap, "terminal %s: %llu bytes through upstream %s", terminal,
-                (unsigned long long)up->max_bytes, up->name);
+        al_errf(why, wcap,
+                "terminal %s: its %llu bytes through upstream %s are spent (max-bytes, for the "
+                "terminal's life)",
+                terminal, (unsigned long long)up->max_bytes, up->name);
         *retry = PROXYCONN_SPENT_RETRY_S;
         return 429;
     }

@@ -198,7 +198,7 @@ await run('proxy_smuggle', async () => {
     `an answer of 8× the terminal's budget is cut near the budget: ${big.got} bytes of ${8 * BUDGET} (${big.error})`);
   for (const [name, port] of paths) {
     const r = await rawCall(port, get('/v1/proxy/b/ok/small', A.token));
-    check(statusOf(r.data) === 429 && /\r\nretry-after: \d+\r\n/i.test(r.data) && /bytes through upstream b/.test(r.data),
+    check(statusOf(r.data) === 429 && /\r\nretry-after: \d+\r\n/i.test(r.data) && /bytes through upstream b are spent \(max-bytes/.test(r.data),
       `${name}: the spent terminal's next call is 429 with Retry-After (${flat(r.data)})`);
   }
   const other = await bigCall(dport, B.token, BUDGET / 2);
