@@ -16,7 +16,10 @@
  *               and CRLF, through `stty raw -echo; exec cat FILE` in a
  *               terminal of the runner, checked byte for byte, against the
  *               same command under a bare PTY (forkpty, 64 KiB reads of the
- *               master); from spawning to the last byte. Then the same for
+ *               master), and against the same bare PTY plus one plain TCP
+ *               hop (a relay process of the bench's copying the master into
+ *               a loopback connection: the loopback limit of any relay);
+ *               from spawning to the last byte. Then the same for
  *               a TUI repaint stream of the same size (bu_gen_tui, the one
  *               bench_vt feeds the model alone), on the same runner B;
  *               beside the runner's CPU, the bench's own kernel time
@@ -41,7 +44,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -72,6 +78,7 @@ enum {
 static struct {
     volatile pid_t runner; /* the airlock-runner of this round */
     volatile pid_t child;  /* a bare-PTY shell or an airlockd */
+    volatile pid_t hop;    /* the plain hop's relay process */
     char dir[200];
     char log[260], data[260], tui[260], jwks[260], key[260];
     const char *runner_path;
@@ -106,9 +113,11 @@ static void show_log_tail(void)
 /* Async-signal-safe: stop our processes, remove our files. */
 static void cleanup_all(void)
 {
-    pid_t c = g.child, r = g.runner;
+    pid_t c = g.child, r = g.runner, h = g.hop;
     g.child = 0;
     g.runner = 0;
+    g.hop = 0;
+    bu_stop_pid(h, SIGKILL);
     bu_stop_pid(c, SIGKILL);
     bu_stop_pid(r, SIGTERM);
     if (!g.dir[0])
@@ -429,7 +438,7 @@ enum { M_IDLE, M_CONN, M_TERMS, M_PRE, M_EXITED, M_CLOSED, M_COUNT };
 
 /* One stream through both paths: the text one, or the TUI one. */
 struct stream_res {
-    double tput_bare, tput_run, cpu_run;
+    double tput_bare, tput_hop, tput_run, cpu_run;
     double user_run;            /* the runner's user time alone (cpu_run: user and kernel), s */
     double sys_bare;            /* the bench's own kernel time reading the bare PTY, s */
     double cpu_client;          /* the bench's own CPU (the client) during the runner's stream, s */
@@ -482,6 +491,98 @@ static double tput_bare(const struct dataset *d, struct stream_res *rr)
     rr->sys_bare = sys1 - sys0;
     rr->bare_avg_read = (double)d->len / (double)reads;
     rr->bare_max_read = (double)max;
+    return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
+}
+
+/* The relay process of the plain hop: copies the PTY's master to fd until
+ * the PTY ends, in READ_BUF reads and blocking writes, nothing else; exits
+ * 0 at the PTY's end, 1 on any error (the bench then fails on a short
+ * stream). No bu_fail here: that would clean up the bench's files. */
+static void hop_relay(int m, int fd)
+{
+    static uint8_t buf[READ_BUF];
+    for (;;) {
+        ssize_t n = read(m, buf, sizeof buf);
+        if (n == 0 || (n < 0 && errno == EIO))
+            _exit(0);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                _exit(1);
+            struct pollfd pfd = {m, POLLIN, 0};
+            (void)poll(&pfd, 1, 1000);
+            continue;
+        }
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                _exit(1);
+            off += w;
+        }
+    }
+}
+
+/* The loopback limit: the same command under a bare PTY whose master a
+ * relay process of the bench's own copies into a TCP connection on
+ * 127.0.0.1 (TCP_NODELAY), which the bench reads in READ_BUF reads and
+ * compares the same way. One plain hop: no protocol, no framing, no flow
+ * control, no screen model. From the fork to the last byte. */
+static double tput_hop(const struct dataset *d)
+{
+    static uint8_t buf[READ_BUF];
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
+        bu_fail("plain hop: cannot listen on 127.0.0.1: %s", strerror(errno));
+    int m;
+    uint64_t t0 = bu_now_ns();
+    pid_t pid = bu_pty_spawn(d->cmd, &m, &g.child);
+    pid_t relay = fork();
+    if (relay < 0)
+        bu_fail("fork: %s", strerror(errno));
+    if (relay == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGALRM, SIG_DFL);
+        int fd = bu_tcp_connect(ntohs(a.sin_port));
+        if (fd < 0)
+            _exit(1);
+        hop_relay(m, fd);
+    }
+    g.hop = relay;
+    int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+    close(ls);
+    if (c < 0)
+        bu_fail("plain hop: accept: %s", strerror(errno));
+    uint64_t deadline = t0 + stream_secs(d->len) * BU_SEC;
+    size_t got = 0;
+    while (got < d->len) {
+        ssize_t n = read(c, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            bu_fail("plain hop: the stream ended after %zu of %zu bytes", got, d->len);
+        if (got + (size_t)n > d->len || memcmp(d->p + got, buf, (size_t)n) != 0)
+            bu_fail("plain hop: bytes differ from the file near offset %zu", got);
+        got += (size_t)n;
+        if (bu_now_ns() > deadline)
+            bu_fail("plain hop: %zu of %zu bytes after %u s", got, d->len, stream_secs(d->len));
+    }
+    uint64_t t1 = bu_now_ns();
+    close(c);
+    int st;
+    if (bu_wait_bounded(relay, 2000, &st) != 0) {
+        (void)kill(relay, SIGKILL);
+        (void)waitpid(relay, NULL, 0);
+    }
+    g.hop = 0;
+    bu_pty_stop(pid, m, &g.child);
     return (double)d->len / ((double)(t1 - t0) / 1e9) / 1e6;
 }
 
@@ -626,10 +727,12 @@ static void stream_row(const char *what, const struct round_res *rr, int n, int 
 {
     double b[MAX_RUNS] = {0}, r[MAX_RUNS] = {0}, q[MAX_RUNS] = {0}, cpu[MAX_RUNS] = {0};
     double kb[MAX_RUNS] = {0}, us[MAX_RUNS] = {0}, cl[MAX_RUNS] = {0};
-    double ib[MAX_RUNS] = {0}, ir[MAX_RUNS] = {0};
+    double ib[MAX_RUNS] = {0}, ir[MAX_RUNS] = {0}, h[MAX_RUNS] = {0}, hq[MAX_RUNS] = {0};
     for (int i = 0; i < n; i++) {
         const struct stream_res *s = tui ? &rr[i].tui : &rr[i].text;
         b[i] = s->tput_bare;
+        h[i] = s->tput_hop;
+        hq[i] = s->tput_run / s->tput_hop;
         r[i] = s->tput_run;
         q[i] = s->tput_run / s->tput_bare;
         cpu[i] = s->cpu_run / ((double)len / 1e9);
@@ -639,10 +742,11 @@ static void stream_row(const char *what, const struct round_res *rr, int n, int 
         ib[i] = s->idle_bare;
         ir[i] = s->idle_run;
     }
-    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96], x7[96], x8[96], x9[96];
-    printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", what,
-           bu_fmt3(x1, sizeof x1, b, n, 1), bu_fmt3(x2, sizeof x2, r, n, 1),
-           bu_fmt3(x3, sizeof x3, q, n, 2), bu_fmt3(x5, sizeof x5, kb, n, 1),
+    char x1[96], x2[96], x3[96], x4[96], x5[96], x6[96], x7[96], x8[96], x9[96], x10[96], x11[96];
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", what,
+           bu_fmt3(x1, sizeof x1, b, n, 1), bu_fmt3(x10, sizeof x10, h, n, 1),
+           bu_fmt3(x2, sizeof x2, r, n, 1), bu_fmt3(x3, sizeof x3, q, n, 2),
+           bu_fmt3(x11, sizeof x11, hq, n, 2), bu_fmt3(x5, sizeof x5, kb, n, 1),
            bu_fmt3(x4, sizeof x4, cpu, n, 1), bu_fmt3(x6, sizeof x6, us, n, 1),
            bu_fmt3(x7, sizeof x7, cl, n, 1), bu_fmt3(x8, sizeof x8, ib, n, 0),
            bu_fmt3(x9, sizeof x9, ir, n, 0));
@@ -679,6 +783,18 @@ static void report(const struct round_res *rr, int n, size_t len)
     printf("| path | MB/s | / bare PTY (medians) | / bare PTY, same round |\n|---|---|---|---|\n");
     printf("| bare PTY: forkpty, 64 KiB reads (limit) | %s | 1.00 | 1.00 |\n",
            bu_fmt3(a, sizeof a, v1, n, 1));
+    {
+        double h[MAX_RUNS] = {0}, hq[MAX_RUNS] = {0};
+        char x1[96], x2[96];
+        for (int i = 0; i < n; i++) {
+            h[i] = rr[i].text.tput_hop;
+            hq[i] = rr[i].text.tput_hop / rr[i].text.tput_bare;
+        }
+        struct bu_stat3 sh = bu_stat3_of(h, n);
+        printf("| the same PTY + one plain TCP hop: a relay process, 64 KiB reads and writes "
+               "(loopback limit) | %s | %.2f | %s |\n",
+               bu_fmt3(x1, sizeof x1, h, n, 1), sh.med / sb.med, bu_fmt3(x2, sizeof x2, hq, n, 2));
+    }
     printf("| airlock-runner: airlock.v1 over WebSocket, C client | %s | %.2f | %s |\n\n",
            bu_fmt3(b, sizeof b, v2, n, 1), sr.med / sb.med, bu_fmt3(c3, sizeof c3, v3, n, 2));
     printf("Runner CPU (utime+stime, children excluded) per stream: %s s, i.e. %.1f "
@@ -690,11 +806,12 @@ static void report(const struct round_res *rr, int n, size_t len)
            "the runner beside the bare PTY in the same round. Cells: min/median/max over "
            "rounds.\n\n",
            (double)len / 1e6);
-    printf("| stream | bare PTY MB/s (limit) | runner MB/s | runner ÷ bare PTY, same round | "
+    printf("| stream | bare PTY MB/s (limit) | PTY + one plain TCP hop MB/s (loopback limit) | "
+           "runner MB/s | runner ÷ bare PTY, same round | runner ÷ plain hop, same round | "
            "bare PTY reader's kernel CPU core-s/GB (floor) | runner CPU core-s/GB | of which "
            "user | the bench's client CPU core-s/GB | machine idle during the bare PTY's stream, "
            "%% | machine idle during the runner's stream, %% |\n"
-           "|---|---|---|---|---|---|---|---|---|---|\n");
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     stream_row("76-column text", rr, n, 0, len);
     stream_row("TUI repaint", rr, n, 1, len);
     printf("\n");
@@ -861,6 +978,8 @@ int main(int argc, char **argv)
         watchdog(phase_s);
         x->text.tput_bare = tput_bare(&d, &x->text);
         watchdog(phase_s);
+        x->text.tput_hop = tput_hop(&d);
+        watchdog(phase_s);
         if (r % 2 != 0)
             x->text.tput_run = tput_runner(&c, port, &d, &x->text, x->m);
         /* the TUI repaint stream, on the same runner, in the same order */
@@ -870,21 +989,25 @@ int main(int argc, char **argv)
         watchdog(phase_s);
         x->tui.tput_bare = tput_bare(&dt, &x->tui);
         watchdog(phase_s);
+        x->tui.tput_hop = tput_hop(&dt);
+        watchdog(phase_s);
         if (r % 2 != 0)
             x->tui.tput_run = tput_runner(&c, port, &dt, &x->tui, NULL);
         watchdog(60);
         stop_runner();
-        fprintf(stderr,
-                "round %d/%ld: MB/s bare %.1f runner %.1f (%.2f), TUI bare %.1f runner %.1f "
-                "(%.2f, %.1f core-s/GB); echo p50/p99 µs bare "
-                "%.0f/%.0f runner %.0f/%.0f; RSS idle %ld KB, %.1f KB per idle terminal, +%ld KB "
-                "over the stream\n",
-                r + 1, runs, x->text.tput_bare, x->text.tput_run,
-                x->text.tput_run / x->text.tput_bare, x->tui.tput_bare, x->tui.tput_run,
-                x->tui.tput_run / x->tui.tput_bare, x->tui.cpu_run / ((double)dt.len / 1e9),
-                x->lat_bare[0], x->lat_bare[2], x->lat_run[0], x->lat_run[2], x->m[M_IDLE].rss_kb,
-                (double)(x->m[M_TERMS].rss_kb - x->m[M_CONN].rss_kb) / IDLE_TERMS,
-                x->m[M_EXITED].rss_kb - x->m[M_PRE].rss_kb);
+        fprintf(
+            stderr,
+            "round %d/%ld: MB/s bare %.1f hop %.1f runner %.1f (%.2f of bare, %.2f of the hop), "
+            "TUI bare %.1f hop %.1f runner %.1f (%.2f, %.2f; %.1f core-s/GB); echo p50/p99 µs "
+            "bare %.0f/%.0f runner %.0f/%.0f; RSS idle %ld KB, %.1f KB per idle terminal, +%ld "
+            "KB over the stream\n",
+            r + 1, runs, x->text.tput_bare, x->text.tput_hop, x->text.tput_run,
+            x->text.tput_run / x->text.tput_bare, x->text.tput_run / x->text.tput_hop,
+            x->tui.tput_bare, x->tui.tput_hop, x->tui.tput_run, x->tui.tput_run / x->tui.tput_bare,
+            x->tui.tput_run / x->tui.tput_hop, x->tui.cpu_run / ((double)dt.len / 1e9),
+            x->lat_bare[0], x->lat_bare[2], x->lat_run[0], x->lat_run[2], x->m[M_IDLE].rss_kb,
+            (double)(x->m[M_TERMS].rss_kb - x->m[M_CONN].rss_kb) / IDLE_TERMS,
+            x->m[M_EXITED].rss_kb - x->m[M_PRE].rss_kb);
     }
     alarm(0);
     report(rr, (int)runs, d.len);
