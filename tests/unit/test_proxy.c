@@ -124,6 +124,11 @@ static void test_mint_and_hash(void **state)
     assert_string_equal(h2, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+/* The gate of proxy p for upstream u and credential c, its outputs into the
+ * caller's term, secret, retry and why. */
+#define BEGIN(u, c)                                                                                \
+    proxy_gate_begin(p, (u), (c), term, sizeof term, secret, sizeof secret, &retry, why, sizeof why)
+
 static void test_gate_answers(void **state)
 {
     struct fixture *f = *state;
@@ -144,8 +149,6 @@ static void test_gate_answers(void **state)
     const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
     char term[64], secret[PROXY_SECRET_MAX + 1], why[256];
     unsigned retry = 0;
-#define BEGIN(u, c)                                                                                \
-    proxy_gate_begin(p, (u), (c), term, sizeof term, secret, sizeof secret, &retry, why, sizeof why)
     /* unknown and foreign credentials: 401; the store saw only a hash */
     assert_int_equal(BEGIN(up, "alp_unknown"), 401);
     assert_null(strstr(why, "alp_"));
@@ -176,7 +179,6 @@ static void test_gate_answers(void **state)
     assert_int_equal(BEGIN(nokey, cred), 502);
     assert_non_null(strstr(why, "/nonexistent/key"));
     proxy_free(p);
-#undef BEGIN
 }
 
 /* The path through a runner: a sandbox's channel spends only the
@@ -234,19 +236,13 @@ static void test_bytes_bound(void **state)
     const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
     char term[64], secret[PROXY_SECRET_MAX + 1], why[256];
     unsigned retry = 0;
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     0);
+    assert_int_equal(BEGIN(up, cred), 0);
     proxy_gate_end(p, "t-1", "up", 1000);
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     429);
+    assert_int_equal(BEGIN(up, cred), 429);
     assert_non_null(strstr(why, "1000 bytes"));
     /* revoked and forgotten: its limits go with it */
     proxy_forget_terminal(p, "t-1");
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     0);
+    assert_int_equal(BEGIN(up, cred), 0);
     proxy_free(p);
 }
 
@@ -271,8 +267,7 @@ static void test_limit_table_bounded(void **state)
     /* ended while its call was in flight, more terminals than the table holds */
     for (int i = 0; i < PROXY_MAX_QUOTAS + 100; i++) {
         assert_int_equal(proxy_mint(cred, hash), AL_OK);
-        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                  why, sizeof why);
+        int st = BEGIN(up, cred);
         if (st != 0)
             fail_msg("terminal %d: %d %s", i, st, why);
         proxy_forget_terminal(p, term);
@@ -281,8 +276,7 @@ static void test_limit_table_bounded(void **state)
     /* never ended here at all: the oldest idle entries make room */
     for (int i = 0; i < PROXY_MAX_QUOTAS + 100; i++) {
         assert_int_equal(proxy_mint(cred, hash), AL_OK);
-        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                  why, sizeof why);
+        int st = BEGIN(up, cred);
         if (st != 0)
             fail_msg("terminal %d: %d %s", i, st, why);
         proxy_gate_end(p, term, "up", 10);
@@ -291,8 +285,7 @@ static void test_limit_table_bounded(void **state)
     int refused = 0;
     for (int i = 0; i < PROXY_MAX_QUOTAS + 1; i++) {
         assert_int_equal(proxy_mint(cred, hash), AL_OK);
-        int st = proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                  why, sizeof why);
+        int st = BEGIN(up, cred);
         if (st != 0) {
             assert_int_equal(st, 429);
             assert_non_null(strstr(why, "too many terminals"));
@@ -320,18 +313,12 @@ static void test_forgotten_entry_kept_by_a_new_call(void **state)
     const struct proxy_upstream *up = proxycfg_find(proxy_config(p), "up");
     char term[64], secret[PROXY_SECRET_MAX + 1], why[256];
     unsigned retry = 0;
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     0);
+    assert_int_equal(BEGIN(up, cred), 0);
     proxy_forget_terminal(p, "t-1"); /* in flight: kept */
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     0);
+    assert_int_equal(BEGIN(up, cred), 0);
     proxy_gate_end(p, "t-1", "up", 600);
     proxy_gate_end(p, "t-1", "up", 600); /* the second call kept the entry: 1200 counted */
-    assert_int_equal(proxy_gate_begin(p, up, cred, term, sizeof term, secret, sizeof secret, &retry,
-                                      why, sizeof why),
-                     429);
+    assert_int_equal(BEGIN(up, cred), 429);
     proxy_free(p);
 }
 
