@@ -5,8 +5,10 @@
  * the same filter (vtfilter), as test_vtscreen's compare_model does.
  * Oracle: every cell (characters, width, bold, underline, italic, blink,
  * reverse, strike, font, both colours) and the cursor (position,
- * visibility) read back the same; abort() with the cell, what libvterm's
- * screen has and what the model has, on stderr, if not.
+ * visibility) read back the same, and at the end the modes the model
+ * tracks itself (DECOM, DECAWM, DECLRMM) are libvterm's; abort() with the
+ * cell, what libvterm's screen has and what the model has, on stderr, if
+ * not.
  *
  * Input layout (bytes 0..5 as in fuzz_vt.c, so its corpus seeds this one):
  * byte 0 picks the width (1..100 columns), byte 1 the height (1..40 rows),
@@ -66,7 +68,6 @@ struct ref {
     int known;       /* a known difference arose (ascii_past_set): no comparison */
     uint8_t gset[4]; /* G0..G3 as libvterm has them: 0 as reset, or the SCS final */
     uint8_t gl;      /* the set in GL (SI, SO, LS2, LS3) */
-    int origin;      /* DECOM as the units set it (see open_bug) */
     int capturing;
     size_t cap_len;
     char cap[REF_CAP_MAX + 1];
@@ -321,61 +322,27 @@ static int zero_width_at(const uint8_t *p, size_t n, size_t i, size_t *len)
  * else the target finds is a new bug.
  * - a run that starts with a zero-width code point (a mark with no base
  *   of its own in the run, also after SS2/SS3): the model gives it a
- *   column of its own, or joins it to the wrong glyph;
- * - a set designated explicitly in GL (ESC ( B, as ncurses' sgr0 sends),
- *   then in one run ASCII after a non-ASCII byte, then a mark: the mark of
- *   a row's last glyph is lost. */
-static int open_bug(const struct ref *r, const uint8_t *p, size_t n)
+ *   column of its own, or joins it to the wrong glyph. */
+static int open_bug(const uint8_t *p, size_t n)
 {
     size_t len;
-    if (n && zero_width_at(p, n, 0, &len))
-        return 1;
-    if (r->gset[r->gl] == 0)
-        return 0;
-    int seen = 0; /* 1: a non-ASCII byte; 2: ASCII after it */
-    for (size_t i = 0; i < n; i += len) {
-        int zw = zero_width_at(p, n, i, &len);
-        if (p[i] >= 0x80 && seen == 0)
-            seen = 1;
-        else if (p[i] < 0x80 && seen == 1)
-            seen = 2;
-        else if (zw && seen == 2)
-            return 1;
-    }
-    return 0;
+    return n && zero_width_at(p, n, 0, &len);
 }
 
-/* Open bugs (docs/snapshots.md, "Open differences"). With DECOM set,
- * libvterm 0.1.4 clamps the cursor into the margins at the end of every
- * CSI, the model's own mode queries (DECRQM) too, so a cursor outside the
- * margins (after DECRC, or text past a margin) moves where the program's
- * bytes would not move it. Nothing is compared once DECOM has been set
- * (CSI ? ... 6 h; reset by CSI ? ... 6 l, RIS and DECSTR). */
-static void track_origin(struct ref *r, const struct vtf_unit *u)
+/* An open bug (docs/snapshots.md, "Open differences"): after a single
+ * shift (SS2/SS3; the filter hands the 8-bit forms on as these), which
+ * glyph takes it differs (ESC O, ESC 0, "h", ESC ( 0, "q" puts "q" where
+ * libvterm puts a line). Nothing is compared after one. */
+static void track_shift(struct ref *r, const struct vtf_unit *u)
 {
     const struct vtf_seq *s = u->seq;
-    if (u->kind == VTF_CSI && s->leader == '?' && s->ninter == 0 &&
-        (s->final == 'h' || s->final == 'l')) {
-        for (unsigned i = 0; i < s->nparams; i++)
-            if (s->params[i] == 6)
-                r->origin = s->final == 'h';
-    } else if ((u->kind == VTF_ESC && s->ninter == 0 && s->final == 'c') ||
-               (u->kind == VTF_CSI && s->leader == 0 && s->ninter == 1 && s->inter[0] == '!' &&
-                s->final == 'p')) {
-        r->origin = 0;
-    }
-    if (r->origin)
-        r->known = 1;
-    /* an open bug too: after a single shift (SS2/SS3; the filter hands the
-     * 8-bit forms on as these), which glyph takes it differs (ESC O, ESC 0,
-     * "h", ESC ( 0, "q" puts "q" where libvterm puts a line) */
     if (u->kind == VTF_ESC && s->ninter == 0 && (s->final == 'N' || s->final == 'O'))
         r->known = 1;
 }
 
 static void ref_flush_text(struct ref *r)
 {
-    if (ascii_past_set(r, r->text, r->text_len) || open_bug(r, r->text, r->text_len))
+    if (ascii_past_set(r, r->text, r->text_len) || open_bug(r->text, r->text_len))
         r->known = 1;
     if (r->text_len)
         vterm_input_write(r->vt, (const char *)r->text, r->text_len);
@@ -410,7 +377,7 @@ static int emit_ref(void *ud, const struct vtf_unit *u)
     vterm_input_write(r->vt, (const char *)u->bytes, u->len);
     ref_fix_cursor(r);
     track_sets(r, u);
-    track_origin(r, u);
+    track_shift(r, u);
     return 0;
 }
 
@@ -618,6 +585,24 @@ static void compare(struct ref *r, struct vt *vt, const char *when)
     }
 }
 
+/* DECOM, DECAWM and DECLRMM as the model tracks them (vt.c asks libvterm
+ * no DECRQM for them) against libvterm's answers. Last: the queries on
+ * both sides end in libvterm's clamp of the cursor under DECOM. */
+static void compare_modes(struct ref *r, struct vt *vt)
+{
+    struct vt_modes m;
+    vt_get_modes(vt, &m);
+    int origin = ref_query_mode(r, 6) == 1, awm = ref_query_mode(r, 7) == 1,
+        lrmm = ref_query_mode(r, 69) == 1;
+    if (m.origin != origin || m.autowrap != awm || m.lr_margins != lrmm) {
+        fprintf(stderr,
+                "fuzz_vt_diff: modes differ\n  libvterm: DECOM %d DECAWM %d DECLRMM %d\n"
+                "  model:    DECOM %d DECAWM %d DECLRMM %d\n",
+                origin, awm, lrmm, m.origin, m.autowrap, m.lr_margins);
+        abort();
+    }
+}
+
 /* --- the target ------------------------------------------------------------ */
 
 static void feed_model(struct vt *vt, const uint8_t *p, size_t n, size_t piece)
@@ -667,6 +652,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ref_feed(&r, p, n);
     if (!r.gave_up && !r.known)
         compare(&r, vt, resize ? "at the end, after the resize" : "at the end");
+    compare_modes(&r, vt);
     ref_free(&r);
     vt_free(vt);
     return 0;

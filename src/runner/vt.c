@@ -10,8 +10,10 @@
  * Not here: the DECRQM/DECRQSS queries and the accessors (vt_query.c),
  * the snapshot serializer and its ladder (vt_snapshot.c). The feed path
  * (vt_feed, on_unit, on_text, write_text) calls nothing outside this file
- * but libvterm and the filter, except on rare steps (a glyph that ends a
- * row asks DECRQM ?7, DECSC reads the pen and the cursor style).
+ * but libvterm and the filter, except on rare steps (DECSC reads the pen
+ * and the cursor style; the fast path asks DECSCA with DECRQSS). It writes
+ * no CSI of its own where libvterm's clamp under DECOM could move the
+ * cursor: DECOM, DECAWM and DECLRMM are tracked, not asked.
  */
 #include "vt.h"
 
@@ -78,31 +80,12 @@ static void cb_glyph(VTermRect rect, const uint32_t *chars, int n, void *user)
     memcpy(vt->dmg_chars, chars, (size_t)n * sizeof *chars);
 }
 
-/* What may have changed DECLRMM, DECSCA, DECAWM or DECOM: ask again when
+/* What may have changed DECSCA or the scroll region: ask again when
  * needed. */
 static void modes_unknown(struct vt *vt)
 {
     vt->fast = VT_FAST_UNKNOWN;
-    vt->awm = -1;
-    vt->origin = -1;
     vt->region_known = 0;
-}
-
-/* DECAWM, asked of libvterm only when not known since the last unit that
- * could change it. */
-static int autowrap(struct vt *vt)
-{
-    if (vt->awm < 0)
-        vt->awm = vt_query_mode(vt, 7) == 1;
-    return vt->awm;
-}
-
-/* DECOM, likewise (sgr_fast). */
-static int origin_mode(struct vt *vt)
-{
-    if (vt->origin < 0)
-        vt->origin = vt_query_mode(vt, 6) == 1;
-    return vt->origin;
 }
 
 static void cb_output(const char *s, size_t len, void *user)
@@ -199,6 +182,9 @@ static void reset_tracked(struct vt *vt)
     vt->gl = 0;
     tabs_default(vt, 0);
     vt->pending_wrap = 0;
+    vt->origin = 0;
+    vt->awm = 1;
+    vt->lrmm = 0;
 }
 
 static void save_cursor(struct vt *vt)
@@ -272,8 +258,29 @@ static void track_csi(struct vt *vt, const struct vtf_seq *s, VTermPos at)
         }
         return;
     }
-    if (s->leader == '?' && s->final == 'h' && (s->params[0] == 1048 || s->params[0] == 1049))
-        save_cursor(vt);
+    if (s->leader != '?' || (s->final != 'h' && s->final != 'l'))
+        return;
+    /* DECSET/DECRST: libvterm 0.1.4 acts on the first parameter only (its
+     * sub-parameters ignored), none if it is missing */
+    const int on = s->final == 'h';
+    switch (s->params[0]) {
+    case 6:
+        vt->origin = on;
+        break;
+    case 7:
+        vt->awm = on;
+        break;
+    case 69:
+        vt->lrmm = on;
+        break;
+    case 1048:
+    case 1049:
+        if (on)
+            save_cursor(vt);
+        break;
+    default:
+        break;
+    }
 }
 
 /* After a text unit: the last glyph damaged [start_col, end_col) of the
@@ -291,33 +298,155 @@ static void text_done(struct vt *vt, int moved)
     VTermRect r = vt->dmg_last;
     if (r.start_row == cur.row && r.end_row == cur.row + 1 && r.start_col == cur.col &&
         r.end_col > r.start_col && r.end_col >= vt_row_width(vt, cur.row))
-        vt->pending_wrap = autowrap(vt);
+        vt->pending_wrap = vt->awm;
     else
         vt->pending_wrap = 0;
 }
 
-static void write_text(struct vt *vt, const uint8_t *p, size_t n)
+/* The code point of whole, valid UTF-8 at p (as the filter hands text
+ * on) and its length in *len. */
+static uint32_t utf8_at(const uint8_t *p, size_t n, size_t *len)
+{
+    uint8_t b = p[0];
+    size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (k > n)
+        k = n;
+    uint32_t cp = k == 1 ? b : b & (0x7fu >> k);
+    for (size_t j = 1; j < k; j++)
+        cp = (cp << 6) | (p[j] & 0x3fu);
+    *len = k;
+    return cp;
+}
+
+/* DECSCA as libvterm's state has it now (a glyph vt.c puts itself). */
+static int protect_on(struct vt *vt)
+{
+    long a, b;
+    return vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
+}
+
+/* One write of text to libvterm; comb follows the glyph it printed last.
+ * 1 if it printed one (dmg_last is then that glyph). */
+static int lv_glyphs(struct vt *vt, const uint8_t *p, size_t n)
+{
+    vt->dmg_seen = 0;
+    vterm_input_write(vt->term, (const char *)p, n);
+    if (!vt->dmg_seen)
+        return 0;
+    /* The last damage of a text write is its last glyph. */
+    VTermRect r = vt->dmg_last;
+    vt->comb.valid = 1;
+    vt->comb.pos.row = r.start_row;
+    vt->comb.pos.col = r.start_col;
+    vt->comb.width = r.end_col - r.start_col;
+    vt->comb.n = vt->dmg_n;
+    memset(vt->comb.chars, 0, sizeof vt->comb.chars);
+    memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
+    vt->lv_stale = 0; /* libvterm's previous glyph is comb again */
+    return 1;
+}
+
+/* Text of the run put (through libvterm or into the cells): whether it
+ * held a byte above 0x7f (run_hi, see lv_text). Only while GL holds a
+ * designated set: only a unit of another kind changes GL, and that unit
+ * ends the run. */
+static void run_note(struct vt *vt, const uint8_t *p, size_t n)
+{
+    if (vt->run_hi || vt->gset[vt->gl] == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            vt->run_hi = 1;
+            return;
+        }
+    }
+}
+
+/* Bytes of the zero-width code points that start whole UTF-8 text. */
+static size_t marks_len(const uint8_t *p, size_t n)
+{
+    size_t k = 0, len;
+    while (k < n && p[k] >= 0x80 && vtf_cp_width(utf8_at(p + k, n - k, &len)) == 0)
+        k += len;
+    return k;
+}
+
+/* Combining marks p[0..k) joined to comb, the glyph libvterm printed last,
+ * as libvterm joins marks within one piece of decoded text: its cell
+ * rewritten with the pen and protection of the moment. libvterm's own
+ * previous glyph lacks them: stale (lv_stale), so that own_marks takes the
+ * marks that come next. */
+static void join_marks(struct vt *vt, const uint8_t *p, size_t k)
+{
+    if (!vt->lv_stale) {
+        vt->lv.pos = vt->comb.pos;
+        vt->lv.width = vt->comb.width;
+        vt->lv_stale = 1;
+    }
+    size_t len;
+    for (size_t i = 0; i < k; i += len) {
+        uint32_t cp = utf8_at(p + i, k - i, &len);
+        if (vt->comb.n < VT_MAX_CHARS)
+            vt->comb.chars[vt->comb.n++] = cp;
+    }
+    vts_put_glyph(vt->cells, vt->comb.pos, vt->comb.chars, vt->comb.n, vt->comb.width,
+                  protect_on(vt));
+}
+
+/* Text written to libvterm, as libvterm would take it within the whole
+ * run of text (the text units between two other units: the reference the
+ * model keeps to, whatever the PTY's reads). libvterm 0.1.4 decodes one
+ * write in pieces: while it starts with ASCII and GL holds a designated
+ * set (ESC ( B, as ncurses' sgr0 sends), through that set up to the first
+ * byte above 0x7f; from there to its end as UTF-8, whose decoder takes
+ * ASCII too. A combining mark that starts a piece joins the glyph before
+ * it only if the cursor moved on after that glyph, which it does not in
+ * the last column. vt.c writes a run in parts (the held glyph, the fast
+ * path's runs), so a part that starts with ASCII after a byte above 0x7f
+ * of its run (hi) is decoded through the set where the whole run is
+ * UTF-8 by then: marks that start its second piece are joined here when
+ * libvterm would not join them. (A set that translates ASCII, DEC
+ * graphics or UK, still differs: docs/snapshots.md.) 1 if a glyph was
+ * printed; dmg_last is then the last. */
+static int lv_text(struct vt *vt, const uint8_t *p, size_t n, int hi)
+{
+    int seen = 0;
+    while (hi && n > 0 && p[0] < 0x80 && vt->gset[vt->gl] != 0) {
+        size_t a = 1;
+        while (a < n && p[a] < 0x80)
+            a++;
+        int put = lv_glyphs(vt, p, a);
+        seen |= put;
+        p += a;
+        n -= a;
+        size_t k = marks_len(p, n);
+        VTermPos cur;
+        vterm_state_get_cursorpos(vt->state, &cur);
+        if (!put || k == 0 ||
+            (cur.row == vt->comb.pos.row && cur.col == vt->comb.pos.col + vt->comb.width))
+            break; /* a base character next, or libvterm joins the marks itself */
+        join_marks(vt, p, k);
+        p += k;
+        n -= k;
+    }
+    if (n > 0)
+        seen |= lv_glyphs(vt, p, n);
+    return seen;
+}
+
+/* Text through libvterm's state (lv_text; hi: a byte above 0x7f came
+ * before it in its run, and no single shift is pending), with what vt.c
+ * tracks of it: libvterm's previous glyph (comb), the pending wrap. */
+static void write_text(struct vt *vt, const uint8_t *p, size_t n, int hi)
 {
     if (n == 0)
         return;
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);
-    vt->dmg_seen = 0;
-    vterm_input_write(vt->term, (const char *)p, n);
+    vt->dmg_seen = lv_text(vt, p, n, hi);
     vterm_state_get_cursorpos(vt->state, &after);
-    if (vt->dmg_seen) {
-        /* The last damage of a text write is its last glyph. */
-        VTermRect r = vt->dmg_last;
-        vt->comb.valid = 1;
-        vt->comb.pos.row = r.start_row;
-        vt->comb.pos.col = r.start_col;
-        vt->comb.width = r.end_col - r.start_col;
-        vt->comb.n = vt->dmg_n;
-        memset(vt->comb.chars, 0, sizeof vt->comb.chars);
-        memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);
-        vt->lv_stale = 0; /* libvterm's previous glyph is comb again */
-    }
     text_done(vt, before.row != after.row || before.col != after.col);
+    run_note(vt, p, n);
 }
 
 /* libvterm's cursor n columns right: ESC [ n C, by hand (snprintf was a
@@ -474,7 +603,7 @@ void vt_sync(struct vt *vt)
     lv_flush(vt);
     size_t n = vt->held_len;
     vt->held_len = 0;
-    write_text(vt, vt->held, n);
+    write_text(vt, vt->held, n, vt->held_hi && !vt->held_shift);
 }
 
 /* Glyphs of whole, valid UTF-8 text (as the filter hands it on) if each is
@@ -522,7 +651,9 @@ static size_t narrow_leads(const uint8_t *p, size_t n, size_t room)
  * (never designated or 'B'; libvterm decodes non-ASCII UTF-8 whatever GL
  * is) and no single shift is pending; IRM off; no pending wrap; the row not
  * double width; the run ends before the last column (so no wrap and no
- * phantom); DECLRMM and DECSCA off (asked of libvterm, see enum vt_fast).
+ * phantom); DECLRMM and DECSCA off (see enum vt_fast); DECOM off (under
+ * DECOM libvterm's CUF would put a cursor outside the margins back into
+ * them, which text does not).
  * The caller writes the unit's last glyph through libvterm as before, which
  * keeps libvterm's previous glyph (combining) and vt's own tracking (comb,
  * pending_wrap) as they were, unless the whole unit goes (whole_fast).
@@ -531,7 +662,7 @@ static size_t narrow_leads(const uint8_t *p, size_t n, size_t room)
  * put (see fast_text; DECLRMM and DECSCA are vt->fast's). */
 static int glyph_modes_plain(const struct vt *vt)
 {
-    return !vt->single_shift && !vt->insert && !vt->pending_wrap &&
+    return !vt->single_shift && !vt->insert && !vt->pending_wrap && !vt->origin &&
            (vt->gset[vt->gl] == 0 || vt->gset[vt->gl] == 'B');
 }
 
@@ -581,7 +712,7 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kin
     if (vt->fast == VT_FAST_UNKNOWN) {
         long a, b;
         int protect = vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
-        vt->fast = vt_query_mode(vt, 69) != 1 && !protect ? VT_FAST_OK : VT_FAST_NO;
+        vt->fast = !vt->lrmm && !protect ? VT_FAST_OK : VT_FAST_NO;
     }
     if (vt->fast != VT_FAST_OK ||
         (ascii == n ? vts_put_ascii(vt->cells, pos.row, pos.col, p, n)
@@ -591,29 +722,9 @@ static int fast_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kin
         lv_advance(vt, glyphs);
     else
         write_cuf(vt, glyphs);
+    if (kind != VT_TEXT_ASCII)
+        run_note(vt, p, n);
     return (int)glyphs;
-}
-
-/* The code point of whole, valid UTF-8 at p (as the filter hands text
- * on) and its length in *len. */
-static uint32_t utf8_at(const uint8_t *p, size_t n, size_t *len)
-{
-    uint8_t b = p[0];
-    size_t k = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-    if (k > n)
-        k = n;
-    uint32_t cp = k == 1 ? b : b & (0x7fu >> k);
-    for (size_t j = 1; j < k; j++)
-        cp = (cp << 6) | (p[j] & 0x3fu);
-    *len = k;
-    return cp;
-}
-
-/* DECSCA as libvterm's state has it now (a glyph vt.c puts itself). */
-static int protect_on(struct vt *vt)
-{
-    long a, b;
-    return vt_query_status(vt, "\"q", &a, &b) == 0 && a == 1;
 }
 
 /* While libvterm's previous glyph is stale (lv_stale: the fast path put
@@ -721,6 +832,7 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind
         memcpy(vt->held, p, n);
         vt->held_len = n;
         vt->held_shift = shift;
+        vt->held_hi = vt->run_hi;
         vt->single_shift = 0;
         return;
     }
@@ -734,6 +846,7 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind
         kind = VT_TEXT_ANY;
     } else if (vt->lv_stale && n > 0 && p[0] >= 0x80) {
         size_t k = own_marks(vt, p, n);
+        run_note(vt, p, k);
         p += k;
         n -= k;
     }
@@ -743,15 +856,16 @@ static void on_text(struct vt *vt, const uint8_t *p, size_t n, enum vt_text kind
     }
     size_t cut = last_start(p, n, kind);
     if (!fast_text(vt, p, cut, kind, 0))
-        write_text(vt, p, cut);
+        write_text(vt, p, cut, vt->run_hi && !shift);
     vt->single_shift = 0;
     if (n - cut <= sizeof vt->held && glyph_ends_row(vt, p + cut, n - cut)) {
         memcpy(vt->held, p + cut, n - cut);
         vt->held_len = n - cut;
         vt->held_shift = shift;
+        vt->held_hi = vt->run_hi;
         return;
     }
-    write_text(vt, p + cut, n - cut);
+    write_text(vt, p + cut, n - cut, vt->run_hi && !shift);
 }
 
 static int is_line_attr(const struct vtf_seq *s);
@@ -912,7 +1026,7 @@ static int sgr_fast(struct vt *vt, const struct vtf_seq *s)
      * (a double-width line is half as wide) or, with DECOM, inside the
      * margins, and pen_sync writes a CSI when libvterm needs the pen: only
      * where that can never move the cursor are SGRs ours */
-    if (vt->any_dwl || origin_mode(vt))
+    if (vt->any_dwl || vt->origin)
         return 0;
     for (int i = 0; i < s->nparams;) { /* all or nothing: check first */
         int w = sgr_width(s, i, sgr_kind_of(s->params[i]));
@@ -979,7 +1093,7 @@ static void single_width_lines(struct vt *vt)
         return;
     VTermPos cur;
     vterm_state_get_cursorpos(vt->state, &cur);
-    int origin = vt_query_mode(vt, 6) == 1;
+    const int origin = vt->origin;
     if (origin)
         vt_query(vt, "\033[?6l");
     char q[32];
@@ -1031,8 +1145,7 @@ static void fix_margins(struct vt *vt)
     if (bad_rows)
         vt_query(vt, "\033[r");
     if (bad_cols) {
-        int lrmm = vt_query_mode(vt, 69) == 1;
-        vt_query(vt, lrmm ? "\033[s" : "\033[?69h\033[s\033[?69l");
+        vt_query(vt, vt->lrmm ? "\033[s" : "\033[?69h\033[s\033[?69l");
     }
     if (cur.row >= vt->rows)
         cur.row = vt->rows - 1;
@@ -1101,13 +1214,7 @@ static int held_fast(struct vt *vt)
  * relative to the margins). 1 if taken. */
 static int cup_due(struct vt *vt, const struct vtf_seq *s)
 {
-    if (s->sub != 0 || s->nparams > 2 || vt->any_dwl)
-        return 0;
-    if (vt->origin < 0) { /* asked of libvterm: everything written first */
-        lv_flush(vt);
-        vt_sync(vt);
-    }
-    if (origin_mode(vt))
+    if (s->sub != 0 || s->nparams > 2 || vt->any_dwl || vt->origin)
         return 0;
     if (vt->held_len && !held_fast(vt)) {
         lv_flush(vt);
@@ -1169,9 +1276,7 @@ static int lf_fast(struct vt *vt, const struct vtf_unit *u)
     if ((!crlf && (u->len != 1 || u->bytes[0] != '\n')) || vt->fast != VT_FAST_OK || vt->any_dwl ||
         vt->held_len || vt->pending_wrap)
         return 0;
-    if (vt->origin < 0) /* asked of libvterm: everything written first */
-        lv_flush(vt);
-    if (origin_mode(vt))
+    if (vt->origin)
         return 0;            /* the due position is absolute: a CUP is not, under DECOM */
     if (!vt->region_known) { /* DECSTBM, asked once until a unit may change it */
         long top, bottom;
@@ -1199,15 +1304,11 @@ static int lf_fast(struct vt *vt, const struct vtf_unit *u)
     return 1;
 }
 
-static int on_unit(void *ud, const struct vtf_unit *u)
+/* A unit other than text. */
+static void on_other(struct vt *vt, const struct vtf_unit *u)
 {
-    struct vt *vt = ud;
-    if (u->kind == VTF_TEXT) {
-        on_text(vt, u->bytes, u->len, text_kind(u));
-        return 0;
-    }
     if (u->kind == VTF_CTRL && lf_fast(vt, u))
-        return 0;
+        return;
     /* text, then CR (LF): the CUF due after the text is moot, since CR
      * puts the cursor in column 0 wherever it stood (DECLRMM is off while
      * the fast path runs, and fast text leaves no pending wrap); not while
@@ -1217,26 +1318,24 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     const int plain_csi = u->kind == VTF_CSI && u->seq->leader == 0 && u->seq->ninter == 0;
     if (plain_csi && (u->seq->final == 'H' || u->seq->final == 'f')) {
         if (cup_due(vt, u->seq))
-            return 0;
+            return;
         /* CUP and HVP put the cursor where their parameters say, wherever
          * it stood (DECOM adds the margins, not the position); the same */
         if (!vt->held_len)
             vt->cuf_due = 0;
     }
-    /* an SGR taken without libvterm reads nothing of it (vt->origin known:
-     * no question asked): the move stays due */
-    if (lv_due(vt) && !vt->held_len && plain_csi && u->seq->final == 'm' && vt->origin >= 0 &&
-        sgr_fast(vt, u->seq))
-        return 0;
+    /* an SGR taken without libvterm reads nothing of it: the move stays due */
+    if (lv_due(vt) && !vt->held_len && plain_csi && u->seq->final == 'm' && sgr_fast(vt, u->seq))
+        return;
     if (plain_csi && u->seq->final == 'K' && el_fast(vt, u->seq))
-        return 0;
+        return;
     lv_flush(vt);
     vt_sync(vt);
     if (u->kind == VTF_ESC && vt->cols < 2 && is_line_attr(u->seq))
-        return 0; /* a double-width line one column wide has no room at all */
+        return; /* a double-width line one column wide has no room at all */
     if (u->kind == VTF_CSI && u->seq->final == 'm' && u->seq->leader == 0 && u->seq->ninter == 0) {
         if (sgr_fast(vt, u->seq))
-            return 0; /* the cursor, the modes, the tracked state: unchanged */
+            return; /* the cursor, the modes, the tracked state: unchanged */
         pen_sync(vt);
     } else if (vt->pen_stale && needs_pen(u)) {
         pen_sync(vt);
@@ -1275,6 +1374,17 @@ static int on_unit(void *ud, const struct vtf_unit *u)
     default:
         break;
     }
+}
+
+static int on_unit(void *ud, const struct vtf_unit *u)
+{
+    struct vt *vt = ud;
+    if (u->kind == VTF_TEXT) {
+        on_text(vt, u->bytes, u->len, text_kind(u));
+        return 0;
+    }
+    on_other(vt, u);
+    vt->run_hi = 0; /* the run of text ends here, its held glyph written (see lv_text) */
     return 0;
 }
 
@@ -1324,8 +1434,6 @@ int vt_new(uint16_t cols, uint16_t rows, struct vt **out)
     vt->cols = cols;
     vt->rows = rows;
     vt->cursor_visible = 1;
-    vt->awm = -1;
-    vt->origin = -1;
     reset_tracked(vt);
     /* A one-column libvterm dereferences NULL on a wide glyph. */
     vtf_set_narrow(vt->filter, cols < 2);
@@ -1388,6 +1496,7 @@ int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)
     if (cols == vt->cols && rows == vt->rows)
         return AL_OK;
     vt_sync(vt);
+    vt->run_hi = 0;
     modes_unknown(vt); /* the fixes below write to libvterm */
     VTermPos before, after;
     vterm_state_get_cursorpos(vt->state, &before);

@@ -31,11 +31,13 @@
  *                      joins it (rewriting its cell, even after the cell was
  *                      erased or the screen reset) whenever the cursor stands
  *                      right after it; from the last glyph damage of a write
- *   awm                DECAWM, cached between the units that may change it
- *                      (any ESC, a CSI with a leader or intermediates, a
- *                      resize): text_done needs it at every glyph that ends
- *                      a row (a TUI's right border), and a DECRQM each time
- *                      was a tenth of the model's time on a TUI repaint
+ *   origin, awm, lrmm  DECOM, DECAWM, DECLRMM, tracked from CSI ? h/l units
+ *                      and RIS as libvterm 0.1.4 takes them, not asked: a
+ *                      DECRQM is a CSI, and libvterm puts the cursor back
+ *                      into the margins at the end of every CSI under DECOM,
+ *                      wherever the program's bytes left it (after DECRC,
+ *                      say); text_done needs DECAWM at every glyph that ends
+ *                      a row, the fast paths DECOM and DECLRMM
  *   fast, single_shift whether runs of one-column glyphs may go straight into
  *                      the cells (vtscreen) with one CUF for libvterm's cursor,
  *                      instead of through libvterm's state glyph by glyph: see
@@ -51,7 +53,7 @@
  *                      glyph went into the last column with autowrap on, so
  *                      the next one wraps. Worked out from the damage of the
  *                      last glyph of each text unit (see text_done).
- * The rest (DECCKM, DECOM, DECAWM, mouse, margins, cursor style...) is
+ * The rest (DECCKM, mouse, margins, cursor style...) is
  * asked of libvterm when needed, by writing DECRQM/DECRQSS queries between
  * filter units (the filter guarantees libvterm's parser is then idle) and
  * catching the answers in cap[] through the output callback. Outside a
@@ -83,9 +85,10 @@ _Static_assert(VT_MAX_CHARS == VTERM_MAX_CHARS_PER_CELL, "cell size follows libv
 _Static_assert(AL_MAX_COLS % 8 == 0, "tab bitmap");
 
 /* What the text fast path (vt.c, fast_text) last learnt of the modes it
- * cannot track from units: side margins (DECLRMM) and protection (DECSCA).
+ * does not track from units: protection (DECSCA, asked with DECRQSS, a DCS
+ * that leaves the cursor alone), and side margins (DECLRMM, tracked).
  * Any ESC, or CSI with a leader or intermediates, may change them: back to
- * unknown, asked again at the next text. */
+ * unknown, worked out again at the next text. */
 enum vt_fast { VT_FAST_UNKNOWN = 0, VT_FAST_OK, VT_FAST_NO };
 
 struct vt_saved {
@@ -145,6 +148,10 @@ struct vt {
                  * at_due and cuf_due is set. */
     VTermPos due_pos;
     int held_shift;                /* a single shift (SS2/SS3) came before the held glyph */
+    int run_hi, held_hi;           /* a byte above 0x7f came earlier in this run of text
+                                    * (text units with no other unit between), while a set
+                                    * is designated in GL; held_hi: before the held glyph.
+                                    * See write_text in vt.c */
     int region_known;              /* region_top/bottom hold DECSTBM as libvterm last answered
                                     * (0: ask again; lf_fast in vt.c) */
     int region_top, region_bottom; /* rows [top, bottom) */
@@ -157,11 +164,11 @@ struct vt {
     uint8_t dmg_n; /* the code points of that last glyph's cell */
     uint32_t dmg_chars[VT_MAX_CHARS];
     int pen_stale; /* see sgr_fast in vt.c */
-    int origin;    /* DECOM (?6), cached as awm is (sgr_fast needs it) */
+    int origin;    /* DECOM (?6), tracked (see above) */
     int any_dwl;   /* a line was made double width or height: no sgr_fast */
     VTermColor default_fg, default_bg;
-    int awm; /* DECAWM (?7) as libvterm last answered: 1, 0, or -1 not known
-              * (asked again when needed); forgotten where fast is */
+    int awm;  /* DECAWM (?7), tracked */
+    int lrmm; /* DECLRMM (?69), tracked */
 
     unsigned snap_gaps;            /* what the last snapshot could not reproduce */
     enum vt_snap_level snap_level; /* the ladder's step the last snapshot made */

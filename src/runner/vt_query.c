@@ -9,7 +9,10 @@
  *
  * Not here: the feed path and the life cycle (vt.c), the snapshot
  * (vt_snapshot.c). Nothing here is on the per-byte path: the feed asks a
- * query only when a glyph ends a row, at DECSC and on a resize.
+ * query only at DECSC, for the text fast path (DECRQSS) and on a resize.
+ * A DECRQM is a CSI, which under DECOM ends in libvterm's clamp of the
+ * cursor into the margins: vt_get_modes (the snapshot) can still move a
+ * cursor that stands outside them.
  */
 #include "vt.h"
 
@@ -230,9 +233,9 @@ void vt_get_modes(struct vt *vt, struct vt_modes *m)
     m->app_cursor = vt_query_mode(vt, 1) == 1;
     m->app_keypad = (uint8_t)query_keypad(vt);
     m->reverse = vt_query_mode(vt, 5) == 1;
-    m->origin = vt_query_mode(vt, 6) == 1;
-    m->autowrap = vt_query_mode(vt, 7) == 1;
-    m->lr_margins = vt_query_mode(vt, 69) == 1;
+    m->origin = (uint8_t)vt->origin; /* tracked: see struct vt */
+    m->autowrap = (uint8_t)vt->awm;
+    m->lr_margins = (uint8_t)vt->lrmm;
     static const uint16_t mouse[] = {1000, 1002, 1003};
     for (size_t i = 0; i < sizeof mouse / sizeof mouse[0] && !m->mouse; i++)
         if (vt_query_mode(vt, mouse[i]) == 1)

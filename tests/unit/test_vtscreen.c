@@ -732,6 +732,31 @@ static void test_model_controls_after_fast_text(void **state)
     }
 }
 
+/* Each script in one write and again fed in pieces of every size, alone
+ * and after text the fast path took (what it learnt of the modes is then
+ * known, as in a TUI's stream), against libvterm's screen given the whole
+ * script. */
+static void scripts_in_pieces(const char *const *scripts, size_t count)
+{
+    char b[256];
+    for (size_t i = 0; i < 2 * count; i++) {
+        int bn = snprintf(b, sizeof b, "%s%s", i % 2 ? "\033[5;1Hab" : "", scripts[i / 2]);
+        assert_true(bn > 0 && (size_t)bn < sizeof b);
+        size_t n = (size_t)bn;
+        for (size_t cut = 0; cut <= n; cut++) { /* cut == n: one write */
+            struct ref r;
+            struct vt *vt = ref_pair_new(&r);
+            assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, n), AL_OK);
+            for (size_t off = 0; off < n; off += cut ? cut : n)
+                assert_int_equal(
+                    vt_feed(vt, (const uint8_t *)b + off, cut && n - off > cut ? cut : n - off),
+                    AL_OK);
+            compare_model(&r, vt, 5, 12, (unsigned)i, (int)cut);
+            ref_pair_free(&r, vt);
+        }
+    }
+}
+
 /* Cursor addressing and erases that vt.c takes without libvterm (CUP and
  * HVP due, cup_due; EL, el_fast; a glyph held back in the last column and
  * put by vt.c when a CUP follows, held_fast): TUI rows and their edges, each
@@ -833,26 +858,60 @@ static void test_model_cursor_without_libvterm(void **state)
          * not there (found by fuzz_vt_diff) */
         "\033[3;5r\033[?6hab\r\ncd\bef",
         "\033[3;5r\033[?6hab\ncd\bef",
+        /* DECOM with the cursor outside the margins (DECRC): libvterm 0.1.4
+         * puts the cursor back into them at the end of every CSI, so vt.c
+         * writes none of its own there (found by fuzz_vt_diff) */
+        "\033[3r\033[?6h\03380\bx",
+        "\033[3r\033[?6h\0338ab\033[1mcd\033[mef",
+        "\033[2;3r\033[5;5H\0337\033[?6h\0338xy\rz",
+        "\033[3r\033[?6h\0338abcdefghijklmn",
+        "\033[?7l\033[3r\033[?6h\0338abcdefghijklmn",
+        "\033[3r\033[?6h\0338\033[1;11Hab\0338\xe2\x94\x82x",
+        /* DECAWM, DECOM, DECLRMM as libvterm 0.1.4 takes them: the first
+         * parameter only, sub-parameters ignored, RIS resets, DECSTR not */
+        "\033[?7;1l\033[2;11Habc",
+        "\033[?1;7l\033[2;11Habc",
+        "\033[?7:1l\033[2;11Habc",
+        "\033[?;7l\033[2;11Habc",
+        "\033[?7l\033c\033[2;11Habc",
+        "\033[?7l\033[!p\033[2;11Habc",
+        "\033[?7l\033[?7h\033[2;11Habc",
+        "\033[?6;7h\033[2;3r\033[1;1Hab\033[1;11Hxyz",
+        "\033[?69h\033[3;6s\033[2;1Habcdefgh",
+        "\033[?69h\033[3;6s\033[?69l\033[2;1Habcdefgh",
+        "\033[?69h\033[3;6s\033c\033[2;1Habcdefgh",
     };
-    char b[256];
-    for (size_t i = 0; i < 2 * sizeof scripts / sizeof scripts[0]; i++) {
-        /* each also after text the fast path took (what it learnt of the
-         * modes is then known, as in a TUI's stream) */
-        int bn = snprintf(b, sizeof b, "%s%s", i % 2 ? "\033[5;1Hab" : "", scripts[i / 2]);
-        assert_true(bn > 0 && (size_t)bn < sizeof b);
-        size_t n = (size_t)bn;
-        for (size_t cut = 0; cut <= n; cut++) { /* cut == n: one write */
-            struct ref r;
-            struct vt *vt = ref_pair_new(&r);
-            assert_int_equal(vtf_feed(r.filter, (const uint8_t *)b, n), AL_OK);
-            for (size_t off = 0; off < n; off += cut ? cut : n)
-                assert_int_equal(
-                    vt_feed(vt, (const uint8_t *)b + off, cut && n - off > cut ? cut : n - off),
-                    AL_OK);
-            compare_model(&r, vt, 5, 12, (unsigned)i, (int)cut);
-            ref_pair_free(&r, vt);
-        }
-    }
+    scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
+}
+
+/* A combining mark after ASCII after non-ASCII text, with a set designated
+ * in GL (ESC ( B, as ncurses' sgr0 sends): libvterm 0.1.4 decodes one
+ * write's text through GL's set while it starts with ASCII, then as UTF-8
+ * from its first non-ASCII byte on, and a mark that starts a piece so
+ * decoded joins a glyph in the last column only within that piece. vt.c
+ * writes a run's text in several writes (the held glyph, the fast path's
+ * pieces): a write that starts with ASCII where the whole run would be
+ * UTF-8 by then joins such marks itself (found by fuzz_vt_diff). */
+static void test_model_marks_after_designated_set(void **state)
+{
+    (void)state;
+    static const char *const scripts[] = {
+        "\033(B\033[1;11H\xc3\xa9~\xcc\x81",                /* the row's last glyph */
+        "\033(B\033[1;11H\xc3\xa9~\xcc\x81\xcc\x82yz",      /* more marks, then text */
+        "\033(B\033[1;10H\303\251ab\314\201c",              /* in the middle of the text */
+        "\033(B\033[1;11H\xc3\xa9~\xcc\x81\033[m\xcc\x82x", /* a later mark: alone */
+        "\033(B\033[1;11H\xc3\xa9~\xcc\x81\033[1;1Hx",      /* held, then a CUP */
+        "\033(A\033[1;11H\xc3\xa9~\xcc\x81",                /* the UK set: '~' is ASCII's */
+        "\033[?7l\033(B\033[1;11H\xc3\xa9~\xcc\x81y",       /* no autowrap */
+        "\033[4h\033(B\033[1;11H\xc3\xa9~\xcc\x81y",        /* insert mode */
+        "\033(B\033[1;11Hx~\xcc\x81",                       /* ASCII first: the mark stays apart */
+        "\033(B\033[1;11H~\xcc\x81",
+        "\033(B\033[2;1H\342\224\202abcdefghij\314\201k", /* wraps: the fast path's piece */
+        "\033(B\033[1;12H\xc3\xa9~\xcc\x81",              /* é held, ~ on the next row */
+        /* é held, written when the SGR comes: the next run starts afresh */
+        "\033(B\033[1;12H\xc3\xa9\033[mabcdefghijkl\xcc\x82",
+    };
+    scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
 }
 
 /* A newline at the bottom moves row pointers, not cells; an idle screen
@@ -888,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_model_marks_after_fast_text),
         cmocka_unit_test(test_model_controls_after_fast_text),
         cmocka_unit_test(test_model_cursor_without_libvterm),
+        cmocka_unit_test(test_model_marks_after_designated_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
