@@ -27,6 +27,8 @@ DEB_PKGS=(
   # git http-backend behind lighttpd's CGI; haproxy: the front tests/integration/replicas.mjs
   # starts on 127.0.0.1 before airlockd replicas)
   nodejs openssl procps util-linux tmux vim chromium postgresql git lighttpd haproxy
+  # sqlite3: tests/integration/proxy_audit.mjs reads the database itself
+  sqlite3
 )
 
 missing=()

@@ -8,7 +8,8 @@
  *   api_auth.c      who is asking: API key, or session cookie + CSRF; Origin
  *   api_reply.c     the answers
  *   api_view.c      rows as the API's JSON
- *   api_audit.c     the audit log: actions, refusals, retention, GET /v1/audit
+ *   api_audit.c     the audit log: actions, refusals, rows queued, retention,
+ *                   GET /v1/audit
  *   api_sandbox.c, api_terminal.c, api_session.c, api_metrics.c,
  *   api_static.c    the handlers, one file per resource
  *   api_ws.c        WebSocket connections: messages in, frames out, close
@@ -51,6 +52,7 @@
 #include "al_log.h"
 #include "api_local.h"
 #include "auditagg.h"
+#include "auditq.h"
 #include "db.h"
 #include "fsutil.h"
 #include "lsbx.h"
@@ -492,7 +494,9 @@ static void run(struct api *a, const struct listen_addr *l)
     (void)uv_signal_init(a->loop, &a->sigterm);
     (void)uv_signal_init(a->loop, &a->sigint);
     (void)uv_timer_init(a->loop, &a->tick);
-    a->sigterm.data = a->sigint.data = a->tick.data = a;
+    (void)uv_timer_init(a->loop, &a->auditq_timer);
+    a->sigterm.data = a->sigint.data = a->tick.data = a->auditq_timer.data = a;
+    a->auditq_timer_on = 1;
     (void)uv_signal_start(&a->sigterm, on_stop, SIGTERM);
     (void)uv_signal_start(&a->sigint, on_stop, SIGINT);
     (void)uv_timer_start(&a->tick, on_tick, API_TICK_MS, API_TICK_MS);
@@ -513,18 +517,21 @@ static void run(struct api *a, const struct listen_addr *l)
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->tick, NULL);
+    a->auditq_timer_on = 0; /* rows queued from now on wait for the flush below */
+    uv_close((uv_handle_t *)&a->auditq_timer, NULL);
     teardown(a);
-    api_audit_housekeeping(a, 1); /* the refusals counted since the last flush */
+    api_audit_housekeeping(a, 1); /* the refusals counted, the rows queued since the last flush */
 }
 
 /* What outlives the loop: the local sandboxes' state, the database, the
- * signer, the refusals' counts. */
+ * signer, the refusals' counts, the audit queue (empty after a run). */
 static void release(struct api *a)
 {
     lsbx_free(a->lsbx);
     (void)db_close(a->db);
     signer_stop(a->signer);
     aagg_free(a->agg);
+    auditq_free(a->auditq);
     free(a);
 }
 
@@ -533,7 +540,8 @@ int api_serve(const struct api_config *cfg, char *err, size_t cap)
     struct api *a = calloc(1, sizeof *a);
     if (!a)
         return AL_E_NOMEM;
-    if (aagg_new(&a->agg) != AL_OK) {
+    if (aagg_new(&a->agg) != AL_OK || auditq_new(&a->auditq) != AL_OK) {
+        aagg_free(a->agg);
         free(a);
         return AL_E_NOMEM;
     }

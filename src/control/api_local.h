@@ -94,6 +94,9 @@ struct api {
     struct wsl *wsl;  /* the listening socket, the connection limits */
     struct aagg *agg; /* refusals not yet written to the audit log */
     uint64_t next_flush_ms, next_prune_ms;
+    struct auditq *auditq;   /* rows queued, written in one transaction per flush */
+    uv_timer_t auditq_timer; /* ... when auditq_due_in says (api_audit_later) */
+    int auditq_timer_on;     /* the timer may be started: between run's init and close */
     struct al_lograte log_refused;
     struct sesswatch *watch;    /* WebSockets opened by web sessions (api_wsess.c) */
     struct sesswatch *keywatch; /* ... and by API keys, by the key's handle */
@@ -244,6 +247,15 @@ void api_audit(struct api *a, const char *actor, const char *action, const char 
                const char *detail);
 void api_audit_refused(struct api *a, const char *peer, const char *action, const char *why,
                        const char *target);
+/* A row written within AUDITQ_FLUSH_MS, in a batch (auditq.h): the
+ * proxy's calls (proxystore_audit_fn). */
+void api_audit_later(void *api, const char *actor, const char *action, const char *target,
+                     const char *detail);
+/* Write the queued rows now (one transaction); a failure is logged with
+ * the count of rows lost. */
+void api_audit_flush_queue(struct api *a);
+/* force: the refusals counted and the rows queued are written now (at
+ * start and at stop), with retention; else each when due (the tick). */
 void api_audit_housekeeping(struct api *a, int force);
 
 /* api_ws.c */

@@ -3,7 +3,8 @@
  * started with the relay when --config names upstreams (each upstream's
  * secret read once at start, so that a bad one stops airlockd with the
  * upstream named, never the secret), its direct path served on
- * --proxy-listen by proxysrv.c, its store the database (proxystore.c), and
+ * --proxy-listen by proxysrv.c, its store the database (proxystore.c, its
+ * audit rows queued and written in batches: api_audit_later), and
  * stopped before the loop closes. GET /v1/proxy/upstreams lists the
  * upstreams a terminal may ask for (names and kinds: never a URL, a
  * header or where a secret comes from); POST /v1/terminals/ID/proxy/revoke
@@ -67,7 +68,8 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         return AL_OK;
     }
     struct proxy_store store;
-    a->pstore = (struct proxystore){a->db, proxy_live, a};
+    /* each call's audit row is queued, written in batches (api_audit_later) */
+    a->pstore = (struct proxystore){a->db, proxy_live, a, api_audit_later, a};
     proxystore_of(&a->pstore, &store);
     char why[512] = "";
     int rc = proxy_new(pc, a->loop, &store, &a->proxy, why, sizeof why);

@@ -129,6 +129,7 @@ enum {
     DB_TARGET_MAX = 256,           /* an audit target */
     DB_DETAIL_MAX = 4096,          /* an audit detail (JSON text) */
     DB_AUDIT_LIMIT_MAX = 1000,     /* rows one audit query may return */
+    DB_AUDIT_BATCH_MAX = 1000,     /* rows one db_audit_add_batch may write */
     DB_BUSY_TIMEOUT_MS = 5000,     /* wait for a lock held by another process */
     DB_SESSION_RAW_LEN = 32,       /* random bytes in a session secret or CSRF token */
     DB_SESSION_LEN = 47,           /* "als_" / "alc_" + 43 base64url characters */
@@ -453,6 +454,17 @@ int db_proxy_of_terminal(struct db *db, const char *terminal_id, struct db_proxy
  * be NULL or ""; detail_json a JSON object (NULL: {}). */
 int db_audit_add(struct db *db, int64_t at, const char *actor, const char *action,
                  const char *target, const char *detail_json);
+/* One row of db_audit_add_batch: db_audit_add's arguments (strings
+ * borrowed for the call). */
+struct db_audit_row {
+    int64_t at; /* Unix ms; 0: now */
+    const char *actor, *action, *target, *detail_json;
+};
+/* n rows (0..DB_AUDIT_BATCH_MAX) in one transaction, in order (their ids
+ * grow with their index): every row is checked first, and then either all
+ * are stored or none. A row db_audit_add would refuse fails the whole
+ * batch with that code and its index in the message. */
+int db_audit_add_batch(struct db *db, const struct db_audit_row *rows, size_t n);
 int db_audit_query(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
 /* Retention: remove the rows older than before_at (Unix ms; 0: none by
  * age), then all but the newest keep_rows (0: none by count). The audit

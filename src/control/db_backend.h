@@ -125,6 +125,9 @@ struct db_backend {
     int (*audit_add)(struct db *db, int64_t at, const char *actor, const char *action,
                      const char *target, const char *detail_json, const char *sandbox_id,
                      int64_t fence);
+    /* n >= 1 rows, checked and with their defaults (at set), in one
+     * transaction: all stored in order, or none. */
+    int (*audit_add_batch)(struct db *db, const struct db_audit_row *rows, size_t n);
     int (*audit_query)(struct db *db, const struct db_audit_filter *f, db_audit_cb cb, void *ctx);
     int (*audit_prune)(struct db *db, int64_t before_at, uint64_t keep_rows);
 };

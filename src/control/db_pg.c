@@ -46,8 +46,9 @@
  * and re-reading the version, so several airlockd starting together apply
  * each step once; a failed step leaves nothing behind (DDL is
  * transactional). The migrations are the only multi-statement
- * transactions, as in the SQLite backend; every other call is one
- * statement, committed on its own.
+ * transactions; every other call is one statement, committed on its own,
+ * a batch of audit rows too (one INSERT of many rows, where the SQLite
+ * backend runs one statement per row in one transaction).
  * Text order (user and sandbox lists) is by bytes (COLLATE "C"), as in
  * SQLite, whatever the database's collation.
  *

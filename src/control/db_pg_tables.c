@@ -17,6 +17,8 @@
 
 #include <libpq-fe.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- users ---------------------------------------------------------------------- */
@@ -395,6 +397,60 @@ static int dbp_audit_add(struct db *db, int64_t at, const char *actor, const cha
         rc = db_fail(db, AL_E_PERM, "sandbox %s: gone, or another owner now (our fence %lld)",
                      sandbox_id ? sandbox_id : "", (long long)fence);
     PQclear(r.res);
+    return rc;
+}
+
+enum {
+    DBP_AUDIT_ROW_PARAMS = 5,   /* a batch's row: at, actor, action, target, detail */
+    DBP_AUDIT_ROW_SQL_MAX = 64, /* ", ($N::bigint, $N, $N, $N, $N)" for N < 10^6 */
+};
+#define DBP_AUDIT_INSERT "INSERT INTO audit (at, actor, action, target, detail) VALUES "
+
+/* One statement for the whole batch: one round trip, and one transaction
+ * (a statement is atomic). The rows of VALUES take their ids in order. The
+ * SQL is our own text, placeholders only: every value is a parameter. */
+static int dbp_audit_add_batch(struct db *db, const struct db_audit_row *rows, size_t n)
+{
+    size_t cap = sizeof DBP_AUDIT_INSERT + n * DBP_AUDIT_ROW_SQL_MAX;
+    char *sql = malloc(cap);
+    const char **v = malloc(n * DBP_AUDIT_ROW_PARAMS * sizeof *v);
+    char(*at)[DBP_INT_TEXT] = malloc(n * sizeof *at);
+    if (!sql || !v || !at) {
+        free(at);
+        free(v);
+        free(sql);
+        return dbp_fail(db, AL_E_NOMEM, "out of memory");
+    }
+    int rc = AL_OK;
+    size_t o = (size_t)snprintf(sql, cap, "%s", DBP_AUDIT_INSERT);
+    for (size_t i = 0; rc == AL_OK && i < n; i++) {
+        size_t p = i * DBP_AUDIT_ROW_PARAMS; /* this row's: $p+1 .. $p+5 */
+        int w = snprintf(sql + o, cap - o, "%s($%zu::bigint, $%zu, $%zu, $%zu, $%zu)",
+                         i ? ", " : "", p + 1, p + 2, p + 3, p + 4, p + 5);
+        if (w < 0 || (size_t)w >= cap - o) {
+            rc = dbp_fail(db, AL_E_TOOBIG, "add audit rows: query too long");
+            break;
+        }
+        o += (size_t)w;
+        dbp_i64_text(at[i], sizeof at[i], rows[i].at);
+        v[p] = at[i];
+        v[p + 1] = rows[i].actor;
+        v[p + 2] = rows[i].action;
+        v[p + 3] = rows[i].target;
+        v[p + 4] = rows[i].detail_json;
+    }
+    struct dbp_res r = {0};
+    if (rc == AL_OK)
+        rc = dbp_exec(db, "add audit rows", sql, (int)(n * DBP_AUDIT_ROW_PARAMS), v, &r);
+    char want[DBP_INT_TEXT];
+    dbp_i64_text(want, sizeof want, (int64_t)n);
+    if (rc == AL_OK && strcmp(PQcmdTuples(r.res), want) != 0)
+        rc =
+            dbp_fail(db, AL_E_IO, "add audit rows: %s rows stored of %s", PQcmdTuples(r.res), want);
+    PQclear(r.res);
+    free(at);
+    free(v);
+    free(sql);
     return rc;
 }
 
@@ -848,6 +904,7 @@ const struct db_backend db_pg_backend = {
     .runner_key_pin = dbp_runner_key_pin,
     .runner_key_set = dbp_runner_key_set,
     .audit_add = dbp_audit_add,
+    .audit_add_batch = dbp_audit_add_batch,
     .audit_query = dbp_audit_query,
     .audit_prune = dbp_audit_prune,
 };

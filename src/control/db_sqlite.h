@@ -83,6 +83,10 @@ void dbs_rollback(struct db *db);
  * the raw (extended) result code of the step, *one (when not NULL)
  * whether exactly one row changed. */
 int dbs_run(struct db *db, const char *sql, const struct dbs_arg *a, int n, int *raw, bool *one);
+/* Run a prepared statement (dbs_prepare) again with new args, expecting
+ * no row: many rows through one statement (its caller finishes it). The
+ * text args must outlive the next run or the finish. */
+int dbs_rerun(struct db *db, sqlite3_stmt *st, const struct dbs_arg *a, int n);
 /* The same, AL_E_NOENT ("no <what> <key>") when no row changed. */
 int dbs_change(struct db *db, const char *sql, const struct dbs_arg *a, int n, const char *what,
                const char *key, int *raw);

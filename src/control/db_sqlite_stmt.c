@@ -301,6 +301,17 @@ int dbs_run(struct db *db, const char *sql, const struct dbs_arg *a, int n, int 
     return st ? dbs_finish(db, st, rc) : rc;
 }
 
+int dbs_rerun(struct db *db, sqlite3_stmt *st, const struct dbs_arg *a, int n)
+{
+    /* reset's code repeats the last step's, which was reported then */
+    (void)sqlite3_reset(st);
+    int rc = AL_OK;
+    for (int i = 0; rc == AL_OK && i < n; i++)
+        rc = a[i].is_int ? dbs_bind_i64(db, st, i + 1, a[i].i64)
+                         : dbs_bind_text(db, st, i + 1, a[i].text);
+    return rc == AL_OK ? dbs_step(db, st, NULL, NULL) : rc;
+}
+
 int dbs_change(struct db *db, const char *sql, const struct dbs_arg *a, int n, const char *what,
                const char *key, int *raw)
 {

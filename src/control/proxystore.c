@@ -28,9 +28,9 @@ static int sandbox_of(void *ud, const char *terminal, char *sandbox, size_t cap)
     return rc;
 }
 
-static void record(void *ud, const struct proxyconn_record *rec)
+/* The record's detail (JSON text, the caller frees it; NULL: out of memory). */
+static char *detail_of(const struct proxyconn_record *rec)
 {
-    struct db *db = ud;
     size_t plen = strnlen(rec->path ? rec->path : "", PROXYSTORE_PATH_SHOWN);
     json_t *d = json_pack(
         "{s:s, s:s, s:s%, s:i, s:I, s:I, s:I}", "upstream", rec->upstream ? rec->upstream : "",
@@ -39,6 +39,13 @@ static void record(void *ud, const struct proxyconn_record *rec)
         (json_int_t)rec->bytes_down, "latency_ms", (json_int_t)rec->latency_ms);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
+    return detail;
+}
+
+static void record(void *ud, const struct proxyconn_record *rec)
+{
+    struct db *db = ud;
+    char *detail = detail_of(rec);
     /* a failure here costs the row, never the call */
     (void)db_audit_add(db, 0, "system", "proxy_call", rec->terminal ? rec->terminal : "", detail);
     free(detail);
@@ -62,7 +69,13 @@ static int sandbox_of_live(void *ud, const char *terminal, char *sandbox, size_t
 static void record_live(void *ud, const struct proxyconn_record *rec)
 {
     struct proxystore *ps = ud;
-    record(ps->db, rec);
+    if (!ps->audit) {
+        record(ps->db, rec);
+        return;
+    }
+    char *detail = detail_of(rec);
+    ps->audit(ps->audit_ud, "system", "proxy_call", rec->terminal ? rec->terminal : "", detail);
+    free(detail);
 }
 
 void proxystore_of(struct proxystore *ps, struct proxy_store *out)

@@ -3,7 +3,8 @@
  * kept in airlockd's database: a credential's lookup is db_proxy_lookup
  * (a live credential of a live terminal that opens the upstream), a
  * terminal's sandbox is its row's (db_terminal_get), and
- * each call's record is one audit row, action "proxy_call", actor
+ * each call's record is one audit row (written at once, or handed to
+ * airlockd's queue: proxystore_audit_fn), action "proxy_call", actor
  * "system", target the terminal ("" when the credential was not valid),
  * detail {"upstream", "method", "path" (without its query, at most
  * PROXYSTORE_PATH_SHOWN bytes), "status", "bytes_up", "bytes_down",
@@ -25,6 +26,11 @@ void proxystore_of_db(struct db *db, struct proxy_store *out);
 
 /* Whether a terminal is confirmed to run now (airlockd: relay_proxy_live). */
 typedef int proxystore_live_fn(void *ud, const char *terminal);
+/* Where airlockd's store hands each call's audit row (db_audit_add's
+ * arguments, borrowed for the call) to be written later: airlockd queues
+ * it (api_audit_later: auditq.h, one transaction per flush). */
+typedef void proxystore_audit_fn(void *ud, const char *actor, const char *action,
+                                 const char *target, const char *detail_json);
 
 /* A store over db whose credentials open their upstream only while
  * live(live_ud, terminal) says 1: a credential valid in the database whose
@@ -35,6 +41,8 @@ struct proxystore {
     struct db *db;
     proxystore_live_fn *live;
     void *live_ud;
+    proxystore_audit_fn *audit; /* NULL: each row written at once (db_audit_add) */
+    void *audit_ud;
 };
 /* The store over ps (borrowed, with what it points to: it must outlive the
  * proxy). */

@@ -21,7 +21,8 @@
  * migration that fails leaving nothing; users and API keys (the key never
  * stored in clear); sandboxes, terminals with their foreign key, channel
  * and state rules; offsets that survive a reopen; the audit log with its
- * filters and limit; proxy credentials (bound to a live terminal and its
+ * filters and limit, rows added in one batch (one transaction); proxy
+ * credentials (bound to a live terminal and its
  * upstreams, revoked, removed with their terminal); and a clear error for
  * every bad input.
  * Every db_close must return AL_OK: SQLite refuses to close a connection
@@ -1685,6 +1686,110 @@ static void test_audit_bad_inputs(void **state)
     assert_int_equal(audit_count(f, 0, NULL, NULL, 10, &c), 1);
 }
 
+/* db_audit_add_batch: many rows in one transaction, in order. */
+struct batch_rows {
+    size_t n;
+    struct db_audit r[4];
+};
+
+static int collect_batch(void *ctx, const struct db_audit *a)
+{
+    struct batch_rows *b = ctx;
+    if (b->n < 4)
+        b->r[b->n] = *a;
+    b->n++;
+    return 0;
+}
+
+/* Make the database refuse an insert whose target is "boom" (as a full disk
+ * or a cut connection would), behind the interface. */
+static void raw_refuse_boom(const struct fx *f)
+{
+    if (pg.on) {
+        pg_exec(f->path, "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$"
+                         " BEGIN IF NEW.target = 'boom' THEN"
+                         " RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$");
+        pg_exec(f->path, "CREATE TRIGGER boom BEFORE INSERT ON audit FOR EACH ROW"
+                         " EXECUTE FUNCTION boom()");
+    } else {
+        sq_exec(f->path, "CREATE TRIGGER boom BEFORE INSERT ON audit WHEN NEW.target = 'boom'"
+                         " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+    }
+}
+
+static void test_audit_batch(void **state)
+{
+    struct fx *f = *state;
+    struct arows c;
+    /* every field, in order (ids grow with the index), defaults filled in */
+    const struct db_audit_row rows[] = {
+        {3000, "system", "proxy_call", "t-1", "{\"status\": 200}"},
+        {1000, "alice", "attach", NULL, NULL},
+        {0, "bob", "kill", "t-2", "{\"signal\": 15}"},
+    };
+    assert_int_equal(db_audit_add_batch(f->db, rows, 3), AL_OK);
+    assert_int_equal(db_audit_add_batch(f->db, rows, 0), AL_OK);
+    assert_int_equal(db_audit_add_batch(f->db, NULL, 0), AL_OK);
+    struct batch_rows b = {0};
+    struct db_audit_filter flt = {.limit = 10};
+    assert_int_equal(db_audit_query(f->db, &flt, collect_batch, &b), AL_OK);
+    assert_int_equal(b.n, 3);
+    /* newest first: bob's (now), then 3000, then 1000 */
+    assert_string_equal(b.r[0].actor, "bob");
+    assert_true(b.r[0].at > 3000);
+    assert_string_equal(b.r[0].target, "t-2");
+    assert_string_equal(b.r[0].detail, "{\"signal\": 15}");
+    assert_int_equal(b.r[1].at, 3000);
+    assert_string_equal(b.r[1].actor, "system");
+    assert_string_equal(b.r[1].action, "proxy_call");
+    assert_string_equal(b.r[1].target, "t-1");
+    assert_string_equal(b.r[1].detail, "{\"status\": 200}");
+    assert_int_equal(b.r[2].at, 1000);
+    assert_string_equal(b.r[2].action, "attach");
+    assert_string_equal(b.r[2].target, "");
+    assert_string_equal(b.r[2].detail, "{}");
+    assert_int_equal(b.r[2].id, b.r[1].id + 1);
+    assert_int_equal(b.r[0].id, b.r[2].id + 1);
+
+    /* one bad row: none stored, its index named */
+    const struct db_audit_row bad[] = {
+        {1, "system", "proxy_call", "t-1", NULL},
+        {1, "system", "proxy_call", "t-1", NULL},
+        {1, "system", "Not An Action", "t-1", NULL},
+    };
+    assert_int_equal(db_audit_add_batch(f->db, bad, 3), AL_E_INVAL);
+    assert_non_null(strstr(db_errmsg(f->db), "audit row 2: "));
+    assert_int_equal(db_audit_add_batch(f->db, NULL, 1), AL_E_INVAL);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 3);
+
+    /* the database refuses one row: the rows before it are not kept either
+     * (one transaction), and the next batch is stored */
+    raw_refuse_boom(f);
+    const struct db_audit_row boom[] = {
+        {1, "system", "proxy_call", "t-1", NULL},
+        {1, "system", "proxy_call", "boom", NULL},
+        {1, "system", "proxy_call", "t-1", NULL},
+    };
+    assert_int_not_equal(db_audit_add_batch(f->db, boom, 3), AL_OK);
+    assert_non_null(strstr(db_errmsg(f->db), "refused by the test"));
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 3);
+    assert_int_equal(db_audit_add_batch(f->db, boom, 1), AL_OK);
+    assert_int_equal(audit_count(f, 0, NULL, NULL, 100, &c), 4);
+
+    /* the limit: DB_AUDIT_BATCH_MAX rows in one batch, not one more */
+    struct db_audit_row *many = calloc(DB_AUDIT_BATCH_MAX + 1, sizeof *many);
+    assert_non_null(many);
+    for (size_t i = 0; i <= DB_AUDIT_BATCH_MAX; i++)
+        many[i] = (struct db_audit_row){(int64_t)(10 + i), "system", "proxy_call", "t-1", NULL};
+    assert_int_equal(db_audit_add_batch(f->db, many, DB_AUDIT_BATCH_MAX + 1), AL_E_TOOBIG);
+    assert_int_equal(db_audit_add_batch(f->db, many, DB_AUDIT_BATCH_MAX), AL_OK);
+    free(many);
+    assert_int_equal(raw_int(f, "SELECT count(*) FROM audit"), 4 + DB_AUDIT_BATCH_MAX);
+    assert_int_equal(raw_int(f, "SELECT max(id) - min(id) FROM audit WHERE at >= 10 AND at < 2000"
+                                " AND target = 't-1'"),
+                     DB_AUDIT_BATCH_MAX - 1);
+}
+
 /* ---- PostgreSQL only ------------------------------------------------------- */
 
 static void test_pg_open_schema(void **state)
@@ -1917,6 +2022,8 @@ static void test_null_db(void **state)
     assert_int_equal(db_terminal_set_offsets(NULL, "t-1", &zero_off), AL_E_INVAL);
     assert_int_equal(db_terminal_remove(NULL, "t-1"), AL_E_INVAL);
     assert_int_equal(db_audit_add(NULL, 0, "a", "login", NULL, NULL), AL_E_INVAL);
+    const struct db_audit_row row = {0, "a", "login", NULL, NULL};
+    assert_int_equal(db_audit_add_batch(NULL, &row, 1), AL_E_INVAL);
     assert_int_equal(db_audit_query(NULL, &flt, collect_audit, NULL), AL_E_INVAL);
     char sid[DB_SESSION_LEN + 1], csrf[DB_SESSION_LEN + 1];
     struct db_session ss;
@@ -3502,6 +3609,7 @@ int main(int argc, char **argv)
         BOTH(test_audit_limit),
         BOTH(test_audit_prune),
         BOTH(test_audit_bad_inputs),
+        BOTH(test_audit_batch),
         BOTH(test_session_lifecycle),
         BOTH(test_session_live),
         BOTH(test_session_hashed_and_survives_reopen),

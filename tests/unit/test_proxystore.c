@@ -4,7 +4,9 @@
  * a revoked one and one of an ended terminal open nothing, and each call
  * becomes one audit row holding no credential, its path cut to
  * PROXYSTORE_PATH_SHOWN bytes; airlockd's store (proxystore_of) gates on
- * the terminal's liveness and tells a terminal's sandbox.
+ * the terminal's liveness and tells a terminal's sandbox, and with an
+ * audit hook hands each call's row to it (airlockd queues it: auditq.h)
+ * instead of writing it on the call's path.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,7 +120,7 @@ static void test_live_store(void **state)
     static const char *const ups[] = {"anthropic"};
     assert_int_equal(db_proxy_add(f->db, ha, a, ups, 1), AL_OK);
     int live = 0;
-    struct proxystore ps = {f->db, live_flag, &live};
+    struct proxystore ps = {f->db, live_flag, &live, NULL, NULL};
     struct proxy_store st;
     proxystore_of(&ps, &st);
     proxy_hash(ca, h);
@@ -183,12 +185,65 @@ static void test_record(void **state)
     assert_null(strstr(r.last.detail, "alp_"));
 }
 
+struct handed {
+    unsigned n;
+    char actor[DB_NAME_MAX + 1], action[DB_ACTION_MAX + 1], target[DB_TARGET_MAX + 1];
+    char detail[DB_DETAIL_MAX + 1];
+};
+
+static void hand(void *ud, const char *actor, const char *action, const char *target,
+                 const char *detail)
+{
+    struct handed *h = ud;
+    h->n++;
+    (void)snprintf(h->actor, sizeof h->actor, "%s", actor);
+    (void)snprintf(h->action, sizeof h->action, "%s", action);
+    (void)snprintf(h->target, sizeof h->target, "%s", target);
+    (void)snprintf(h->detail, sizeof h->detail, "%s", detail ? detail : "");
+}
+
+/* airlockd's store with an audit hook (api_audit_later): each call's row
+ * goes to the hook, to be written in a batch, and none is written on the
+ * call's own path. */
+static void test_record_handed(void **state)
+{
+    struct fx *f = *state;
+    int live = 1;
+    struct handed h = {0};
+    struct proxystore ps = {f->db, live_flag, &live, hand, &h};
+    struct proxy_store st;
+    proxystore_of(&ps, &st);
+    const struct proxyconn_record rec = {
+        .terminal = "t-0123",
+        .upstream = "github",
+        .method = "GET",
+        .path = "/repos/x",
+        .status = 200,
+        .bytes_up = 1,
+        .bytes_down = 2,
+        .latency_ms = 3,
+    };
+    st.record(st.ud, &rec);
+    assert_int_equal(h.n, 1);
+    assert_string_equal(h.actor, "system");
+    assert_string_equal(h.action, "proxy_call");
+    assert_string_equal(h.target, "t-0123");
+    assert_string_equal(h.detail, "{\"upstream\":\"github\",\"method\":\"GET\",\"path\":"
+                                  "\"/repos/x\",\"status\":200,\"bytes_up\":1,\"bytes_down\":2,"
+                                  "\"latency_ms\":3}");
+    struct rows r = {0};
+    const struct db_audit_filter flt = {.action = "proxy_call", .limit = 10};
+    assert_int_equal(db_audit_query(f->db, &flt, collect, &r), AL_OK);
+    assert_int_equal(r.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_handed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
