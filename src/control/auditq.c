@@ -6,6 +6,9 @@
 
 #include "al_err.h"
 
+_Static_assert((int)AUDITQ_MAX_ROWS <= (int)DB_AUDIT_BATCH_MAX, "a full queue is one batch");
+_Static_assert(AUDITQ_BATCH_ROWS <= AUDITQ_MAX_ROWS, "a batch fits the queue");
+
 struct auditq {
     unsigned n;
     uint64_t first_ms;                         /* when rows[0] was queued */

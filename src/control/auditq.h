@@ -31,10 +31,10 @@
 #include "db.h"
 
 enum {
-    AUDITQ_FLUSH_MS = 100,  /* a row waits at most this long for its write */
-    AUDITQ_BATCH_ROWS = 64, /* this many rows queued: a flush is due at once */
-    AUDITQ_MAX_ROWS = 256,  /* the queue's bound: full, the caller flushes now */
-    AUDITQ_IDLE = -1,       /* auditq_due_in of an empty queue: nothing due */
+    AUDITQ_FLUSH_MS = 100,   /* a row waits at most this long for its write */
+    AUDITQ_BATCH_ROWS = 512, /* this many rows queued: a flush is due at once */
+    AUDITQ_MAX_ROWS = 1000,  /* the queue's bound: full, the caller flushes now */
+    AUDITQ_IDLE = -1,        /* auditq_due_in of an empty queue: nothing due */
 };
 
 struct auditq;

@@ -87,12 +87,18 @@ static unsigned read_rows(struct fx *f, struct db_audit *out, unsigned max)
     return l.n;
 }
 
-static unsigned count_rows(struct fx *f)
+/* Rows whose time is since or later (at most DB_AUDIT_LIMIT_MAX). */
+static unsigned count_since(struct fx *f, int64_t since)
 {
     struct rows l = {0, 0, NULL};
-    const struct db_audit_filter flt = {.limit = DB_AUDIT_LIMIT_MAX};
+    const struct db_audit_filter flt = {.since = since, .limit = DB_AUDIT_LIMIT_MAX};
     assert_int_equal(db_audit_query(f->db, &flt, collect, &l), AL_OK);
     return l.n;
+}
+
+static unsigned count_rows(struct fx *f)
+{
+    return count_since(f, 0);
 }
 
 static void add_n(struct auditq *q, unsigned n, uint64_t now)
@@ -202,9 +208,12 @@ static void test_full_queue(void **state)
     unsigned done = 0;
     assert_int_equal(auditq_flush(f->q, f->db, &done), AL_OK);
     assert_int_equal(done, AUDITQ_MAX_ROWS);
+    assert_int_equal(count_rows(f), AUDITQ_MAX_ROWS); /* all written (no more than a query shows) */
     assert_int_equal(auditq_add(f->q, &last, T0), AL_OK);
     assert_int_equal(auditq_flush(f->q, f->db, &done), AL_OK);
-    assert_int_equal(count_rows(f), AUDITQ_MAX_ROWS + 1);
+    /* the full queue's last row (at 1000 + MAX - 1) and the one that waited */
+    assert_int_equal(count_since(f, 1000 + AUDITQ_MAX_ROWS - 1), 2);
+    _Static_assert(1000 + AUDITQ_MAX_ROWS - 1 < 7777, "the row that waited is the newest");
 
     char big[DB_DETAIL_MAX + 2];
     memset(big, ' ', sizeof big - 1);
