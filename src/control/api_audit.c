@@ -54,6 +54,12 @@ void api_audit_refused(struct api *a, const char *peer, const char *action, cons
                 target, peer, why, n);
 }
 
+void api_audit_refused_of(void *api, const char *peer, const char *action, const char *why,
+                          const char *target)
+{
+    api_audit_refused(api, peer, action, why, target);
+}
+
 static void audit_row(void *ctx, const struct aagg_row *r)
 {
     struct api *a = ctx;

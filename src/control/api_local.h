@@ -247,6 +247,9 @@ void api_audit(struct api *a, const char *actor, const char *action, const char 
                const char *detail);
 void api_audit_refused(struct api *a, const char *peer, const char *action, const char *why,
                        const char *target);
+/* The same for a callback's void * (proxystore_refused_fn). */
+void api_audit_refused_of(void *api, const char *peer, const char *action, const char *why,
+                          const char *target);
 /* A row written within AUDITQ_FLUSH_MS, in a batch (auditq.h): the
  * proxy's calls (proxystore_audit_fn). */
 void api_audit_later(void *api, const char *actor, const char *action, const char *target,

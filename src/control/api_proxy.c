@@ -68,8 +68,9 @@ int api_proxy_start(struct api *a, char *err, size_t cap)
         return AL_OK;
     }
     struct proxy_store store;
-    /* each call's audit row is queued, written in batches (api_audit_later) */
-    a->pstore = (struct proxystore){a->db, proxy_live, a, api_audit_later, a};
+    /* each call's audit row is queued, written in batches (api_audit_later);
+     * the calls with no valid credential are counted (api_audit_refused_of) */
+    a->pstore = (struct proxystore){a->db, proxy_live, a, api_audit_later, api_audit_refused_of, a};
     proxystore_of(&a->pstore, &store);
     char why[512] = "";
     int rc = proxy_new(pc, a->loop, &store, &a->proxy, why, sizeof why);

@@ -44,6 +44,7 @@ struct proxyconn {
     struct proxyconn_ops ops;
     void *ud;
     struct proxyreq *rq;
+    char source[PROXYCONN_SOURCE_MAX + 1]; /* of the connection: proxyconn_set_source */
 
     uint8_t in[PROXYCONN_INPUT_MAX]; /* agent bytes not yet parsed */
     size_t in_len;
@@ -158,6 +159,7 @@ static void record(struct proxyconn *c, int status)
 {
     struct proxyconn_record rec = {
         .terminal = c->terminal,
+        .source = c->source,
         .upstream = c->pc.up ? c->pc.up->name : "",
         .method = c->method,
         .path = c->path,
@@ -625,6 +627,11 @@ static void next_request(struct proxyconn *c)
     c->pc.up = NULL;
     proxyreq_next(c->rq);
     process_input(c);
+}
+
+void proxyconn_set_source(struct proxyconn *c, const char *source)
+{
+    (void)snprintf(c->source, sizeof c->source, "%s", source ? source : "");
 }
 
 int proxyconn_new(const struct proxycfg *cfg, struct proxyup *up, const struct proxyconn_gate *gate,

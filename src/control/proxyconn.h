@@ -35,12 +35,14 @@ enum {
     PROXYCONN_BODY_MAX = 128 * 1024, /* request body bytes held for libcurl */
     PROXYCONN_TERMINAL_MAX = 64,
     PROXYCONN_REASON_MAX = 256,
+    PROXYCONN_SOURCE_MAX = 80,      /* where a call came from: an address, "sandbox ID" */
     PROXYCONN_SPENT_RETRY_S = 3600, /* Retry-After once a terminal's byte budget is spent */
 };
 
 /* One call, as the audit table keeps it. */
 struct proxyconn_record {
     const char *terminal; /* "" when the credential was not valid */
+    const char *source;   /* where the call came from (proxyconn_set_source; "" unset) */
     const char *upstream; /* "" when unknown */
     const char *method;
     const char *path; /* without the query */
@@ -84,6 +86,10 @@ struct proxyconn;
 
 int proxyconn_new(const struct proxycfg *cfg, struct proxyup *up, const struct proxyconn_gate *gate,
                   void *gate_ud, const struct proxyconn_ops *ops, void *ud, struct proxyconn **out);
+/* Where its calls come from, for the records (cut to
+ * PROXYCONN_SOURCE_MAX bytes): the direct path's peer address, or
+ * "sandbox ID" for a runner's channel. */
+void proxyconn_set_source(struct proxyconn *c, const char *source);
 /* Cancels the upstream call if one is in flight; no callback runs after. */
 void proxyconn_free(struct proxyconn *c);
 

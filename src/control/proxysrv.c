@@ -347,6 +347,21 @@ static void on_busy_written(uv_write_t *req, int status)
     conn_close(c, 1);
 }
 
+/* The peer's address without its port ("" when it cannot be had): the
+ * source of the connection's calls in the audit. */
+static void peer_address(const uv_tcp_t *h, char *out, size_t cap)
+{
+    struct sockaddr_storage sa;
+    int len = (int)sizeof sa;
+    out[0] = '\0';
+    if (uv_tcp_getpeername(h, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    if (sa.ss_family == AF_INET)
+        (void)uv_ip4_name((const struct sockaddr_in *)&sa, out, cap);
+    else if (sa.ss_family == AF_INET6)
+        (void)uv_ip6_name((const struct sockaddr_in6 *)&sa, out, cap);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct proxysrv *s = server->data;
@@ -406,6 +421,9 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close_now(c);
         return;
     }
+    char peer[PROXYCONN_SOURCE_MAX + 1] = "";
+    peer_address(&c->h, peer, sizeof peer);
+    proxyconn_set_source(c->pc, peer);
     read_start(c);
 }
 

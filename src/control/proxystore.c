@@ -69,6 +69,18 @@ static int sandbox_of_live(void *ud, const char *terminal, char *sandbox, size_t
 static void record_live(void *ud, const struct proxyconn_record *rec)
 {
     struct proxystore *ps = ud;
+    if (ps->refused && (!rec->terminal || !rec->terminal[0])) {
+        char why[32];
+        if (rec->status > 0)
+            (void)snprintf(why, sizeof why, "HTTP %d", rec->status);
+        else
+            (void)snprintf(why, sizeof why, "cut");
+        size_t plen = strnlen(rec->path ? rec->path : "", PROXYSTORE_PATH_SHOWN);
+        char target[PROXYSTORE_PATH_SHOWN + 1];
+        (void)snprintf(target, sizeof target, "%.*s", (int)plen, rec->path ? rec->path : "");
+        ps->refused(ps->audit_ud, rec->source ? rec->source : "", "proxy_refused", why, target);
+        return;
+    }
     if (!ps->audit) {
         record(ps->db, rec);
         return;

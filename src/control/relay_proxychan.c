@@ -212,6 +212,9 @@ static void relay_proxychan_open(struct rl_sbx *sb, uint32_t ch)
         (void)ep_proxy_refuse(sb->ep, ch, FR_ERR_INTERNAL, "cannot serve the proxy now");
         return;
     }
+    char source[PROXYCONN_SOURCE_MAX + 1];
+    (void)snprintf(source, sizeof source, "sandbox %s", sb->id);
+    proxyconn_set_source(p->pc, source);
     p->next = sb->pxchs;
     sb->pxchs = p;
     relay_log(r, 2, "sandbox %s: proxy channel %u opened", sb->id, (unsigned)ch);

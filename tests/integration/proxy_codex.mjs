@@ -150,17 +150,24 @@ await run('proxy_codex', async () => {
   check(st.upgrades.length === 0, `no WebSocket upgrade reached the fake (${st.upgrades.length})`);
 
   // (a) and (b) from the audit: Codex's upgrade(s), then its POST. A
-  // refused upgrade is answered before the credential is looked at, so its
-  // row names no terminal and keeps the target as sent.
+  // refused upgrade is answered before the credential is looked at, so it
+  // is counted with the calls refused without a valid credential
+  // (proxy_refused: one row per source and status, the target the path as
+  // sent, the count and the first and last times in its detail).
   const audit = await api(port, 'GET', '/v1/audit?action=proxy_call', admin);
   const calls = (audit.json || []).filter((x) => x.action === 'proxy_call')
     .map((x) => ({ at: x.at, target: x.target, ...JSON.parse(x.detail) })).sort((x, y) => x.at - y.at);
-  const ws = calls.filter((x) => x.method === 'GET' && x.path === '/v1/proxy/openai/responses');
+  const counted = await api(port, 'GET', '/v1/audit?action=proxy_refused', admin);
+  const ws = (counted.json || []).filter((x) => x.action === 'proxy_refused' && x.target === '/v1/proxy/openai/responses')
+    .map((x) => ({ target: x.target, ...JSON.parse(x.detail) }));
+  const tries = ws.reduce((n, x) => n + x.count, 0);
   const post = calls.find((x) => x.method === 'POST' && x.path === '/responses' && x.target === r.json.id);
-  check(ws.length >= 1 && ws.every((x) => x.status === 426 && x.target === ''),
-    `Codex tried the WebSocket first: ${ws.length} GET /v1/responses, each answered 426 by the proxy (${flat(JSON.stringify(calls))})`);
-  check(ws.length === 1 && post && post.status === 200 && post.at >= ws[0].at,
-    `and fell back to HTTPS at once: one attempt, then POST /v1/responses 200, ${post ? post.at - ws[0].at : '?'} ms later (${flat(JSON.stringify(calls))})`);
+  check(tries >= 1 && ws.every((x) => x.why === 'HTTP 426'),
+    `Codex tried the WebSocket first: ${tries} GET /v1/responses, each answered 426 by the proxy (${flat(JSON.stringify(ws))})`);
+  check(!calls.some((x) => x.path === '/v1/proxy/openai/responses'), 'and those are not rows of their own');
+  check(tries === 1 && post && post.status === 200 && post.at >= ws[0].first_at,
+    `and fell back to HTTPS at once: one attempt, then POST /v1/responses 200, ${post ? post.at - ws[0].first_at : '?'} ms later (${flat(JSON.stringify(calls))})`);
+  check(!counted.body.includes(REAL_KEY) && !counted.body.includes(cred), 'the counted refusals hold neither');
   check(!audit.body.includes(REAL_KEY) && !audit.body.includes(cred), 'the audit holds neither the key nor the credential');
 
   // the same refusal by hand: at once, JSON, nothing forwarded

@@ -242,7 +242,10 @@ await run('proxy_direct', async () => {
   const calls = (audit.json || []).filter((x) => x.action === 'proxy_call');
   check(calls.some((x) => x.target === ta.id && /"status":200/.test(x.detail) && /"path":"\/v1\/messages"/.test(x.detail)),
     `one audit row per call: A's streamed call (${calls.length} rows)`);
-  check(calls.some((x) => x.target === '' && /"status":401/.test(x.detail)), 'and the refused ones, with no terminal');
+  check(!calls.some((x) => x.target === ''), 'no row of its own for a call with no valid credential');
+  const refused = (await api(port, 'GET', '/v1/audit?action=proxy_refused', admin)).json || [];
+  check(refused.some((x) => x.action === 'proxy_refused' && /"why":"HTTP 401"/.test(x.detail) && /"count":\d+/.test(x.detail)),
+    `those are counted, one row per source and status (${refused.length} rows)`);
   check(!audit.body.includes('alp_') && !audit.body.includes(REAL_KEY), 'the audit rows hold neither');
   const m = await api(port, 'GET', '/metrics', admin);
   const n2xx = Number((/airlock_proxy_requests_total\{upstream="anthropic",class="2xx"\} (\d+)/.exec(m.body) || [])[1]);

@@ -120,7 +120,7 @@ static void test_live_store(void **state)
     static const char *const ups[] = {"anthropic"};
     assert_int_equal(db_proxy_add(f->db, ha, a, ups, 1), AL_OK);
     int live = 0;
-    struct proxystore ps = {f->db, live_flag, &live, NULL, NULL};
+    struct proxystore ps = {f->db, live_flag, &live, NULL, NULL, NULL};
     struct proxy_store st;
     proxystore_of(&ps, &st);
     proxy_hash(ca, h);
@@ -186,9 +186,10 @@ static void test_record(void **state)
 }
 
 struct handed {
-    unsigned n;
+    unsigned n, refused; /* rows handed; refusals counted */
     char actor[DB_NAME_MAX + 1], action[DB_ACTION_MAX + 1], target[DB_TARGET_MAX + 1];
     char detail[DB_DETAIL_MAX + 1];
+    char source[PROXYCONN_SOURCE_MAX + 1], why[64];
 };
 
 static void hand(void *ud, const char *actor, const char *action, const char *target,
@@ -202,6 +203,18 @@ static void hand(void *ud, const char *actor, const char *action, const char *ta
     (void)snprintf(h->detail, sizeof h->detail, "%s", detail ? detail : "");
 }
 
+/* The refusals' hook: the last one counted, in the same struct. */
+static void counted(void *ud, const char *source, const char *action, const char *why,
+                    const char *target)
+{
+    struct handed *h = ud;
+    h->refused++;
+    (void)snprintf(h->source, sizeof h->source, "%s", source);
+    (void)snprintf(h->action, sizeof h->action, "%s", action);
+    (void)snprintf(h->why, sizeof h->why, "%s", why);
+    (void)snprintf(h->target, sizeof h->target, "%s", target);
+}
+
 /* airlockd's store with an audit hook (api_audit_later): each call's row
  * goes to the hook, to be written in a batch, and none is written on the
  * call's own path. */
@@ -210,7 +223,7 @@ static void test_record_handed(void **state)
     struct fx *f = *state;
     int live = 1;
     struct handed h = {0};
-    struct proxystore ps = {f->db, live_flag, &live, hand, &h};
+    struct proxystore ps = {f->db, live_flag, &live, hand, counted, &h};
     struct proxy_store st;
     proxystore_of(&ps, &st);
     const struct proxyconn_record rec = {
@@ -235,6 +248,47 @@ static void test_record_handed(void **state)
     const struct db_audit_filter flt = {.action = "proxy_call", .limit = 10};
     assert_int_equal(db_audit_query(f->db, &flt, collect, &r), AL_OK);
     assert_int_equal(r.n, 0);
+    assert_int_equal(h.refused, 0);
+}
+
+/* A call with no valid credential (no terminal) is not a row of its own:
+ * it goes to the refusals' hook (counted: api_audit_refused), with where
+ * it came from, its status and its path; nothing is written or queued.
+ * An agent that repeats bad calls would otherwise write a row each. */
+static void test_refused_counted(void **state)
+{
+    struct fx *f = *state;
+    int live = 1;
+    struct handed h = {0};
+    struct proxystore ps = {f->db, live_flag, &live, hand, counted, &h};
+    struct proxy_store st;
+    proxystore_of(&ps, &st);
+    struct proxyconn_record rec = {
+        .terminal = "",
+        .source = "sandbox box",
+        .upstream = "anthropic",
+        .method = "POST",
+        .path = "/v1/messages",
+        .status = 401,
+    };
+    st.record(st.ud, &rec);
+    assert_int_equal(h.refused, 1);
+    assert_int_equal(h.n, 0);
+    assert_string_equal(h.source, "sandbox box");
+    assert_string_equal(h.action, "proxy_refused");
+    assert_string_equal(h.why, "HTTP 401");
+    assert_string_equal(h.target, "/v1/messages");
+    rec.status = 0; /* cut before an answer */
+    rec.terminal = NULL;
+    rec.source = NULL;
+    st.record(st.ud, &rec);
+    assert_int_equal(h.refused, 2);
+    assert_string_equal(h.why, "cut");
+    assert_string_equal(h.source, "");
+    struct rows r = {0};
+    const struct db_audit_filter flt = {.limit = 10};
+    assert_int_equal(db_audit_query(f->db, &flt, collect, &r), AL_OK);
+    assert_int_equal(r.n, 0);
 }
 
 int main(void)
@@ -244,6 +298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_live_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record_handed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_counted, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
