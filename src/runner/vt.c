@@ -1235,10 +1235,12 @@ static int cup_due(struct vt *vt, const struct vtf_seq *s)
 /* EL (plain, one parameter at most: 0, 1 or 2) put into the cells by
  * vt.c, as libvterm 0.1.4 erases: the cursor's row from the cursor, up to
  * it, or whole (a row's width: no double-width line here), with the pen,
- * protection ignored; the cursor and the phantom flag stay. 1 if done. */
+ * protection ignored; the cursor and the phantom flag stay. Not under
+ * DECOM: libvterm ends every CSI, EL too, by putting a cursor that stands
+ * outside the margins (after DECRC, say) back into them. 1 if done. */
 static int el_fast(struct vt *vt, const struct vtf_seq *s)
 {
-    if (s->sub != 0 || s->nparams > 1 || vt->any_dwl || vt->held_len)
+    if (s->sub != 0 || s->nparams > 1 || vt->any_dwl || vt->held_len || vt->origin)
         return 0;
     VTermPos pos;
     lv_pos(vt, &pos);

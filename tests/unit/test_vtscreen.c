@@ -867,6 +867,8 @@ static void test_model_cursor_without_libvterm(void **state)
         "\033[3r\033[?6h\0338abcdefghijklmn",
         "\033[?7l\033[3r\033[?6h\0338abcdefghijklmn",
         "\033[3r\033[?6h\0338\033[1;11Hab\0338\xe2\x94\x82x",
+        "\033[2r\033[?6h\0338\033[Kab", /* EL too (vt.c's own EL: found by fuzz_vt_diff) */
+        "\033[2r\033[?6h\0338ab\033[2Kcd",
         /* DECAWM, DECOM, DECLRMM as libvterm 0.1.4 takes them: the first
          * parameter only, sub-parameters ignored, RIS resets, DECSTR not */
         "\033[?7;1l\033[2;11Habc",
