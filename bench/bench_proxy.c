@@ -248,15 +248,8 @@ static void relay_conn(int fd)
  * forks conn(fd) for each connection. Its port. */
 static int serve_forked(void (*conn)(int fd), volatile pid_t *slot, const char *what)
 {
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    int one = 1;
-    (void)setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 64) != 0 ||
-        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
-        bu_fail("%s's socket: %s", what, strerror(errno));
-    int port = ntohs(a.sin_port);
+    int port;
+    int ls = bu_tcp_listen(64, &port, what);
     pid_t pid = fork();
     if (pid < 0)
         bu_fail("fork: %s", strerror(errno));
@@ -273,6 +266,7 @@ static int serve_forked(void (*conn)(int fd), volatile pid_t *slot, const char *
                     continue;
                 _exit(1);
             }
+            const int one = 1;
             (void)setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             pid_t k = fork();
             if (k == 0) {

@@ -894,21 +894,14 @@ static void tput_bare(struct bench *b, struct round_res *x)
 /* The file through TCP on 127.0.0.1: a child writes, we read 64 KiB at a time. */
 static void tput_loopback(struct bench *b, struct round_res *x)
 {
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 ||
-        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
-        bu_fail("loopback: cannot listen: %s", strerror(errno));
+    int port;
+    int ls = bu_tcp_listen(1, &port, "loopback");
     uint64_t t0 = bu_now_ns();
     pid_t pid = fork();
     if (pid < 0)
         bu_fail("fork: %s", strerror(errno));
     if (pid == 0) {
-        int s = bu_tcp_connect(ntohs(a.sin_port));
+        int s = bu_tcp_connect(port);
         _exit(s >= 0 && bu_write_all(s, b->d.p, b->d.len) == 0 ? 0 : 1);
     }
     g.child = pid;

@@ -531,15 +531,8 @@ static void hop_relay(int m, int fd)
 static double tput_hop(const struct dataset *d)
 {
     static uint8_t buf[READ_BUF];
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t al = sizeof a;
-    if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 ||
-        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
-        bu_fail("plain hop: cannot listen on 127.0.0.1: %s", strerror(errno));
+    int port;
+    int ls = bu_tcp_listen(1, &port, "plain hop");
     int m;
     uint64_t t0 = bu_now_ns();
     pid_t pid = bu_pty_spawn(d->cmd, &m, &g.child);
@@ -550,7 +543,7 @@ static double tput_hop(const struct dataset *d)
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         signal(SIGALRM, SIG_DFL);
-        int fd = bu_tcp_connect(ntohs(a.sin_port));
+        int fd = bu_tcp_connect(port);
         if (fd < 0)
             _exit(1);
         hop_relay(m, fd);

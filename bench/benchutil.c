@@ -299,6 +299,23 @@ int bu_free_port(void)
     return ntohs(a.sin_port);
 }
 
+int bu_tcp_listen(int backlog, int *port, const char *what)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof a;
+    int one = 1;
+    if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, backlog) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
+        bu_fail("%s: cannot listen on 127.0.0.1: %s", what, strerror(errno));
+    *port = ntohs(a.sin_port);
+    return ls;
+}
+
 int bu_tcp_connect(int port)
 {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -87,6 +87,9 @@ int bu_run_capture(char *const argv[], char *out, size_t cap, volatile pid_t *sl
 int bu_free_port(void);
 /* A connected socket with TCP_NODELAY, or -1. */
 int bu_tcp_connect(int port);
+/* A socket listening on 127.0.0.1 at a free port (backlog), its port in
+ * *port; bu_fail naming `what` otherwise. */
+int bu_tcp_listen(int backlog, int *port, const char *what);
 
 /* ---- /proc ------------------------------------------------------------------- */
 
