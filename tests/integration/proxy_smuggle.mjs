@@ -222,7 +222,13 @@ await run('proxy_smuggle', async () => {
     check(statusOf(r.data) === 502 && !/\r\n\r\nok$/.test(r.data), `${name}: an answer with a folded header line is 502 (${flat(r.data)})`);
   }
 
-  const audit = await api(d.port, 'GET', '/v1/audit?action=proxy_call', admin);
-  check(!audit.body.includes(REAL_KEY) && !audit.body.includes(A.token), 'the audit holds neither the key nor a credential');
+  const audit = await api(d.port, 'GET', '/v1/audit', admin);
+  check(!audit.body.includes(REAL_KEY) && !audit.body.includes(A.token) && !audit.body.includes(C.token),
+    'the audit holds neither the key nor a credential');
+  // the refused calls (400 before their credential was read) are counted, each path its own source
+  const refused = (audit.json || []).filter((x) => x.action === 'proxy_refused').map((x) => JSON.parse(x.detail));
+  check(refused.some((x) => x.peer === '127.0.0.1' && x.why === 'HTTP 400') &&
+    refused.some((x) => x.peer === 'sandbox box' && x.why === 'HTTP 400'),
+  `the refusals are counted per source: ${JSON.stringify(refused.map((x) => [x.peer, x.why, x.count]))}`);
   await sleep(10);
 }, 180000);
