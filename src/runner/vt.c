@@ -283,9 +283,23 @@ static void track_csi(struct vt *vt, const struct vtf_seq *s, VTermPos at)
     }
 }
 
-/* After a text unit: the last glyph damaged [start_col, end_col) of the
- * cursor's row; if it reached the end of the row while the cursor stayed
- * at its start, libvterm set its phantom flag iff autowrap was on. */
+/* The width libvterm gave the last glyph damaged (dmg_last). The damage
+ * is a column at least, but a glyph that starts with a zero-width code
+ * point (combining marks that had no glyph to join: libvterm puts them in
+ * the cursor's cell) is 0 wide to libvterm: its cursor stays, no pending
+ * wrap follows, and a mark joins it while the cursor stands on it. */
+static int dmg_width(const struct vt *vt)
+{
+    if (vt->dmg_n > 0 && vtf_cp_width(vt->dmg_chars[0]) == 0)
+        return 0;
+    return vt->dmg_last.end_col - vt->dmg_last.start_col;
+}
+
+/* After a text unit: the last glyph went to start_col of the cursor's row,
+ * dmg_width columns wide; if it reached the end of the row while the
+ * cursor stayed at its start, libvterm set its phantom flag iff autowrap
+ * was on (as libvterm tests it: a glyph of width 0 only past the end of a
+ * line made double width since). */
 static void text_done(struct vt *vt, int moved)
 {
     if (!vt->dmg_seen) {
@@ -297,7 +311,7 @@ static void text_done(struct vt *vt, int moved)
     vterm_state_get_cursorpos(vt->state, &cur);
     VTermRect r = vt->dmg_last;
     if (r.start_row == cur.row && r.end_row == cur.row + 1 && r.start_col == cur.col &&
-        r.end_col > r.start_col && r.end_col >= vt_row_width(vt, cur.row))
+        r.start_col + dmg_width(vt) >= vt_row_width(vt, cur.row))
         vt->pending_wrap = vt->awm;
     else
         vt->pending_wrap = 0;
@@ -338,7 +352,7 @@ static int lv_glyphs(struct vt *vt, const uint8_t *p, size_t n)
     vt->comb.valid = 1;
     vt->comb.pos.row = r.start_row;
     vt->comb.pos.col = r.start_col;
-    vt->comb.width = r.end_col - r.start_col;
+    vt->comb.width = dmg_width(vt);
     vt->comb.n = vt->dmg_n;
     memset(vt->comb.chars, 0, sizeof vt->comb.chars);
     memcpy(vt->comb.chars, vt->dmg_chars, (size_t)vt->dmg_n * sizeof vt->dmg_chars[0]);

@@ -124,7 +124,8 @@ struct vt {
     struct { /* libvterm's "previous glyph" for combining marks */
         int valid;
         VTermPos pos; /* where it was printed */
-        int width;    /* its width; a mark joins it iff the cursor is at pos + width */
+        int width;    /* its width as libvterm has it (0: marks that had no glyph to join);
+                       * a mark joins it iff the cursor is at pos + width */
         uint8_t n;    /* its code points as printed (at most VT_MAX_CHARS) */
         uint32_t chars[VT_MAX_CHARS];
     } comb;

@@ -916,6 +916,34 @@ static void test_model_marks_after_designated_set(void **state)
     scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
 }
 
+/* A combining mark with no glyph before it to join (the cursor moved
+ * since libvterm's previous glyph): libvterm 0.1.4 puts it in the cursor's
+ * cell as a glyph of width 0 and leaves the cursor there, with no pending
+ * wrap even in the last column; that glyph becomes its previous glyph, and
+ * a mark with the cursor still there joins it. vt.c took such a glyph as
+ * one column wide: a mark later joined the lone mark where libvterm had
+ * since printed over it (after text the fast path wrote whole), and a glyph
+ * after a lone mark in the last column was not held back (found by
+ * fuzz_vt_diff). */
+static void test_model_lone_marks(void **state)
+{
+    (void)state;
+    static const char *const scripts[] = {
+        "\xcc\x96\033[mx\b\xcc\x96",             /* over the lone mark, then a mark there */
+        "\xcc\x96x\b\xcc\x96",                   /* the same in one text unit */
+        "\033[2;5H\xcc\x81\033[mab\b\b\xcc\x82", /* two glyphs the fast path wrote */
+        "\033[2;5H\xcc\x81\xcc\x82\033[1mab",    /* marks alone, then text */
+        "\033[2;5H\xcc\x81\033[m\xcc\x82x",      /* a mark joins the lone mark */
+        "\033[1;12H\xcc\x81x\xcc\x82",           /* the last column: x held, the mark joins */
+        "\033[1;12H\xcc\x81\033[mx\xcc\x82",
+        "\033[1;12H\xcc\x81xy",                 /* x in the last column, y wraps */
+        "\033[?7l\033[1;12H\xcc\x81xy\xcc\x82", /* no autowrap */
+        "\033[4h\033[1;12H\xcc\x81x\xcc\x82",   /* insert mode */
+        "\033[2;12H\xcc\x81\033[K\xcc\x82x",    /* EL between */
+    };
+    scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
+}
+
 /* A newline at the bottom moves row pointers, not cells; an idle screen
  * (and the alternate one until used) holds no cells. */
 static void test_scroll_moves_no_cell(void **state)
@@ -950,6 +978,7 @@ int main(void)
         cmocka_unit_test(test_model_controls_after_fast_text),
         cmocka_unit_test(test_model_cursor_without_libvterm),
         cmocka_unit_test(test_model_marks_after_designated_set),
+        cmocka_unit_test(test_model_lone_marks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
