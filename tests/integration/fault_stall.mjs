@@ -88,7 +88,7 @@ async function stalledLink(s) {
   clearInterval(watch);
   const got = a.ch.output();
   check(got.length === out.data.length && sha(got) === sha(out.data) && !a.ch.gaps,
-    `through both stalls the 20 MB stream arrived exactly once (sha256 ${sha(got).slice(0, 12)})`);
+    `through both stalls the 20 MB stream arrived exactly once (sha256 ${sha(got).slice(0, 12)}, ${got.length} of ${out.data.length} bytes, gaps ${JSON.stringify(a.ch.gapList || [])}, resyncs ${a.ch.resyncs.length})`);
   check(rssMax - rss0 < RSS_GROWTH_KB, `the runner's memory stayed bounded (${rss0} -> ${rssMax} kB)`);
 }
 
