@@ -35,11 +35,13 @@
 #include "runner.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,6 +74,17 @@
  * discipline's buffer (4095 bytes here) per read, and a smaller request
  * would only split one of those in two. */
 #define READ_SLACK 4096
+/* How long a flowing PTY's next read may be waited for, in user space,
+ * before the loop goes back to epoll. A read or a poll of a PTY master
+ * that finds nothing waits inside the kernel for the PTY's buffer worker
+ * (n_tty_read and n_tty_poll call tty_buffer_flush_work), asleep, and the
+ * wake-up after it cost about 26 us a cycle on a 2-vCPU VM: the worker
+ * refills at most 4 KiB per cycle, so the text stream ran at 0.6 of a
+ * bare reader. FIONREAD counts what is there without that wait. Only
+ * between the reads of one turn of one flowing terminal (a full read
+ * came before), never with one CPU (the wait would take the writer's
+ * time), and never for more than this. See docs/performance.md. */
+#define PTY_SPIN_US 20
 #define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
 
@@ -117,6 +130,7 @@ struct runner {
     unsigned snap_rr; /* where the pending-snapshot round starts next */
     uv_signal_t sigchld;
     uint8_t readbuf[READ_MAX];
+    int spin; /* more than one CPU: a flowing PTY's next read is waited for (PTY_SPIN_US) */
     int freeing;
     /* the newest verified in-band token, for the next dial (empty: none) */
     char token[AL_MAX_TOKEN + 1];
@@ -270,6 +284,22 @@ static void term_eof(struct term *t, unsigned stream)
     term_maybe_exit(t);
 }
 
+/* Whether a flowing PTY has more to read within PTY_SPIN_US, found out
+ * without the kernel's sleep in an empty read (see PTY_SPIN_US). */
+static int pty_more_soon(int fd)
+{
+    uint64_t until = uv_hrtime() + PTY_SPIN_US * 1000u;
+    for (;;) {
+        int avail = 0;
+        if (ioctl(fd, FIONREAD, &avail) != 0)
+            return 1; /* let the read say what is wrong */
+        if (avail > 0)
+            return 1;
+        if (uv_hrtime() >= until)
+            return 0;
+    }
+}
+
 /* Read what the fd has, as far as the endpoint has room. */
 static void term_read(struct term *t, unsigned stream)
 {
@@ -285,6 +315,8 @@ static void term_read(struct term *t, unsigned stream)
             left = READ_SLACK;
         if (room > left)
             room = left;
+        if (!first && r->spin && t->proc.mode == PROC_PTY && !pty_more_soon(fd))
+            break;
         ssize_t n = read(fd, r->readbuf, room);
         if (n < 0 && errno == EINTR)
             continue;
@@ -960,6 +992,16 @@ void runner_set_identifier(struct runner *r, const char *id)
     snprintf(r->identifier, sizeof r->identifier, "%s", id);
 }
 
+/* The CPUs this process may run on (1 when it cannot tell). */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
 int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner **out)
 {
     struct runner *r = calloc(1, sizeof *r);
@@ -974,6 +1016,7 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     if (r->cfg.leeway < 0 || r->cfg.leeway > TOK_LEEWAY_MAX)
         r->cfg.leeway = r->cfg.leeway < 0 ? 0 : TOK_LEEWAY_MAX;
     ratelim_init(&r->snap_lim, RUNNER_SNAP_INTERVAL_US, RUNNER_SNAP_BURST);
+    r->spin = usable_cpus() > 1;
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_HOST);
     char name[AL_VERSION_NAME_MAX];
