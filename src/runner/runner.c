@@ -58,6 +58,7 @@
 #include "runner_proxy.h"
 #include "token.h"
 #include "vt.h"
+#include "vtwork.h"
 
 #define READ_MAX 65536 /* bytes read from a PTY/pipe at once */
 /* Output bytes the terminals may bring into the loop in one turn (one
@@ -131,6 +132,9 @@ struct runner {
     uv_signal_t sigchld;
     uint8_t readbuf[READ_MAX];
     int spin; /* more than one CPU: a flowing PTY's next read is waited for (PTY_SPIN_US) */
+    /* more than one CPU: the thread that feeds the models (vtwork.h); NULL:
+     * the loop feeds them itself */
+    struct vtw *vtw;
     int freeing;
     /* the newest verified in-band token, for the next dial (empty: none) */
     char token[AL_MAX_TOKEN + 1];
@@ -233,6 +237,8 @@ static void term_destroy(struct term *t)
     if (t->closing)
         return;
     t->closing = 1;
+    if (t->vt && r->vtw)
+        vtw_sync(r->vtw);          /* the thread is done with the model before it goes */
     r->screen_used -= t->vt_bytes; /* the model goes with the handles */
     t->vt_bytes = 0;
     for (unsigned i = 0; i < r->nterms; i++) {
@@ -288,7 +294,7 @@ static void term_eof(struct term *t, unsigned stream)
  * without the kernel's sleep in an empty read (see PTY_SPIN_US). */
 static int pty_more_soon(int fd)
 {
-    uint64_t until = uv_hrtime() + PTY_SPIN_US * 1000u;
+    uint64_t until = uv_hrtime() + (uint64_t)PTY_SPIN_US * 1000u;
     for (;;) {
         int avail = 0;
         if (ioctl(fd, FIONREAD, &avail) != 0)
@@ -315,6 +321,13 @@ static void term_read(struct term *t, unsigned stream)
             left = READ_SLACK;
         if (room > left)
             room = left;
+        if (stream == FR_STDOUT && t->vt && r->vtw) {
+            size_t mroom = vtw_room(r->vtw, READ_SLACK);
+            if (mroom < READ_SLACK)
+                break; /* on_model_room polls again */
+            if (room > mroom)
+                room = mroom;
+        }
         if (!first && r->spin && t->proc.mode == PROC_PTY && !pty_more_soon(fd))
             break;
         ssize_t n = read(fd, r->readbuf, room);
@@ -326,7 +339,14 @@ static void term_read(struct term *t, unsigned stream)
             term_eof(t, stream);
             return;
         }
-        if (stream == FR_STDOUT && t->vt) {
+        /* A small read (a keystroke's echo) with nothing queued is fed
+         * here: waking the thread would cost more than the feed. */
+        if (stream == FR_STDOUT && t->vt && r->vtw &&
+            ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
+            int vrc = vtw_push(r->vtw, t->vt, t->ch, r->readbuf, (size_t)n);
+            if (vrc != AL_OK) /* cannot happen: the read was sized to the room */
+                runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
+        } else if (stream == FR_STDOUT && t->vt) {
             int vrc = vt_feed(t->vt, r->readbuf, (size_t)n);
             if (vrc != AL_OK)
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
@@ -427,7 +447,8 @@ static void term_update_polls(struct term *t)
     struct runner *r = t->r;
     int want_in = t->inlen > 0 && !t->in_closed;
     int out = 0, err = 0;
-    if (!t->out_eof && ep_writable(r->ep, t->ch, FR_STDOUT) > 0)
+    if (!t->out_eof && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
+        (!t->vt || !r->vtw || vtw_room(r->vtw, READ_SLACK) >= READ_SLACK))
         out |= UV_READABLE;
     if (t->proc.mode == PROC_PTY) {
         if (want_in)
@@ -712,6 +733,8 @@ static void snapshot_make(struct runner *r, struct term *t)
     }
     uint8_t *snap = NULL;
     size_t len = 0;
+    if (r->vtw)
+        vtw_sync(r->vtw);                     /* the model has taken in every byte up to si.end */
     int rc = vt_snapshot(t->vt, &snap, &len); /* the ladder: never too big */
     if (rc != AL_OK) {
         (void)snprintf(msg, sizeof msg, "snapshot failed: %s", al_strerror(rc));
@@ -786,6 +809,8 @@ static void on_resize(struct runner *r, struct term *t, uint16_t cols, uint16_t 
     if (t->vt) {
         char why[512];
         int rc = screen_admit(r, cols, rows, t->vt_bytes, why, sizeof why);
+        if (rc == AL_OK && r->vtw)
+            vtw_sync(r->vtw); /* the bytes before the resize, at the old size */
         if (rc == AL_OK && vt_resize(t->vt, cols, rows) != AL_OK) {
             al_errf(why, sizeof why, "screen model: out of memory");
             rc = AL_E_NOMEM;
@@ -992,6 +1017,25 @@ void runner_set_identifier(struct runner *r, const char *id)
     snprintf(r->identifier, sizeof r->identifier, "%s", id);
 }
 
+/* vtwork's callbacks (vtwork.h) */
+static int model_feed(void *target, const uint8_t *p, size_t n)
+{
+    return vt_feed(target, p, n);
+}
+
+static void on_model_room(void *ud)
+{
+    struct runner *r = ud;
+    for (unsigned i = 0; i < r->nterms; i++)
+        term_update_polls(r->terms[i]);
+}
+
+static void on_model_error(void *ud, uint32_t ch, int rc, unsigned count)
+{
+    runner_log(ud, 0, "channel %u: screen model: %s (%u failures)", (unsigned)ch, al_strerror(rc),
+               count);
+}
+
 /* The CPUs this process may run on (1 when it cannot tell). */
 static int usable_cpus(void)
 {
@@ -1016,7 +1060,8 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     if (r->cfg.leeway < 0 || r->cfg.leeway > TOK_LEEWAY_MAX)
         r->cfg.leeway = r->cfg.leeway < 0 ? 0 : TOK_LEEWAY_MAX;
     ratelim_init(&r->snap_lim, RUNNER_SNAP_INTERVAL_US, RUNNER_SNAP_BURST);
-    r->spin = usable_cpus() > 1;
+    int cpus = usable_cpus();
+    r->spin = cpus > 1;
     struct ep_config ec;
     ep_config_default(&ec, FR_ROLE_HOST);
     char name[AL_VERSION_NAME_MAX];
@@ -1048,6 +1093,16 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     uv_unref((uv_handle_t *)&r->turn_start); /* it never keeps the loop alive */
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
+    if (cpus > 1) {
+        struct vtw_config wc = {
+            .feed = model_feed, .on_room = on_model_room, .on_error = on_model_error, .ud = r};
+        rc = vtw_new(loop, &wc, &r->vtw);
+        if (rc != AL_OK)
+            runner_log(r, 0, "no thread for the screen models (%s): the loop feeds them",
+                       al_strerror(rc));
+    }
+    runner_log(r, 1, "screen models: %s (%d usable CPUs)",
+               r->vtw ? "fed by a thread of their own" : "fed by the loop", cpus);
     rc = proxy_start(r);
     if (rc != AL_OK) {
         *out = NULL;
@@ -1077,6 +1132,8 @@ void runner_free(struct runner *r)
     }
     runner_proxy_free(r->proxy);
     r->proxy = NULL;
+    vtw_close(r->vtw); /* after the terminals: nothing is queued for them */
+    r->vtw = NULL;
     uv_close((uv_handle_t *)&r->tick, free_when_closed);
     uv_close((uv_handle_t *)&r->grace, free_when_closed);
     uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);
