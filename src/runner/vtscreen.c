@@ -5,7 +5,9 @@
  * an array of `rows` pointers to struct vts_row; `cur` is the one shown.
  * A row is
  *   cells[0, len)   cells as written (a glyph, a right half, an erase)
- *   [len, cols)     blank cells (no character) with the pen `fill`
+ *   [len, cols)     cells of character `fill_ch` with the pen `fill`: a
+ *                   blank (fill_ch 0), or DECALN's E (vts_fill_row), so
+ *                   that filling a whole row costs no cell
  *   cells, cap      the cells' storage, at least len; NULL until the row is
  *                   first written (cap 0)
  *   more            the code points after the first of a glyph with
@@ -72,8 +74,10 @@ struct vts_row {
     struct vts_cell *cells;
     uint32_t (*more)[VTS_MORE]; /* cap entries once a cell of the row has marks, else NULL */
     uint16_t len, cap;
-    struct vts_pen fill;
+    struct vts_pen fill; /* the pen of the cells [len, cols) */
+    uint16_t fill_ch;    /* their character: 0 (blank) or a code point below 0x10000 */
 };
+_Static_assert(sizeof(struct vts_row) <= 32, "a row is 32 bytes: a scroll moves rows");
 
 struct vts {
     VTermState *state;
@@ -92,6 +96,25 @@ static int pen_equal(const struct vts_pen *a, const struct vts_pen *b)
 {
     return a->bits == b->bits && vterm_color_is_equal(&a->fg, &b->fg) &&
            vterm_color_is_equal(&a->bg, &b->bg);
+}
+
+/* What the cells [len, cols) of a row are. */
+static struct vts_cell fill_cell(const struct vts_row *r)
+{
+    const struct vts_cell c = {.ch = r->fill_ch, .more = 0, .pen = r->fill};
+    return c;
+}
+
+/* Whether a row's tail is blank with this pen (what an erase leaves). */
+static int fill_is_blank(const struct vts_row *r, const struct vts_pen *pen)
+{
+    return r->fill_ch == 0 && pen_equal(&r->fill, pen);
+}
+
+static void set_blank_fill(struct vts_row *r, const struct vts_pen *pen)
+{
+    r->fill = *pen;
+    r->fill_ch = 0;
 }
 
 static void blank_cells(struct vts_cell *c, int n, const struct vts_pen *pen)
@@ -179,7 +202,9 @@ static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
         return 0;
     if (row_reserve(s, r, upto) != 0)
         return AL_E_NOMEM;
-    blank_cells(r->cells + r->len, upto - r->len, &r->fill);
+    const struct vts_cell f = fill_cell(r);
+    for (int i = r->len; i < upto; i++)
+        r->cells[i] = f;
     r->len = (uint16_t)upto;
     return 0;
 }
@@ -187,7 +212,7 @@ static int row_fill_to(struct vts *s, struct vts_row *r, int upto)
 static void row_blank(struct vts_row *r, const struct vts_pen *pen)
 {
     r->len = 0;
-    r->fill = *pen;
+    set_blank_fill(r, pen);
 }
 
 static struct vts_row *row_at(const struct vts *s, int row)
@@ -234,6 +259,17 @@ static int cb_putglyph(VTermGlyphInfo *info, VTermPos pos, void *user)
     return 1;
 }
 
+/* Whether no cell of a row from col on is protected (DECSCA). */
+static int unprotected_from(const struct vts *s, const struct vts_row *r, int col)
+{
+    if (r->len < s->cols && (r->fill.bits & PEN_PROTECTED))
+        return 0;
+    for (int c = col; c < r->len; c++)
+        if (r->cells[c].pen.bits & PEN_PROTECTED)
+            return 0;
+    return 1;
+}
+
 static int cb_erase(VTermRect rect, int selective, void *user)
 {
     struct vts *s = user;
@@ -244,7 +280,22 @@ static int cb_erase(VTermRect rect, int selective, void *user)
     for (int row = rect.start_row < 0 ? 0 : rect.start_row; row < rect.end_row && row < s->rows;
          row++) {
         struct vts_row *r = &s->cur[row];
-        if (selective) {
+        /* a selective erase to the row's end where nothing is protected is
+         * a plain one: the row's tail grows, no cell is touched (else a
+         * screen of them cost 30,000 cells a DECSED at 300x100) */
+        if (selective && c1 == s->cols && !unprotected_from(s, r, c0)) {
+            /* the cells as written one by one; the tail as a whole: kept
+             * if protected, else blank with the pen */
+            for (int col = c0; col < r->len; col++) {
+                if (r->cells[col].pen.bits & PEN_PROTECTED)
+                    continue;
+                r->cells[col].ch = 0;
+                r->cells[col].more = 0;
+                r->cells[col].pen = s->pen;
+            }
+            if (r->len < s->cols && !(r->fill.bits & PEN_PROTECTED))
+                set_blank_fill(r, &s->pen); /* c0 <= len: past len only the fill protects */
+        } else if (selective && c1 < s->cols) {
             if (row_fill_to(s, r, c1) != 0)
                 continue;
             for (int col = c0; col < c1; col++) {
@@ -256,11 +307,11 @@ static int cb_erase(VTermRect rect, int selective, void *user)
             }
         } else if (c1 == s->cols) {
             /* to the end of the row: the blank tail grows */
-            if (c0 > r->len && !pen_equal(&r->fill, &s->pen) && row_fill_to(s, r, c0) != 0)
+            if (c0 > r->len && !fill_is_blank(r, &s->pen) && row_fill_to(s, r, c0) != 0)
                 continue;
             if (c0 < r->len)
                 r->len = (uint16_t)c0;
-            r->fill = s->pen;
+            set_blank_fill(r, &s->pen);
         } else {
             if (row_fill_to(s, r, c1) != 0)
                 continue;
@@ -424,8 +475,10 @@ static int cb_setlineinfo(int row, const VTermLineInfo *newinfo, const VTermLine
     return 1;
 }
 
-static int row_is_blank(const struct vts_row *r)
+static int row_is_blank(const struct vts_row *r, int cols)
 {
+    if (r->len < cols && r->fill_ch != 0)
+        return 0;
     for (int c = 0; c < r->len; c++)
         if (r->cells[c].ch != 0)
             return 0;
@@ -445,7 +498,7 @@ static int resize_buf(struct vts *s, int which, int rows, int cols)
     int keep = rows < s->rows ? rows : s->rows;
     for (int row = 0; row < keep; row++) {
         struct vts_row r = old[row];
-        if (cols > s->cols && !pen_equal(&r.fill, &s->pen)) {
+        if (cols > s->cols && !fill_is_blank(&r, &s->pen)) {
             if (row_fill_to(s, &r, s->cols) != 0) {
                 /* cannot keep the tail's pen exactly: blank it */
                 r.len = 0;
@@ -457,14 +510,14 @@ static int resize_buf(struct vts *s, int which, int rows, int cols)
             if (r.cells && r.cap > cols)
                 row_shrink(&r, cols);
         } else if (cols > s->cols) {
-            r.fill = s->pen;
+            set_blank_fill(&r, &s->pen);
             if (r.cells && r.cap < cols && row_grow(&r, cols) != 0 && r.len > 0)
                 s->err = AL_E_NOMEM;
         }
         nb[row] = r;
     }
     for (int row = keep; row < rows; row++)
-        nb[row].fill = s->pen;
+        set_blank_fill(&nb[row], &s->pen);
     free(old);
     s->buf[which] = nb;
     return 0;
@@ -481,7 +534,7 @@ static int cb_resize(int rows, int cols, VTermPos *delta, void *user)
         vterm_state_get_cursorpos(s->state, &cursor);
         int row;
         for (row = s->rows - 1; row >= rows; row--)
-            if (!row_is_blank(&s->cur[row]) || cursor.row == row)
+            if (!row_is_blank(&s->cur[row], s->cols) || cursor.row == row)
                 break;
         int first_blank = row + 1;
         if (first_blank > rows) {
@@ -619,6 +672,33 @@ void vts_put_glyph(struct vts *s, VTermPos pos, const uint32_t *chars, int n, in
     (void)cb_putglyph(&info, pos, s);
 }
 
+int vts_fill_row(struct vts *s, int row, int n, uint32_t ch, int protected_cell)
+{
+    struct vts_row *r = row_at(s, row);
+    if (!r || n <= 0)
+        return 0;
+    struct vts_cell g = {.ch = ch, .more = 0, .pen = s->pen};
+    g.pen.bits = (uint16_t)((g.pen.bits & ~PEN_PROTECTED) | (protected_cell ? PEN_PROTECTED : 0));
+    if (n >= s->cols && ch < 0x10000) { /* the whole row: no cell, the tail is the glyph */
+        n = s->cols;
+        r->len = 0;
+        r->fill = g.pen;
+        r->fill_ch = (uint16_t)ch;
+    } else {
+        if (n > s->cols)
+            n = s->cols;
+        if (row_fill_to(s, r, n) != 0)
+            return AL_E_NOMEM;
+        for (int k = 0; k < n; k++)
+            r->cells[k] = g;
+    }
+    if (s->on_glyph) {
+        VTermRect rect = {row, row + 1, n - 1, n};
+        s->on_glyph(rect, &ch, 1, s->ud);
+    }
+    return 0;
+}
+
 void vts_insert_blank(struct vts *s, int row, int col, int end)
 {
     VTermRect rect = {row, row + 1, col, end};
@@ -714,8 +794,8 @@ int vts_get_cell(const struct vts *s, VTermPos pos, VTermScreenCell *cell)
     const struct vts_row *r = row_at(s, pos.row);
     if (!r || pos.col < 0 || pos.col >= s->cols)
         return 0;
-    struct vts_cell blank = {.ch = 0, .more = 0, .pen = r->fill};
-    const struct vts_cell *c = pos.col < r->len ? &r->cells[pos.col] : &blank;
+    const struct vts_cell tail = fill_cell(r);
+    const struct vts_cell *c = pos.col < r->len ? &r->cells[pos.col] : &tail;
     int i = 0;
     if (c->ch != 0)
         cell->chars[i++] = c->ch; /* a right half holds nothing after its mark */

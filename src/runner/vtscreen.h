@@ -71,6 +71,14 @@ size_t vts_pen_sgr(const struct vts *s, char *out);
  * called as for any glyph. For vt.c's own handling of combining marks. */
 void vts_put_glyph(struct vts *s, VTermPos pos, const uint32_t *chars, int n, int width,
                    int protected_cell);
+/* Cells [0, n) of a row hold glyph ch, one column wide, with the current
+ * pen and the protection given: what n glyph callbacks of libvterm's
+ * state, one for each cell from the left, would leave (DECALN, which
+ * vt.c fills itself: libvterm's fill costs a callback a cell). A whole
+ * row (n >= cols, ch below 0x10000) takes no cell: its tail is the glyph.
+ * The glyph callback is called once, for the last cell. 0 or AL_E_NOMEM
+ * (nothing changed). */
+int vts_fill_row(struct vts *s, int row, int n, uint32_t ch, int protected_cell);
 /* Cells [col, end) of a row move right by one, the first one blank with
  * the current pen: what libvterm's state does before a glyph in insert
  * mode (end: the row's width). */

@@ -944,6 +944,42 @@ static void test_model_lone_marks(void **state)
     scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
 }
 
+/* DECALN (ESC # 8), which vt.c fills itself (decaln): E in every cell with
+ * the pen and DECSCA of the moment, half a double-width row, the cursor,
+ * margins, modes and phantom column as they were, and what follows it
+ * (text, marks, a selective erase of the protected E's); and selective
+ * erases to a row's end, which take a row's tail whole (cb_erase):
+ * against libvterm's own screen, each script whole and in pieces of
+ * every size. */
+static void test_model_decaln(void **state)
+{
+    (void)state;
+    static const char *const scripts[] = {
+        "\033#8",
+        "\033[1;31m\033#8x",
+        "\033[2;3H\033#6\033#8ab",
+        "\033[1\"q\033#8\033[0\"q\033[?2Jz",
+        "\033[1\"q\033#8\033[0\"q\033[3;1H\033[?2Kz",
+        "\033[1;12Hx\033#8y",
+        "\033[?7l\033[1;12Hx\033#8yz",
+        "\033[4h\033[2;3H\033#8z",
+        "\033[2;4r\033[?6h\033#8\033[Hq",
+        "ab\xcc\x81\033#8\xcc\x82"
+        "c",
+        "\033[1;12H\xe4\xb8\xad\033#8w",
+        "\033[3;5H\xe4\xb8\xad\033[3;6H\033#8\033[3;5Hv",
+        "\033[7m\033#8\033[m\033[2J\033#8",
+        "\033[?1049h\033#8\033[?1049l\033[Hk",
+        /* selective erases to the row's end: cells one by one, the tail whole */
+        "\033[1\"qab\033[0\"qcd\033[1;2H\033[?0Kx",
+        "\033[1\"qa\033[0\"q\033[1;8H\033[?Ky",
+        "abc\033[1;2H\033[?Kx\033[1;2H\033[?K",
+        "\033[1\"q\033#8\033[0\"q\033[2;4Hxy\033[2;3H\033[?K\033[?1J",
+        "\033[7m\033#8\033[m\033[3;6H\033[?K\033[?2Jq",
+    };
+    scripts_in_pieces(scripts, sizeof scripts / sizeof scripts[0]);
+}
+
 /* A newline at the bottom moves row pointers, not cells; an idle screen
  * (and the alternate one until used) holds no cells. */
 static void test_scroll_moves_no_cell(void **state)
@@ -979,6 +1015,7 @@ int main(void)
         cmocka_unit_test(test_model_cursor_without_libvterm),
         cmocka_unit_test(test_model_marks_after_designated_set),
         cmocka_unit_test(test_model_lone_marks),
+        cmocka_unit_test(test_model_decaln),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,83 @@
+// An agent that floods its terminal with the sequences dearest to the
+// screen model may not hold the runner: not its loop, not the other
+// terminals, not a viewer's snapshot. DECALN (ESC # 8) fills every cell of
+// the screen in three bytes; libvterm's own fill cost about 164 us a byte
+// at 300x100, so a 16 KiB turn held the loop for seconds, and with the
+// models on a thread of their own, a snapshot (which waits for the thread)
+// and every other terminal's output (which shares the thread's ring)
+// waited as long. One 300x100 terminal writes DECALNs without end, a
+// second runs `yes`:
+//  - PINGs are answered within PONG_MS at the median, PONG_WORST each;
+//  - the `yes` terminal's output keeps flowing;
+//  - snapshots of the flooding terminal come within SNAP_MS, each a screen
+//    of E's at the offset the stream stood at.
+// Timed: CMakeLists.txt runs it alone (RUN_SERIAL); bounds are generous
+// under the sanitizers.
+import fs from 'node:fs';
+import path from 'node:path';
+import { run, check, tmpdir, keygen, mint, startRunner, sleep, BIN } from '../interop/harness.mjs';
+import { Controller, enc } from '../interop/airlock.mjs';
+
+let sanitized = false;
+try { sanitized = /AIRLOCK_SANITIZE:BOOL=ON/.test(fs.readFileSync(path.join(BIN, 'CMakeCache.txt'), 'utf8')); } catch { /* not a build dir */ }
+const PONG_MS = sanitized ? 400 : 50;
+const PONG_WORST = 5 * PONG_MS;
+const SNAP_MS = sanitized ? 5000 : 1000;
+const YES_MIN = sanitized ? 1 << 17 : 1 << 20; // bytes the yes terminal moves meanwhile, at least
+const PINGS = 8, SNAPS = 4;
+
+await run('runner_flood_dear', async () => {
+  const dir = tmpdir('dear');
+  keygen(dir);
+  const file = path.join(dir, 'decaln.out');
+  fs.writeFileSync(file, Buffer.from('\x1b#8'.repeat(1 << 18), 'latin1')); // 768 KiB
+  const r = await startRunner({ dir });
+  const ctl = new Controller();
+  await ctl.connect(r.url, { Authorization: `Bearer ${mint(dir, r.id)}` });
+
+  const got = new Map();
+  const count = (c) => { got.set(c.id, 0); c.onData = (s, b) => { got.set(c.id, got.get(c.id) + b.length); c.out.length = 0; }; };
+  const dear = ctl.open(['sh', '-c', `stty raw -echo; while :; do cat ${file}; done`], { cols: 300, rows: 100 });
+  const yes = ctl.open(['nice', '-n', '19', 'yes'], { cols: 80, rows: 24 });
+  count(dear); count(yes);
+  await Promise.all([dear, yes].map((c) => c.wait(() => c.opened || c.openError, `OPEN ${c.id} answered`, 20000)));
+  check(dear.opened && yes.opened, 'both terminals opened');
+  await sleep(500);
+  check(got.get(dear.id) > (1 << 16), `the DECALN flood is under way (${got.get(dear.id)} bytes out)`);
+
+  const rtts = [];
+  for (let i = 0; i < PINGS; i++) {
+    const before = ctl.pongs;
+    const sent = performance.now();
+    ctl.send(enc.ping(BigInt(i + 1)));
+    await ctl.wait(() => ctl.pongs > before, `PONG ${i + 1}`, 60000);
+    rtts.push(performance.now() - sent);
+    await sleep(100);
+  }
+  const sorted = [...rtts].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)], worst = sorted[sorted.length - 1];
+  check(median <= PONG_MS && worst <= PONG_WORST,
+    `with a terminal flooding DECALNs, PINGs are answered within ${PONG_MS} ms at the median (${median.toFixed(1)} ms) and ${PONG_WORST} ms at worst (${worst.toFixed(1)} ms; all: ${rtts.map((m) => m.toFixed(1)).join(' ')})`);
+
+  const yesBefore = got.get(yes.id);
+  const snapMs = [];
+  for (let i = 0; i < SNAPS; i++) {
+    const seen = dear.snapshots;
+    const sent = performance.now();
+    ctl.send(enc.snapshotReq(dear.id));
+    await dear.wait(() => dear.snapshots > seen, `snapshot ${i + 1} of the flooding terminal`, 60000);
+    snapMs.push(performance.now() - sent);
+    const text = dear.snapshot.bytes.toString('latin1');
+    check(dear.snapshot.offset > 0 && text.includes('EEEE'),
+      `snapshot ${i + 1}, at offset ${dear.snapshot.offset}, is a screen of E's`);
+    await sleep(300);
+  }
+  check(Math.max(...snapMs) <= SNAP_MS,
+    `each snapshot of the flooding terminal came within ${SNAP_MS} ms (${snapMs.map((m) => m.toFixed(0)).join(' ')} ms)`);
+  const yesDuring = got.get(yes.id) - yesBefore;
+  check(yesDuring > YES_MIN,
+    `the yes terminal beside it kept flowing (${yesDuring} bytes while the snapshots were taken)`);
+
+  for (const c of [dear, yes]) c.signal(9);
+  await Promise.all([dear, yes].map((c) => c.waitExit(30000)));
+});
