@@ -199,8 +199,14 @@ async function corpusAndFlow(dir, { wrap, mode }) {
   }
 
   // A stream of full-screen repaints, each screen unlike the one before,
-  // and a snapshot asked for every few milliseconds while it flows.
-  const round = [colourTui(), topLike(), vimExit(), lessLike(), shellSession()].join('');
+  // and a snapshot asked for every few milliseconds while it flows. Each
+  // item that enters the alternate screen leaves it: a ?1049h while already
+  // there is where xterm.js and libvterm 0.1.4 differ (which cursor the
+  // ?1049l then restores, so the shell after it scrolls one line more in
+  // xterm.js), a difference of the two emulators, not of the snapshot
+  // (found by this test under ASan, at the end of each vim item).
+  const X = `${CSI}?1049l`;
+  const round = [colourTui() + X, topLike() + X, vimExit(), lessLike() + X, shellSession()].join('');
   const stream = Buffer.from(Array.from({ length: 200 }, (_, i) => `${CSI}H${CSI}2Jround ${i}\r\n${round}`).join(''), 'utf8');
   const file = path.join(dir, 'flow.out');
   fs.writeFileSync(file, stream);
