@@ -603,8 +603,10 @@ static void conn_close(struct conn *c)
 struct round_res {
     double lat[P_N][4]; /* p50, p90, p99, max in µs */
     double mbps[P_N];
-    double cpu_gb[P_N]; /* airlockd core-s per GB (proxied paths) */
-    double hop_gb[P_N]; /* the runner's core-s per GB (the channel path) */
+    double cpu_gb[P_N];  /* airlockd core-s per GB (proxied paths) */
+    double hop_gb[P_N];  /* the runner's core-s per GB (the channel path) */
+    double mach_gb[P_N]; /* the whole machine's busy core-s per GB (every process) */
+    double busy[P_N];    /* the machine's busy CPUs during the transfer */
 };
 
 static void one_path(const struct target *t, int path, size_t len, struct round_res *x)
@@ -628,11 +630,18 @@ static void one_path(const struct target *t, int path, size_t len, struct round_
     pid_t hop = path == P_CHANNEL ? g.lrunner : 0;
     double cpu0 = in_airlockd ? bu_cpu_of(g.airlockd) : 0;
     double hop0 = hop ? bu_cpu_of(hop) : 0;
+    struct bu_cpustat m0 = bu_cpustat_now();
     uint64_t t0 = bu_now_ns();
     if (conn_get(&c, target, 1, 300) != len)
         bu_fail("GET /big: not %zu bytes", len);
     double secs = (double)(bu_now_ns() - t0) / 1e9;
+    struct bu_cpustat m1 = bu_cpustat_now();
     x->mbps[path] = (double)len / 1e6 / secs;
+    /* every CPU's ticks: the stand-in, the relays, airlockd, the runner and
+     * this reader alike (and whatever else runs: keep the machine quiet) */
+    double idle = bu_idle_pct(m0, m1), ncpu = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    x->busy[path] = idle < 0 ? 0 : ncpu * (100.0 - idle) / 100.0;
+    x->mach_gb[path] = x->busy[path] * secs / ((double)len / 1e9);
     if (in_airlockd)
         x->cpu_gb[path] = (bu_cpu_of(g.airlockd) - cpu0) / ((double)len / 1e9);
     if (hop)
@@ -675,7 +684,7 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
     static const struct {
         const char *name, *goal;
         int kind; /* 0: latency (q: index into lat[][]), 1: MB/s, 2: airlockd's CPU per GB,
-                   * 3: the runner's; also decimals */
+                   * 3: the runner's, 4: the machine's, 5: busy CPUs; also decimals */
         int q;
     } rows[] = {
         {"small GET p50, µs", "added ≤ 1000 µs", 0, 0},
@@ -683,6 +692,8 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
         {"the big response, MB/s", "≥ ×0.8", 1, 0},
         {"airlockd CPU per GB proxied, core-s", "", 2, 0},
         {"the runner's CPU per GB, core-s", "", 3, 0},
+        {"the machine's CPU per GB (every process), core-s", "", 4, 0},
+        {"the machine's busy CPUs during the big response", "", 5, 0},
     };
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         char cell[P_N][96], vs[P_N][96];
@@ -701,7 +712,9 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
                 v[i] = rows[k].kind == 0   ? rr[i].lat[path][rows[k].q]
                        : rows[k].kind == 1 ? rr[i].mbps[path]
                        : rows[k].kind == 2 ? rr[i].cpu_gb[path]
-                                           : rr[i].hop_gb[path];
+                       : rows[k].kind == 3 ? rr[i].hop_gb[path]
+                       : rows[k].kind == 4 ? rr[i].mach_gb[path]
+                                           : rr[i].busy[path];
             bu_fmt3(cell[path], sizeof cell[path], v, n, rows[k].kind > 2 ? 2 : rows[k].kind);
             if (path == P_DIRECT || rows[k].kind >= 2)
                 continue;
@@ -719,6 +732,21 @@ static void report(const struct target *t, const struct round_res *rr, int n, si
         printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rows[k].name,
                cell[P_DIRECT], cell[P_RELAY], cell[P_RELAY2], cell[P_PROXY], cell[P_CHANNEL],
                vs[P_RELAY], vs[P_RELAY2], vs[P_PROXY], vs[P_CHANNEL], rows[k].goal);
+    }
+    printf("\n");
+    /* What the CPUs allow: a path that needs C core-s per GB cannot pass more
+     * than NCPU / C GB/s on this machine, however it is written. */
+    double ncpu = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    for (int path = P_RELAY; path < P_N; path++) {
+        double cap[MAX_RUNS];
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (rr[i].mach_gb[path] > 0 && rr[i].mbps[P_DIRECT] > 0)
+                cap[m++] = ncpu / rr[i].mach_gb[path] * 1000.0 / rr[i].mbps[P_DIRECT];
+        if (m)
+            printf("the CPUs' ceiling, %s: %.0f CPUs ÷ its machine CPU per GB = ×%.2f of direct "
+                   "(median of the rounds)\n",
+                   path_name[path], ncpu, bu_median(cap, m));
     }
     printf("\n");
     for (int path = P_PROXY; path <= P_CHANNEL; path++) {
