@@ -96,6 +96,8 @@ struct term {
     struct vt *vt;
     size_t vt_bytes;  /* counted in runner.screen_used */
     int snap_pending; /* a SNAPSHOT_REQ waits for the rate limiter */
+    int snap_wait;    /* a snapshot waits for the models' thread to pass snap_mark: no read */
+    size_t snap_mark;
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
     int ev_out, ev_err, ev_in;             /* the events each one polls now */
@@ -311,6 +313,8 @@ static void term_read(struct term *t, unsigned stream)
 {
     struct runner *r = t->r;
     int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
+    if (stream == FR_STDOUT && t->snap_wait)
+        return; /* the model's snapshot is due at this offset */
     for (int first = 1;; first = 0) {
         size_t room = ep_writable(r->ep, t->ch, stream);
         size_t left = TURN_MAX > r->turn_used ? TURN_MAX - r->turn_used : 0;
@@ -447,7 +451,7 @@ static void term_update_polls(struct term *t)
     struct runner *r = t->r;
     int want_in = t->inlen > 0 && !t->in_closed;
     int out = 0, err = 0;
-    if (!t->out_eof && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
+    if (!t->out_eof && !t->snap_wait && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
         (!t->vt || !r->vtw || vtw_room(r->vtw, READ_SLACK) >= READ_SLACK))
         out |= UV_READABLE;
     if (t->proc.mode == PROC_PTY) {
@@ -719,22 +723,16 @@ static void on_stdin(struct runner *r, struct term *t, const uint8_t *p, size_t 
     term_write_in(t);
 }
 
-static void snapshot_make(struct runner *r, struct term *t)
+/* Sends the snapshot of t's model, which has taken in every byte of the
+ * stream so far. */
+static void snapshot_send(struct runner *r, struct term *t)
 {
     struct ep_stream_info si;
-    t->snap_pending = 0;
+    char msg[128];
     if (ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
         return;
-    char msg[128];
-    if (!t->vt) { /* only pipe-mode channels run without one (docs/protocol.md §5) */
-        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE,
-                            "no snapshot: the channel runs in pipe mode and has no screen");
-        return;
-    }
     uint8_t *snap = NULL;
     size_t len = 0;
-    if (r->vtw)
-        vtw_sync(r->vtw);                     /* the model has taken in every byte up to si.end */
     int rc = vt_snapshot(t->vt, &snap, &len); /* the ladder: never too big */
     if (rc != AL_OK) {
         (void)snprintf(msg, sizeof msg, "snapshot failed: %s", al_strerror(rc));
@@ -753,6 +751,32 @@ static void snapshot_make(struct runner *r, struct term *t)
         (void)snprintf(msg, sizeof msg, "snapshot not sent: %s", al_strerror(rc));
         (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE, msg);
     }
+}
+
+/* A snapshot, now or once the models' thread has taken in what is queued
+ * for t: meanwhile t is not read (so the snapshot is exact at the offset
+ * its bytes end at) and the loop goes on (on_model_mark sends it). */
+static void snapshot_make(struct runner *r, struct term *t)
+{
+    struct ep_stream_info si;
+    t->snap_pending = 0;
+    if (t->snap_wait || ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
+        return;
+    if (!t->vt) { /* only pipe-mode channels run without one (docs/protocol.md §5) */
+        (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE,
+                            "no snapshot: the channel runs in pipe mode and has no screen");
+        return;
+    }
+    if (r->vtw) {
+        size_t mark = vtw_mark(r->vtw);
+        if (!vtw_notify(r->vtw, mark)) {
+            t->snap_wait = 1;
+            t->snap_mark = mark;
+            term_update_polls(t);
+            return;
+        }
+    }
+    snapshot_send(r, t);
 }
 
 static void on_snap_timer(uv_timer_t *h);
@@ -1030,6 +1054,24 @@ static void on_model_room(void *ud)
         term_update_polls(r->terms[i]);
 }
 
+/* The models' thread passed a mark: the snapshots that waited for it. */
+static void on_model_mark(void *ud)
+{
+    struct runner *r = ud;
+    int sent = 0;
+    for (unsigned i = 0; i < r->nterms; i++) {
+        struct term *t = r->terms[i];
+        if (!t->snap_wait || !vtw_passed(r->vtw, t->snap_mark))
+            continue;
+        t->snap_wait = 0;
+        snapshot_send(r, t);
+        term_update_polls(t);
+        sent = 1;
+    }
+    if (sent)
+        want_write(r);
+}
+
 static void on_model_error(void *ud, uint32_t ch, int rc, unsigned count)
 {
     runner_log(ud, 0, "channel %u: screen model: %s (%u failures)", (unsigned)ch, al_strerror(rc),
@@ -1094,8 +1136,11 @@ int runner_new(uv_loop_t *loop, const struct runner_config *cfg, struct runner *
     (void)uv_signal_start(&r->sigchld, on_sigchld, SIGCHLD);
     *out = r;
     if (cpus > 1) {
-        struct vtw_config wc = {
-            .feed = model_feed, .on_room = on_model_room, .on_error = on_model_error, .ud = r};
+        struct vtw_config wc = {.feed = model_feed,
+                                .on_room = on_model_room,
+                                .on_error = on_model_error,
+                                .on_mark = on_model_mark,
+                                .ud = r};
         rc = vtw_new(loop, &wc, &r->vtw);
         if (rc != AL_OK)
             runner_log(r, 0, "no thread for the screen models (%s): the loop feeds them",
@@ -1165,8 +1210,14 @@ void runner_link_down(struct runner *r, void *link)
     ep_link_down(r->ep);
     (void)uv_timer_stop(&r->tick);
     /* a snapshot cut by the link is asked for again on the next one (§8) */
-    for (unsigned i = 0; i < r->nterms; i++)
-        r->terms[i]->snap_pending = 0;
+    for (unsigned i = 0; i < r->nterms; i++) {
+        struct term *t = r->terms[i];
+        t->snap_pending = 0;
+        if (t->snap_wait) { /* no snapshot to send: the reads go on */
+            t->snap_wait = 0;
+            term_update_polls(t);
+        }
+    }
     (void)uv_timer_stop(&r->snap_timer);
     if (r->cfg.grace_ms)
         (void)uv_timer_start(&r->grace, on_grace, r->cfg.grace_ms, 0);

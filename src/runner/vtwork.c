@@ -13,8 +13,12 @@
  * Waking: the thread sleeps on `work` only after setting `idle` and seeing
  * the ring empty, both under the mutex; the loop stores wr before it reads
  * idle (both sequentially consistent), so one of the two always sees the
- * other. vtw_sync waits on `done` the same way, with `syncing`. Room and
- * errors reach the loop through a uv_async_t.
+ * other. vtw_sync waits on `done` the same way, with `syncing`. Room,
+ * errors and passed marks reach the loop through a uv_async_t: the loop
+ * stores the furthest mark it waits for in notify_at (0: none) and reads
+ * rd after; the thread stores rd before it reads notify_at and takes the
+ * mark it has passed with a compare-and-exchange to 0, so exactly one
+ * side sees a passed mark, and a mark the loop raised meanwhile stays.
  *
  * Ownership: the loop owns the struct; the thread only reads the ring
  * between rd and wr, and writes rd, the error fields and the flags it is
@@ -52,9 +56,11 @@ struct vtw {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
     _Atomic size_t wr, rd;
-    _Atomic int idle;      /* the thread sleeps, or is about to, on work */
-    _Atomic int syncing;   /* the loop waits on done */
-    _Atomic int want_room; /* the loop wants on_room when room comes back */
+    _Atomic int idle;         /* the thread sleeps, or is about to, on work */
+    _Atomic int syncing;      /* the loop waits on done */
+    _Atomic int want_room;    /* the loop wants on_room when room comes back */
+    _Atomic size_t notify_at; /* the mark on_mark waits for; 0: none */
+    _Atomic int passed;       /* the thread passed notify_at: on_mark is due */
     _Atomic int quit;
     _Atomic int err_rc;
     _Atomic uint32_t err_ch;
@@ -86,6 +92,11 @@ static void after_consume(struct vtw *w, size_t rd)
     if (atomic_load(&w->want_room) && atomic_load(&w->wr) - rd <= VTW_RING / 2 &&
         atomic_exchange(&w->want_room, 0))
         wake_loop(w);
+    size_t at = atomic_load(&w->notify_at);
+    if (at && rd >= at && atomic_compare_exchange_strong(&w->notify_at, &at, 0)) {
+        atomic_store(&w->passed, 1);
+        wake_loop(w);
+    }
 }
 
 static void *thread_main(void *arg)
@@ -136,6 +147,8 @@ static void on_async(uv_async_t *h)
     unsigned n = atomic_exchange(&w->err_count, 0);
     if (n && w->cfg.on_error)
         w->cfg.on_error(w->cfg.ud, atomic_load(&w->err_ch), atomic_load(&w->err_rc), n);
+    if (atomic_exchange(&w->passed, 0) && w->cfg.on_mark)
+        w->cfg.on_mark(w->cfg.ud);
     if (w->cfg.on_room && !atomic_load(&w->want_room))
         w->cfg.on_room(w->cfg.ud); /* cheap when nothing waited: the runner re-polls */
 }
@@ -276,4 +289,31 @@ void vtw_sync(struct vtw *w)
         pthread_cond_wait(&w->done, &w->mu);
     atomic_store(&w->syncing, 0);
     pthread_mutex_unlock(&w->mu);
+}
+
+size_t vtw_mark(const struct vtw *w)
+{
+    return atomic_load_explicit(&w->wr, memory_order_relaxed);
+}
+
+int vtw_passed(const struct vtw *w, size_t mark)
+{
+    return atomic_load(&w->rd) >= mark;
+}
+
+int vtw_notify(struct vtw *w, size_t mark)
+{
+    if (vtw_passed(w, mark))
+        return 1;
+    size_t cur = atomic_load(&w->notify_at);
+    while (cur < mark && !atomic_compare_exchange_weak(&w->notify_at, &cur, mark))
+        ;
+    /* The thread may have passed the mark before it saw notify_at: then the
+     * call is made here (other marks may wait on it). */
+    cur = mark;
+    if (vtw_passed(w, mark) && atomic_compare_exchange_strong(&w->notify_at, &cur, 0)) {
+        atomic_store(&w->passed, 1);
+        wake_loop(w);
+    }
+    return 0;
 }

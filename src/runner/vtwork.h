@@ -5,9 +5,12 @@
  * The loop pushes each read (a model, its channel, the bytes) into one
  * ring of records; the thread feeds them to the models in the order they
  * were pushed. The loop touches a model itself (a snapshot, a resize, its
- * free) only after vtw_sync, when the thread has fed every byte pushed and
- * waits. So a snapshot is still exact at the stream's offset, and a model
- * is never used by both threads at once.
+ * free) only once the thread has fed every record pushed for it: after
+ * vtw_sync, when the thread has fed every byte pushed and waits, or, not
+ * to wait, by taking a mark (vtw_mark), pushing nothing more for that
+ * model, and waiting for on_mark to say the thread has passed the mark
+ * (vtw_passed) while the loop goes on. So a snapshot is still exact at the
+ * stream's offset, and a model is never used by both threads at once.
  *
  * Bounds: the ring holds VTW_RING bytes (records of at most VTW_PUSH_MAX
  * bytes each); a loop that finds too little room stops reading until the
@@ -36,11 +39,16 @@ typedef void vtw_room_fn(void *ud);
 /* On the loop: a feed on the thread failed (rc) for channel ch; the most
  * recent failure since the last call, with how many there were. */
 typedef void vtw_error_fn(void *ud, uint32_t ch, int rc, unsigned count);
+/* On the loop: the thread has passed the furthest mark vtw_notify was
+ * given (and so every earlier one); vtw_passed tells which marks. It may
+ * also come when no new mark was passed. */
+typedef void vtw_mark_fn(void *ud);
 
 struct vtw_config {
     vtw_feed_fn *feed;
     vtw_room_fn *on_room;
     vtw_error_fn *on_error;
+    vtw_mark_fn *on_mark;
     void *ud;
 };
 
@@ -62,5 +70,15 @@ int vtw_push(struct vtw *w, void *target, uint32_t ch, const uint8_t *p, size_t 
 int vtw_busy(const struct vtw *w);
 /* Returns once the thread has fed every byte pushed so far. */
 void vtw_sync(struct vtw *w);
+
+/* Where the ring stands: every record pushed so far lies before the mark. */
+size_t vtw_mark(const struct vtw *w);
+/* Whether the thread has fed every record before mark. */
+int vtw_passed(const struct vtw *w, size_t mark);
+/* Asks for on_mark once the thread has passed mark: 1 when it already has
+ * (no call comes for it then), 0 when the call will come. Marks asked for
+ * before and not yet passed are taken along: one call comes once the
+ * furthest is passed, never more than a ring's feed away. */
+int vtw_notify(struct vtw *w, size_t mark);
 
 #endif

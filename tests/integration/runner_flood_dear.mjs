@@ -11,6 +11,10 @@
 //  - the `yes` terminal's output keeps flowing;
 //  - snapshots of the flooding terminal come within SNAP_MS, each a screen
 //    of E's at the offset the stream stood at.
+// Then a 300x100 terminal floods RIS (ESC c, the dearest input left): a
+// PING sent just after each SNAPSHOT_REQ of it is answered within PONG_MS,
+// for the snapshot waits for the models' thread, not the loop (with the
+// loop waiting, PONGs took 63-182 ms), and the snapshots come within SNAP_MS.
 // Timed: CMakeLists.txt runs it alone (RUN_SERIAL); bounds are generous
 // under the sanitizers.
 import fs from 'node:fs';
@@ -78,6 +82,38 @@ await run('runner_flood_dear', async () => {
   check(yesDuring > YES_MIN,
     `the yes terminal beside it kept flowing (${yesDuring} bytes while the snapshots were taken)`);
 
-  for (const c of [dear, yes]) c.signal(9);
-  await Promise.all([dear, yes].map((c) => c.waitExit(30000)));
+  // The snapshot waits for the models' thread to take in what is queued for
+  // its terminal; the loop may not wait with it. A terminal flooding the
+  // dearest sequence left (RIS: a whole screen reset in two bytes) and a
+  // PING sent just after each SNAPSHOT_REQ for it: the PONG may not wait
+  // for the snapshot.
+  dear.signal(9);
+  await dear.waitExit(30000);
+  const risFile = path.join(dir, 'ris.out');
+  fs.writeFileSync(risFile, Buffer.from('\x1bc'.repeat(1 << 18), 'latin1')); // 512 KiB
+  const ris = ctl.open(['sh', '-c', `stty raw -echo; while :; do cat ${risFile}; done`], { cols: 300, rows: 100 });
+  count(ris);
+  await ris.wait(() => ris.opened || ris.openError, `OPEN ${ris.id} answered`, 20000);
+  check(ris.opened, 'the RIS terminal opened');
+  await sleep(500);
+  const pongDuring = [], snapRis = [];
+  for (let i = 0; i < SNAPS; i++) {
+    const seen = ris.snapshots, before = ctl.pongs;
+    const sent = performance.now();
+    ctl.send(enc.snapshotReq(ris.id));
+    ctl.send(enc.ping(BigInt(100 + i)));
+    await ctl.wait(() => ctl.pongs > before, `PONG after SNAPSHOT_REQ ${i + 1}`, 60000);
+    pongDuring.push(performance.now() - sent);
+    await ris.wait(() => ris.snapshots > seen, `snapshot ${i + 1} of the RIS terminal`, 60000);
+    snapRis.push(performance.now() - sent);
+    await sleep(300);
+  }
+  console.log(`RIS flood: PONG after each SNAPSHOT_REQ ${pongDuring.map((m) => m.toFixed(1)).join(' ')} ms, ` +
+    `the snapshots ${snapRis.map((m) => m.toFixed(0)).join(' ')} ms`);
+  check(Math.max(...pongDuring) <= PONG_MS,
+    `a PING sent just after a SNAPSHOT_REQ of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongDuring.map((m) => m.toFixed(1)).join(' ')} ms)`);
+  check(Math.max(...snapRis) <= SNAP_MS, `each snapshot of the RIS-flooding terminal came within ${SNAP_MS} ms`);
+
+  for (const c of [ris, yes]) c.signal(9);
+  await Promise.all([ris, yes].map((c) => c.waitExit(30000)));
 });

@@ -4,7 +4,9 @@
  * thread has fed everything (with a feed slow enough that it would not
  * otherwise); a full ring says so and calls on_room when room comes back;
  * a push over the room is refused and queues nothing; feed failures reach
- * the loop with their channel and count; vtw_close feeds what is queued.
+ * the loop with their channel and count; vtw_close feeds what is queued;
+ * a mark is passed only once every record pushed before it is fed, and
+ * on_mark comes for every mark asked for that was not already passed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +42,13 @@ struct fx {
     unsigned errors, error_count;
     uint32_t error_ch;
     int error_rc;
+    /* on_mark: how many calls, and at the last one, whether the watched
+     * mark was passed and how many feeds sink 0 had had */
+    struct vtw *w;
+    unsigned marks;
+    size_t watch;
+    int watch_passed;
+    unsigned feeds0;
 };
 
 static int feed(void *target, const uint8_t *p, size_t n)
@@ -69,6 +78,14 @@ static void on_room(void *ud)
     f->rooms++;
 }
 
+static void on_mark(void *ud)
+{
+    struct fx *f = ud;
+    f->marks++;
+    f->watch_passed = vtw_passed(f->w, f->watch);
+    f->feeds0 = f->sinks[0].feeds;
+}
+
 static void on_error(void *ud, uint32_t ch, int rc, unsigned count)
 {
     struct fx *f = ud;
@@ -86,10 +103,12 @@ static struct vtw *fx_open(struct fx *f)
         f->sinks[i].buf = malloc(SINK_MAX);
         assert_non_null(f->sinks[i].buf);
     }
-    struct vtw_config c = {.feed = feed, .on_room = on_room, .on_error = on_error, .ud = f};
+    struct vtw_config c = {
+        .feed = feed, .on_room = on_room, .on_error = on_error, .on_mark = on_mark, .ud = f};
     struct vtw *w = NULL;
     assert_int_equal(vtw_new(&f->loop, &c, &w), AL_OK);
     assert_non_null(w);
+    f->w = w;
     return w;
 }
 
@@ -252,12 +271,91 @@ static void test_close_feeds_what_is_queued(void **state)
         free(f.sinks[i].buf);
 }
 
+static void on_guard(uv_timer_t *h)
+{
+    (void)h;
+    fail_msg("no on_mark within 5 s");
+}
+
+/* Runs the loop until on_mark has come (a guard timer fails the test
+ * after 5 s). */
+static void wait_mark(struct fx *f, unsigned before)
+{
+    uv_timer_t guard;
+    assert_int_equal(uv_timer_init(&f->loop, &guard), 0);
+    assert_int_equal(uv_timer_start(&guard, on_guard, 5000, 0), 0);
+    while (f->marks == before)
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&guard, NULL);
+    (void)uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+static void test_marks(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct vtw *w = fx_open(&f);
+    /* nothing queued: a mark is passed at once, and no call comes */
+    size_t m0 = vtw_mark(w);
+    assert_true(vtw_passed(w, m0));
+    assert_int_equal(vtw_notify(w, m0), 1);
+    /* ten slow records for sink 0, the mark, ten slow ones for sink 1 */
+    f.sinks[0].sleep_us = 3000;
+    f.sinks[1].sleep_us = 20000; /* 200 ms: the loop has long seen the call */
+    uint8_t b[200];
+    memset(b, 'm', sizeof b);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(vtw_push(w, &f.sinks[0], 0, b, sizeof b), AL_OK);
+    size_t m1 = vtw_mark(w);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(vtw_push(w, &f.sinks[1], 1, b, sizeof b), AL_OK);
+    size_t m2 = vtw_mark(w);
+    assert_true(m1 > m0 && m2 > m1);
+    assert_false(vtw_passed(w, m1));
+    f.watch = m1;
+    assert_int_equal(vtw_notify(w, m1), 0);
+    wait_mark(&f, 0);
+    /* the call came once sink 0's ten were fed, while sink 1's were not */
+    assert_true(f.watch_passed);
+    assert_int_equal(f.feeds0, 10);
+    assert_false(vtw_passed(w, m2));
+    /* two marks asked for: one call, once the further one is passed */
+    size_t m3 = vtw_mark(w);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(vtw_push(w, &f.sinks[0], 0, b, sizeof b), AL_OK);
+    size_t m4 = vtw_mark(w);
+    f.watch = m4;
+    unsigned before = f.marks;
+    assert_int_equal(vtw_notify(w, m2), 0);
+    assert_int_equal(vtw_notify(w, m4), 0);
+    wait_mark(&f, before);
+    assert_true(f.watch_passed);
+    assert_true(vtw_passed(w, m2) && vtw_passed(w, m3));
+    assert_int_equal(f.sinks[0].feeds, 13);
+    assert_int_equal(f.sinks[1].feeds, 10);
+    /* racing a quick thread: each mark asked for is passed at once or
+     * its call comes; none is lost */
+    f.sinks[0].sleep_us = f.sinks[1].sleep_us = 0;
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(vtw_push(w, &f.sinks[i & 1], 0, b, 1 + (size_t)i % sizeof b), AL_OK);
+        size_t m = vtw_mark(w);
+        f.watch = m;
+        before = f.marks;
+        if (vtw_notify(w, m) == 0) {
+            wait_mark(&f, before);
+            assert_true(vtw_passed(w, m));
+        }
+    }
+    fx_close(&f, w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_across_wraps),
         cmocka_unit_test(test_sync_waits_for_the_thread),
         cmocka_unit_test(test_wakes_after_idle),
+        cmocka_unit_test(test_marks),
         cmocka_unit_test(test_full_ring_and_refused_push),
         cmocka_unit_test(test_errors_reach_the_loop),
         cmocka_unit_test(test_close_feeds_what_is_queued),
