@@ -315,6 +315,7 @@ static void term_read(struct term *t, unsigned stream)
     int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
     if (stream == FR_STDOUT && t->snap_wait)
         return; /* the model's snapshot is due at this offset */
+    struct vt *model = stream == FR_STDOUT ? t->vt : NULL; /* what the bytes also feed */
     for (int first = 1;; first = 0) {
         size_t room = ep_writable(r->ep, t->ch, stream);
         size_t left = TURN_MAX > r->turn_used ? TURN_MAX - r->turn_used : 0;
@@ -325,7 +326,7 @@ static void term_read(struct term *t, unsigned stream)
             left = READ_SLACK;
         if (room > left)
             room = left;
-        if (stream == FR_STDOUT && t->vt && r->vtw) {
+        if (model && r->vtw) {
             size_t mroom = vtw_room(r->vtw, READ_SLACK);
             if (mroom < READ_SLACK)
                 break; /* on_model_room polls again */
@@ -345,13 +346,12 @@ static void term_read(struct term *t, unsigned stream)
         }
         /* A small read (a keystroke's echo) with nothing queued is fed
          * here: waking the thread would cost more than the feed. */
-        if (stream == FR_STDOUT && t->vt && r->vtw &&
-            ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
-            int vrc = vtw_push(r->vtw, t->vt, t->ch, r->readbuf, (size_t)n);
+        if (model && r->vtw && ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
+            int vrc = vtw_push(r->vtw, model, t->ch, r->readbuf, (size_t)n);
             if (vrc != AL_OK) /* cannot happen: the read was sized to the room */
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
-        } else if (stream == FR_STDOUT && t->vt) {
-            int vrc = vt_feed(t->vt, r->readbuf, (size_t)n);
+        } else if (model) {
+            int vrc = vt_feed(model, r->readbuf, (size_t)n);
             if (vrc != AL_OK)
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
         }

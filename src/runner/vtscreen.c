@@ -124,6 +124,16 @@ static void blank_cells(struct vts_cell *c, int n, const struct vts_pen *pen)
         c[i] = b;
 }
 
+/* A selective erase of n cells: each one not protected (DECSCA) blank
+ * with the pen. */
+static void blank_unprotected(struct vts_cell *c, int n, const struct vts_pen *pen)
+{
+    const struct vts_cell b = {.ch = 0, .more = 0, .pen = *pen};
+    for (int i = 0; i < n; i++)
+        if (!(c[i].pen.bits & PEN_PROTECTED))
+            c[i] = b;
+}
+
 /* A row's storage to cap cells (and as many entries of more, if it has
  * them). 0, or AL_E_NOMEM with the row as it was. */
 static int row_grow(struct vts_row *r, int cap)
@@ -286,25 +296,14 @@ static int cb_erase(VTermRect rect, int selective, void *user)
         if (selective && c1 == s->cols && !unprotected_from(s, r, c0)) {
             /* the cells as written one by one; the tail as a whole: kept
              * if protected, else blank with the pen */
-            for (int col = c0; col < r->len; col++) {
-                if (r->cells[col].pen.bits & PEN_PROTECTED)
-                    continue;
-                r->cells[col].ch = 0;
-                r->cells[col].more = 0;
-                r->cells[col].pen = s->pen;
-            }
+            if (c0 < r->len)
+                blank_unprotected(r->cells + c0, r->len - c0, &s->pen);
             if (r->len < s->cols && !(r->fill.bits & PEN_PROTECTED))
                 set_blank_fill(r, &s->pen); /* c0 <= len: past len only the fill protects */
         } else if (selective && c1 < s->cols) {
             if (row_fill_to(s, r, c1) != 0)
                 continue;
-            for (int col = c0; col < c1; col++) {
-                if (r->cells[col].pen.bits & PEN_PROTECTED)
-                    continue;
-                r->cells[col].ch = 0;
-                r->cells[col].more = 0;
-                r->cells[col].pen = s->pen;
-            }
+            blank_unprotected(r->cells + c0, c1 - c0, &s->pen);
         } else if (c1 == s->cols) {
             /* to the end of the row: the blank tail grows */
             if (c0 > r->len && !fill_is_blank(r, &s->pen) && row_fill_to(s, r, c0) != 0)
