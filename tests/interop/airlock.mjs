@@ -446,6 +446,13 @@ export class Controller {
   }
   wake() { this.waiters = this.waiters.filter((w) => !w()); }
   drop() { if (this.ws) this.ws.terminate(); this.ready = false; }
+  // Sends a PING and resolves to the milliseconds until its PONG.
+  async timedPing(ts, ms = 20000) {
+    const before = this.pongs, sent = performance.now();
+    this.send(enc.ping(BigInt(ts)));
+    await this.wait(() => this.pongs > before, `PONG ${ts}`, ms);
+    return performance.now() - sent;
+  }
 }
 
 // ---- the host role ---------------------------------------------------------------
