@@ -88,6 +88,15 @@
 #define PTY_SPIN_US 20
 #define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
+#define MODEL_OPS 8       /* a terminal's snapshots and resizes waiting for the models' thread */
+
+/* What the loop does with a terminal's model once the models' thread has
+ * taken in every byte queued for it (see model_op). */
+enum model_op_kind { OP_SNAPSHOT = 1, OP_RESIZE };
+struct model_op {
+    uint8_t kind; /* enum model_op_kind */
+    uint16_t cols, rows;
+};
 
 struct term {
     struct runner *r;
@@ -96,8 +105,11 @@ struct term {
     struct vt *vt;
     size_t vt_bytes;  /* counted in runner.screen_used */
     int snap_pending; /* a SNAPSHOT_REQ waits for the rate limiter */
-    int snap_wait;    /* a snapshot waits for the models' thread to pass snap_mark: no read */
-    size_t snap_mark;
+    /* snapshots and resizes, in order, waiting for the models' thread to
+     * pass ops_mark; the terminal is not read meanwhile */
+    struct model_op ops[MODEL_OPS];
+    unsigned nops;
+    size_t ops_mark;
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
     int ev_out, ev_err, ev_in;             /* the events each one polls now */
@@ -313,8 +325,8 @@ static void term_read(struct term *t, unsigned stream)
 {
     struct runner *r = t->r;
     int fd = stream == FR_STDOUT ? t->proc.fd_out : t->proc.fd_err;
-    if (stream == FR_STDOUT && t->snap_wait)
-        return; /* the model's snapshot is due at this offset */
+    if (stream == FR_STDOUT && t->nops)
+        return; /* the model's snapshot or resize is due at this offset */
     struct vt *model = stream == FR_STDOUT ? t->vt : NULL; /* what the bytes also feed */
     for (int first = 1;; first = 0) {
         size_t room = ep_writable(r->ep, t->ch, stream);
@@ -451,7 +463,7 @@ static void term_update_polls(struct term *t)
     struct runner *r = t->r;
     int want_in = t->inlen > 0 && !t->in_closed;
     int out = 0, err = 0;
-    if (!t->out_eof && !t->snap_wait && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
+    if (!t->out_eof && !t->nops && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
         (!t->vt || !r->vtw || vtw_room(r->vtw, READ_SLACK) >= READ_SLACK))
         out |= UV_READABLE;
     if (t->proc.mode == PROC_PTY) {
@@ -753,30 +765,74 @@ static void snapshot_send(struct runner *r, struct term *t)
     }
 }
 
-/* A snapshot, now or once the models' thread has taken in what is queued
- * for t: meanwhile t is not read (so the snapshot is exact at the offset
- * its bytes end at) and the loop goes on (on_model_mark sends it). */
+static void resize_apply(struct runner *r, struct term *t, uint16_t cols, uint16_t rows);
+
+static void op_run(struct runner *r, struct term *t, const struct model_op *op)
+{
+    if (op->kind == OP_SNAPSHOT)
+        snapshot_send(r, t);
+    else
+        resize_apply(r, t, op->cols, op->rows);
+}
+
+/* Runs the operations that waited, in order, and reads t again. */
+static void ops_run(struct runner *r, struct term *t)
+{
+    for (unsigned i = 0; i < t->nops; i++)
+        op_run(r, t, &t->ops[i]);
+    t->nops = 0;
+    term_update_polls(t);
+    want_write(r);
+}
+
+/* A snapshot or a resize of t's model: now if the models' thread has taken
+ * in every byte of t read so far, else once it has. Meanwhile t is not
+ * read (so the model is exact at the offset its bytes end at) and the
+ * loop goes on; on_model_mark runs what waited. Repeats coalesce (two
+ * snapshots in a row are one, a resize replaces the resize just before
+ * it); a queue full of alternations waits for the thread here. */
+static void model_op(struct runner *r, struct term *t, struct model_op op)
+{
+    if (!r->vtw) {
+        op_run(r, t, &op);
+        return;
+    }
+    if (t->nops == 0) {
+        size_t mark = vtw_mark(r->vtw);
+        if (vtw_notify(r->vtw, mark)) {
+            op_run(r, t, &op);
+            return;
+        }
+        t->ops_mark = mark;
+    }
+    struct model_op *last = t->nops ? &t->ops[t->nops - 1] : NULL;
+    if (last && last->kind == op.kind) {
+        *last = op;
+        return;
+    }
+    if (t->nops == MODEL_OPS) {
+        vtw_sync(r->vtw);
+        ops_run(r, t);
+        op_run(r, t, &op);
+        return;
+    }
+    t->ops[t->nops++] = op;
+    if (t->nops == 1)
+        term_update_polls(t);
+}
+
 static void snapshot_make(struct runner *r, struct term *t)
 {
     struct ep_stream_info si;
     t->snap_pending = 0;
-    if (t->snap_wait || ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
+    if (ep_stream_info(r->ep, t->ch, FR_STDOUT, &si) != AL_OK)
         return;
     if (!t->vt) { /* only pipe-mode channels run without one (docs/protocol.md §5) */
         (void)ep_send_error(r->ep, t->ch, FR_ERR_STATE,
                             "no snapshot: the channel runs in pipe mode and has no screen");
         return;
     }
-    if (r->vtw) {
-        size_t mark = vtw_mark(r->vtw);
-        if (!vtw_notify(r->vtw, mark)) {
-            t->snap_wait = 1;
-            t->snap_mark = mark;
-            term_update_polls(t);
-            return;
-        }
-    }
-    snapshot_send(r, t);
+    model_op(r, t, (struct model_op){.kind = OP_SNAPSHOT});
 }
 
 static void on_snap_timer(uv_timer_t *h);
@@ -827,14 +883,21 @@ static void on_snapshot_req(struct runner *r, struct term *t)
     snap_schedule(r);
 }
 
-/* A RESIZE: the PTY and the model change together, or neither does. */
+/* A RESIZE: the PTY and the model change together, or neither does; the
+ * bytes read before it go into the model at the old size (model_op). */
 static void on_resize(struct runner *r, struct term *t, uint16_t cols, uint16_t rows)
+{
+    if (t->vt)
+        model_op(r, t, (struct model_op){.kind = OP_RESIZE, .cols = cols, .rows = rows});
+    else
+        resize_apply(r, t, cols, rows);
+}
+
+static void resize_apply(struct runner *r, struct term *t, uint16_t cols, uint16_t rows)
 {
     if (t->vt) {
         char why[512];
         int rc = screen_admit(r, cols, rows, t->vt_bytes, why, sizeof why);
-        if (rc == AL_OK && r->vtw)
-            vtw_sync(r->vtw); /* the bytes before the resize, at the old size */
         if (rc == AL_OK && vt_resize(t->vt, cols, rows) != AL_OK) {
             al_errf(why, sizeof why, "screen model: out of memory");
             rc = AL_E_NOMEM;
@@ -1054,22 +1117,16 @@ static void on_model_room(void *ud)
         term_update_polls(r->terms[i]);
 }
 
-/* The models' thread passed a mark: the snapshots that waited for it. */
+/* The models' thread passed a mark: the snapshots and resizes that waited
+ * for it. */
 static void on_model_mark(void *ud)
 {
     struct runner *r = ud;
-    int sent = 0;
     for (unsigned i = 0; i < r->nterms; i++) {
         struct term *t = r->terms[i];
-        if (!t->snap_wait || !vtw_passed(r->vtw, t->snap_mark))
-            continue;
-        t->snap_wait = 0;
-        snapshot_send(r, t);
-        term_update_polls(t);
-        sent = 1;
+        if (t->nops && vtw_passed(r->vtw, t->ops_mark))
+            ops_run(r, t);
     }
-    if (sent)
-        want_write(r);
 }
 
 static void on_model_error(void *ud, uint32_t ch, int rc, unsigned count)
@@ -1213,10 +1270,14 @@ void runner_link_down(struct runner *r, void *link)
     for (unsigned i = 0; i < r->nterms; i++) {
         struct term *t = r->terms[i];
         t->snap_pending = 0;
-        if (t->snap_wait) { /* no snapshot to send: the reads go on */
-            t->snap_wait = 0;
+        /* the waiting snapshots go too; the resizes still wait */
+        unsigned k = 0, had = t->nops;
+        for (unsigned j = 0; j < had; j++)
+            if (t->ops[j].kind != OP_SNAPSHOT)
+                t->ops[k++] = t->ops[j];
+        t->nops = k;
+        if (had && !k)
             term_update_polls(t);
-        }
     }
     (void)uv_timer_stop(&r->snap_timer);
     if (r->cfg.grace_ms)

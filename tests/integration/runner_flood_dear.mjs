@@ -14,7 +14,8 @@
 // Then a 300x100 terminal floods RIS (ESC c, the dearest input left): a
 // PING sent just after each SNAPSHOT_REQ of it is answered within PONG_MS,
 // for the snapshot waits for the models' thread, not the loop (with the
-// loop waiting, PONGs took 63-182 ms), and the snapshots come within SNAP_MS.
+// loop waiting, PONGs took 63-182 ms), and the snapshots come within SNAP_MS;
+// the same after each RESIZE, whose next snapshot has the new size.
 // Timed: CMakeLists.txt runs it alone (RUN_SERIAL); bounds are generous
 // under the sanitizers.
 import fs from 'node:fs';
@@ -107,6 +108,37 @@ await run('runner_flood_dear', async () => {
   check(Math.max(...pongDuring) <= PONG_MS,
     `a PING sent just after a SNAPSHOT_REQ of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongDuring.map((m) => m.toFixed(1)).join(' ')} ms)`);
   check(Math.max(...snapRis) <= SNAP_MS, `each snapshot of the RIS-flooding terminal came within ${SNAP_MS} ms`);
+  // a RESIZE waits for the thread the same way, the loop not: a PING just
+  // after each, then a snapshot at the new size
+  const pongResize = [];
+  for (let i = 0; i < SNAPS; i++) {
+    const cols = 299 - i;
+    ris.resize(cols, 100);
+    pongResize.push(await ctl.timedPing(200 + i, 60000));
+    const seen = ris.snapshots;
+    ctl.send(enc.snapshotReq(ris.id));
+    await ris.wait(() => ris.snapshots > seen, `snapshot after resize ${i + 1}`, 60000);
+    check(ris.snapshot.cols === cols && ris.snapshot.rows === 100,
+      `the snapshot after RESIZE ${cols}x100 is ${ris.snapshot.cols}x${ris.snapshot.rows}`);
+    await sleep(300);
+  }
+  // in order: a snapshot, a resize and a snapshot asked for at once (the
+  // thread behind). The runner may send the second in place of the first
+  // (docs/protocol.md §8, snapshot order: one not yet begun), never
+  // the new size before the old, each at the offset the stream stood at.
+  const sizes = [], old = `${299 - SNAPS + 1}x100`;
+  ris.onSnapshot = (sn) => sizes.push(`${sn.cols}x${sn.rows}${sn.offset === sn.next ? '' : ` at ${sn.offset} of ${sn.next}`}`);
+  ctl.send(enc.snapshotReq(ris.id));
+  ris.resize(250, 100);
+  ctl.send(enc.snapshotReq(ris.id));
+  await ris.wait(() => sizes.includes('250x100'), 'a snapshot at the new size', 60000);
+  await sleep(200);
+  ris.onSnapshot = null;
+  check([`${old} 250x100`, '250x100'].includes(sizes.join(' ')),
+    `a snapshot, a resize, a snapshot: ${sizes.join(' then ')}, each at the stream's offset`);
+  console.log(`RIS flood: PONG after each RESIZE ${pongResize.map((m) => m.toFixed(1)).join(' ')} ms`);
+  check(Math.max(...pongResize) <= PONG_MS,
+    `a PING sent just after a RESIZE of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongResize.map((m) => m.toFixed(1)).join(' ')} ms)`);
 
   for (const c of [ris, yes]) c.signal(9);
   await Promise.all([ris, yes].map((c) => c.waitExit(30000)));

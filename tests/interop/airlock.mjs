@@ -427,6 +427,7 @@ export class Controller {
           // stdout bytes already in c.out: the screen is the snapshot, then c.out from here
           c.snapshotOutLen = c.out.reduce((n, b) => n + b.length, 0);
           c.snapParts = []; c.snapshots++;
+          if (c.onSnapshot) c.onSnapshot(c.snapshot);
           if (c.lastGap && c.lastGap.to === f.offset) c.resyncs.push({ ...c.lastGap, offset: f.offset });
           c.lastGap = null;
         }
