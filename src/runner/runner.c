@@ -89,6 +89,7 @@
 #define PTY_DRAIN_MS 2000 /* after exit, wait this long for the PTY's EOF */
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
 #define MODEL_OPS 8       /* a terminal's snapshots and resizes waiting for the models' thread */
+#define DEAD_MODELS 64    /* closed terminals' models the models' thread may still feed */
 
 /* What the loop does with a terminal's model once the models' thread has
  * taken in every byte queued for it (see model_op). */
@@ -149,6 +150,14 @@ struct runner {
     /* more than one CPU: the thread that feeds the models (vtwork.h); NULL:
      * the loop feeds them itself */
     struct vtw *vtw;
+    /* closed terminals' models, freed once the thread has passed each mark
+     * (no longer counted in screen_used: a closed terminal's budget is free
+     * at once, its memory a ring's feed later at most) */
+    struct {
+        struct vt *vt;
+        size_t mark;
+    } dead[DEAD_MODELS];
+    unsigned ndead;
     int freeing;
     /* the newest verified in-band token, for the next dial (empty: none) */
     char token[AL_MAX_TOKEN + 1];
@@ -251,8 +260,17 @@ static void term_destroy(struct term *t)
     if (t->closing)
         return;
     t->closing = 1;
-    if (t->vt && r->vtw)
-        vtw_sync(r->vtw);          /* the thread is done with the model before it goes */
+    if (t->vt && r->vtw) { /* the thread may still have bytes to feed it */
+        size_t mark = vtw_mark(r->vtw);
+        if (!vtw_notify(r->vtw, mark) && r->ndead < DEAD_MODELS) {
+            r->dead[r->ndead].vt = t->vt;
+            r->dead[r->ndead].mark = mark;
+            r->ndead++;
+            t->vt = NULL; /* on_model_mark frees it */
+        } else {
+            vtw_sync(r->vtw); /* passed, or too many wait already */
+        }
+    }
     r->screen_used -= t->vt_bytes; /* the model goes with the handles */
     t->vt_bytes = 0;
     for (unsigned i = 0; i < r->nterms; i++) {
@@ -1117,11 +1135,19 @@ static void on_model_room(void *ud)
         term_update_polls(r->terms[i]);
 }
 
-/* The models' thread passed a mark: the snapshots and resizes that waited
- * for it. */
+/* The models' thread passed a mark: the closed terminals' models it no
+ * longer feeds go, and the snapshots and resizes that waited run. */
 static void on_model_mark(void *ud)
 {
     struct runner *r = ud;
+    unsigned k = 0;
+    for (unsigned i = 0; i < r->ndead; i++) {
+        if (vtw_passed(r->vtw, r->dead[i].mark))
+            vt_free(r->dead[i].vt);
+        else
+            r->dead[k++] = r->dead[i];
+    }
+    r->ndead = k;
     for (unsigned i = 0; i < r->nterms; i++) {
         struct term *t = r->terms[i];
         if (t->nops && vtw_passed(r->vtw, t->ops_mark))
@@ -1234,8 +1260,11 @@ void runner_free(struct runner *r)
     }
     runner_proxy_free(r->proxy);
     r->proxy = NULL;
-    vtw_close(r->vtw); /* after the terminals: nothing is queued for them */
+    vtw_close(r->vtw); /* after the terminals: it feeds what is queued, then ends */
     r->vtw = NULL;
+    for (unsigned i = 0; i < r->ndead; i++)
+        vt_free(r->dead[i].vt);
+    r->ndead = 0;
     uv_close((uv_handle_t *)&r->tick, free_when_closed);
     uv_close((uv_handle_t *)&r->grace, free_when_closed);
     uv_close((uv_handle_t *)&r->snap_timer, free_when_closed);

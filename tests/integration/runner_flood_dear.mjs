@@ -15,7 +15,8 @@
 // PING sent just after each SNAPSHOT_REQ of it is answered within PONG_MS,
 // for the snapshot waits for the models' thread, not the loop (with the
 // loop waiting, PONGs took 63-182 ms), and the snapshots come within SNAP_MS;
-// the same after each RESIZE, whose next snapshot has the new size.
+// the same after each RESIZE, whose next snapshot has the new size, and
+// after a CLOSE of it.
 // Timed: CMakeLists.txt runs it alone (RUN_SERIAL); bounds are generous
 // under the sanitizers.
 import fs from 'node:fs';
@@ -140,6 +141,17 @@ await run('runner_flood_dear', async () => {
   check(Math.max(...pongResize) <= PONG_MS,
     `a PING sent just after a RESIZE of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongResize.map((m) => m.toFixed(1)).join(' ')} ms)`);
 
-  for (const c of [ris, yes]) c.signal(9);
-  await Promise.all([ris, yes].map((c) => c.waitExit(30000)));
+  // a CLOSE of the flooding terminal: its model goes once the thread is
+  // done with it, the loop does not wait (PONGs took 72-93 ms when it did)
+  ris.close();
+  const pongClose = await ctl.timedPing(300, 60000);
+  await ris.wait(() => ris.closed, 'CLOSE of the RIS terminal answered', 20000);
+  check(pongClose <= PONG_MS,
+    `a PING sent just after a CLOSE of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongClose.toFixed(1)} ms)`);
+  const yesNow = got.get(yes.id);
+  await sleep(300);
+  check(got.get(yes.id) > yesNow, 'the yes terminal still flows after the CLOSE');
+
+  yes.signal(9);
+  await yes.waitExit(30000);
 });
