@@ -211,17 +211,26 @@ async function corpusAndFlow(dir, { wrap, mode }) {
   const file = path.join(dir, 'flow.out');
   fs.writeFileSync(file, stream);
   const ch = ctl.open(['sh', '-c', `stty raw -echo; cat ${file}; exec sleep 600`], { cols: COLS, rows: ROWS });
+  // One request at a time, the next as soon as the last is answered (as a
+  // relay asks): a request every few milliseconds regardless would keep
+  // replacing the snapshot that waits for stdout to reach its offset
+  // (docs/protocol.md §8), and on a loaded machine, where this reader is
+  // slow, only the stream's end would be answered.
   const snaps = [];
-  let seen = 0;
+  let seen = 0, asked = false;
   const deadline = Date.now() + 60000;
   while (ch.output().length < stream.length || snaps.length === 0) {
     if (Date.now() > deadline) throw new Error(`flow: ${ch.output().length} of ${stream.length} bytes and ${snaps.length} snapshots in 60 s`);
     if (ch.snapshots !== seen) {
       seen = ch.snapshots;
       snaps.push({ offset: ch.snapshot.offset, bytes: ch.snapshot.bytes });
+      asked = false;
     }
-    ctl.send(enc.snapshotReq(ch.id));
-    await new Promise((res) => setTimeout(res, 4));
+    if (!asked) {
+      ctl.send(enc.snapshotReq(ch.id));
+      asked = true;
+    }
+    await new Promise((res) => setTimeout(res, 2));
   }
   await new Promise((res) => setTimeout(res, 200));
   if (ch.snapshots !== seen) snaps.push({ offset: ch.snapshot.offset, bytes: ch.snapshot.bytes });
