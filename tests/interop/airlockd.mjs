@@ -179,7 +179,7 @@ export async function api(port, method, target, key, body) {
   const r = await rawHttp(port, `${method} ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
     (key ? `Authorization: Bearer ${key}\r\n` : '') +
     (method !== 'GET' ? `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(data)}\r\n` : '') +
-    `\r\n${data}`, scaled(15000)); // scaled: a 16 MB recording read under ASan on a busy machine once took longer
+    `\r\n${data}`, scaled(15000));
   let json = null;
   try { json = JSON.parse(r.body); } catch { /* not JSON */ }
   return { ...r, json };
