@@ -129,7 +129,7 @@ async function age() {
   const got = js.ch.output();
   check(got.length === out.data.length && sha(got) === sha(out.data) && !js.ch.gaps,
     `age cuts every 3 s: the ${AGE_SIZE} byte stream arrived exactly once, no gap (${took} ms; got ${got.length} bytes, ${
-      js.ch.gaps} gaps, ${js.reconnects} reconnects${got.length && sha(got) !== sha(out.data) ? `, first difference at ${firstDiff(got, out.data)}` : ''})`);
+      js.ch.gaps || 0} gaps ${JSON.stringify(js.ch.gapList || [])}, ${js.reconnects} reconnects${got.length && sha(got) !== sha(out.data) ? `, first difference at ${firstDiff(got, out.data)}` : ''})`);
   check(sb.proxy.fired('age-cut') >= 3 && js.proxy.fired('age-cut') >= 3,
     `both hops were cut at their age (runner ${sb.proxy.fired('age-cut')}, client ${js.proxy.fired('age-cut')} times)`);
 }

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { tmpdir, startRunner, onCleanup } from './harness.mjs';
+import { tmpdir, startRunner, onCleanup, waitFor } from './harness.mjs';
 import { addUser, startAirlockd, api, attach } from './airlockd.mjs';
 import { WRITER, VIEWER } from './airlock.mjs';
 import { waitLink } from './cli.mjs';
@@ -14,6 +14,7 @@ import { startFaultProxy } from '../tools/faultproxy.mjs';
 
 export const sha = (b) => crypto.createHash('sha256').update(b).digest('hex');
 const RECONNECT_EVERY_MS = 20; // a cut client tries again this often
+const ATTACHED_WAIT_MS = 20000; // a client's ATTACH answered, through its faults
 
 // airlockd with an admin and an operator: { base, dir, d, port, admin, op }
 export async function faultServer(tag, args = []) {
@@ -77,6 +78,10 @@ export async function faultyClient(s, id, { faults = [], seed, label = `faultpro
   }, RECONNECT_EVERY_MS);
   a.stop = () => clearInterval(timer);
   onCleanup(a.stop);
+  // attached once airlockd has taken the ATTACH (ATTACHED): a program told
+  // to go before that may print first, and a fresh client that attaches
+  // after output has started begins at a snapshot (protocol §9), not at 0
+  await waitFor(() => a.ch.linked, ATTACHED_WAIT_MS, `ATTACHED for ${id}`, 10);
   return a;
 }
 
