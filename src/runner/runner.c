@@ -107,10 +107,11 @@ struct term {
     size_t vt_bytes;  /* counted in runner.screen_used */
     int snap_pending; /* a SNAPSHOT_REQ waits for the rate limiter */
     /* snapshots and resizes, in order, waiting for the models' thread to
-     * pass ops_mark; the terminal is not read meanwhile */
+     * pass model_mark; the terminal is not read meanwhile, so the mark
+     * stays */
     struct model_op ops[MODEL_OPS];
     unsigned nops;
-    size_t ops_mark;
+    size_t model_mark; /* the models' ring right after this model's last record */
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
     int ev_out, ev_err, ev_in;             /* the events each one polls now */
@@ -260,15 +261,16 @@ static void term_destroy(struct term *t)
     if (t->closing)
         return;
     t->closing = 1;
-    if (t->vt && r->vtw) { /* the thread may still have bytes to feed it */
-        size_t mark = vtw_mark(r->vtw);
-        if (!vtw_notify(r->vtw, mark) && r->ndead < DEAD_MODELS) {
+    /* the thread may still have bytes to feed the model: it goes once the
+     * thread has passed them (on_model_mark), or here when too many wait */
+    if (t->vt && r->vtw && !vtw_notify(r->vtw, t->model_mark)) {
+        if (r->ndead < DEAD_MODELS) {
             r->dead[r->ndead].vt = t->vt;
-            r->dead[r->ndead].mark = mark;
+            r->dead[r->ndead].mark = t->model_mark;
             r->ndead++;
-            t->vt = NULL; /* on_model_mark frees it */
+            t->vt = NULL;
         } else {
-            vtw_sync(r->vtw); /* passed, or too many wait already */
+            vtw_sync(r->vtw);
         }
     }
     r->screen_used -= t->vt_bytes; /* the model goes with the handles */
@@ -378,7 +380,9 @@ static void term_read(struct term *t, unsigned stream)
          * here: waking the thread would cost more than the feed. */
         if (model && r->vtw && ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
             int vrc = vtw_push(r->vtw, model, t->ch, r->readbuf, (size_t)n);
-            if (vrc != AL_OK) /* cannot happen: the read was sized to the room */
+            if (vrc == AL_OK)
+                t->model_mark = vtw_mark(r->vtw);
+            else /* cannot happen: the read was sized to the room */
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
         } else if (model) {
             int vrc = vt_feed(model, r->readbuf, (size_t)n);
@@ -815,13 +819,11 @@ static void model_op(struct runner *r, struct term *t, struct model_op op)
         op_run(r, t, &op);
         return;
     }
-    if (t->nops == 0) {
-        size_t mark = vtw_mark(r->vtw);
-        if (vtw_notify(r->vtw, mark)) {
-            op_run(r, t, &op);
-            return;
-        }
-        t->ops_mark = mark;
+    /* the mark of t's last record, not the ring's end: the records of
+     * other terminals queued after it are not t's to wait for */
+    if (t->nops == 0 && vtw_notify(r->vtw, t->model_mark)) {
+        op_run(r, t, &op);
+        return;
     }
     struct model_op *last = t->nops ? &t->ops[t->nops - 1] : NULL;
     if (last && last->kind == op.kind) {
@@ -1136,22 +1138,34 @@ static void on_model_room(void *ud)
 }
 
 /* The models' thread passed a mark: the closed terminals' models it no
- * longer feeds go, and the snapshots and resizes that waited run. */
+ * longer feeds go, and the snapshots and resizes that waited run. Then the
+ * earliest mark still waited for is asked for (vtw_notify calls back for
+ * one mark at a time); one passed meanwhile makes another round. */
 static void on_model_mark(void *ud)
 {
     struct runner *r = ud;
-    unsigned k = 0;
-    for (unsigned i = 0; i < r->ndead; i++) {
-        if (vtw_passed(r->vtw, r->dead[i].mark))
-            vt_free(r->dead[i].vt);
-        else
+    for (;;) {
+        size_t next = 0; /* the earliest mark still waited for; 0: none */
+        unsigned k = 0;
+        for (unsigned i = 0; i < r->ndead; i++) {
+            if (vtw_passed(r->vtw, r->dead[i].mark)) {
+                vt_free(r->dead[i].vt);
+                continue;
+            }
+            if (!next || r->dead[i].mark < next)
+                next = r->dead[i].mark;
             r->dead[k++] = r->dead[i];
-    }
-    r->ndead = k;
-    for (unsigned i = 0; i < r->nterms; i++) {
-        struct term *t = r->terms[i];
-        if (t->nops && vtw_passed(r->vtw, t->ops_mark))
-            ops_run(r, t);
+        }
+        r->ndead = k;
+        for (unsigned i = 0; i < r->nterms; i++) {
+            struct term *t = r->terms[i];
+            if (t->nops && vtw_passed(r->vtw, t->model_mark))
+                ops_run(r, t);
+            else if (t->nops && (!next || t->model_mark < next))
+                next = t->model_mark;
+        }
+        if (!next || !vtw_notify(r->vtw, next))
+            return;
     }
 }
 

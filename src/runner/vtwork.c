@@ -15,10 +15,10 @@
  * idle (both sequentially consistent), so one of the two always sees the
  * other. vtw_sync waits on `done` the same way, with `syncing`. Room,
  * errors and passed marks reach the loop through a uv_async_t: the loop
- * stores the furthest mark it waits for in notify_at (0: none) and reads
+ * stores the earliest mark it waits for in notify_at (0: none) and reads
  * rd after; the thread stores rd before it reads notify_at and takes the
  * mark it has passed with a compare-and-exchange to 0, so exactly one
- * side sees a passed mark, and a mark the loop raised meanwhile stays.
+ * side sees a passed mark, and a mark the loop lowered meanwhile stays.
  *
  * Ownership: the loop owns the struct; the thread only reads the ring
  * between rd and wr, and writes rd, the error fields and the flags it is
@@ -306,7 +306,7 @@ int vtw_notify(struct vtw *w, size_t mark)
     if (vtw_passed(w, mark))
         return 1;
     size_t cur = atomic_load(&w->notify_at);
-    while (cur < mark && !atomic_compare_exchange_weak(&w->notify_at, &cur, mark))
+    while ((cur == 0 || mark < cur) && !atomic_compare_exchange_weak(&w->notify_at, &cur, mark))
         ;
     /* The thread may have passed the mark before it saw notify_at: then the
      * call is made here (other marks may wait on it). */

@@ -39,8 +39,8 @@ typedef void vtw_room_fn(void *ud);
 /* On the loop: a feed on the thread failed (rc) for channel ch; the most
  * recent failure since the last call, with how many there were. */
 typedef void vtw_error_fn(void *ud, uint32_t ch, int rc, unsigned count);
-/* On the loop: the thread has passed the furthest mark vtw_notify was
- * given (and so every earlier one); vtw_passed tells which marks. It may
+/* On the loop: the thread has passed the earliest mark vtw_notify was
+ * given and not yet passed then; vtw_passed tells which marks now. It may
  * also come when no new mark was passed. */
 typedef void vtw_mark_fn(void *ud);
 
@@ -71,14 +71,18 @@ int vtw_busy(const struct vtw *w);
 /* Returns once the thread has fed every byte pushed so far. */
 void vtw_sync(struct vtw *w);
 
-/* Where the ring stands: every record pushed so far lies before the mark. */
+/* Where the ring stands: every record pushed so far lies before the mark.
+ * Taken right after a push, it is where that record ends, and a model's
+ * last such mark is the one its own use waits for: not the ring's end,
+ * which may lie behind other models' records. */
 size_t vtw_mark(const struct vtw *w);
 /* Whether the thread has fed every record before mark. */
 int vtw_passed(const struct vtw *w, size_t mark);
 /* Asks for on_mark once the thread has passed mark: 1 when it already has
- * (no call comes for it then), 0 when the call will come. Marks asked for
- * before and not yet passed are taken along: one call comes once the
- * furthest is passed, never more than a ring's feed away. */
+ * (no call comes for it then), 0 when a call will come. One mark is
+ * watched at a time, the earliest asked for: a call comes once it is
+ * passed, and the caller then asks again for the marks it still waits for
+ * (a later mark may be passed by then, or not). */
 int vtw_notify(struct vtw *w, size_t mark);
 
 #endif

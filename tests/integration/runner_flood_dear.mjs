@@ -16,7 +16,8 @@
 // for the snapshot waits for the models' thread, not the loop (with the
 // loop waiting, PONGs took 63-182 ms), and the snapshots come within SNAP_MS;
 // the same after each RESIZE, whose next snapshot has the new size, and
-// after a CLOSE of it.
+// after a CLOSE of it; a quiet terminal's snapshots meanwhile do not wait
+// for the flood's bytes queued for the models' thread.
 // Timed: CMakeLists.txt runs it alone (RUN_SERIAL); bounds are generous
 // under the sanitizers.
 import fs from 'node:fs';
@@ -109,6 +110,29 @@ await run('runner_flood_dear', async () => {
   check(Math.max(...pongDuring) <= PONG_MS,
     `a PING sent just after a SNAPSHOT_REQ of the RIS-flooding terminal is answered within ${PONG_MS} ms (${pongDuring.map((m) => m.toFixed(1)).join(' ')} ms)`);
   check(Math.max(...snapRis) <= SNAP_MS, `each snapshot of the RIS-flooding terminal came within ${SNAP_MS} ms`);
+  // a quiet terminal beside it: its model has long taken in all it printed,
+  // so its snapshot does not wait for the flood's records in the thread's
+  // ring (it did, as long as the flood's own: the mark was the ring's end;
+  // the first may wait, for its line went into the ring behind the flood)
+  const quiet = ctl.open(['sh', '-c', 'stty raw -echo; printf "quiet terminal here"; exec sleep 600'], { cols: 300, rows: 100 });
+  count(quiet);
+  await quiet.wait(() => got.get(quiet.id) >= 19 || quiet.openError, `OPEN ${quiet.id} and its line`, 20000);
+  const quietMs = [];
+  for (let i = 0; i < 2 * SNAPS; i++) {
+    const seen = quiet.snapshots;
+    const sent = performance.now();
+    ctl.send(enc.snapshotReq(quiet.id));
+    await quiet.wait(() => quiet.snapshots > seen, `snapshot ${i + 1} of the quiet terminal`, 60000);
+    quietMs.push(performance.now() - sent);
+    if (i === 0) check(quiet.snapshot.bytes.toString('latin1').includes('quiet terminal here'), 'the quiet terminal\'s snapshot shows its line');
+    await sleep(100);
+  }
+  const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  console.log(`RIS flood: snapshots of a quiet terminal beside it ${quietMs.map((m) => m.toFixed(1)).join(' ')} ms`);
+  check(med(quietMs) <= Math.min(PONG_MS, Math.max(med(snapRis) / 4, 5)),
+    `a quiet terminal's snapshot does not wait for the flood beside it: median ${med(quietMs).toFixed(1)} ms (the flooding terminal's: ${med(snapRis).toFixed(1)} ms; bound ${PONG_MS} ms and a quarter of it)`);
+  quiet.signal(9);
+  await quiet.waitExit(30000);
   // a RESIZE waits for the thread the same way, the loop not: a PING just
   // after each, then a snapshot at the new size
   const pongResize = [];
