@@ -90,6 +90,16 @@
 #define IN_MAX (1u << 20) /* stdin bytes held for a slow PTY (credit bounds it) */
 #define MODEL_OPS 8       /* a terminal's snapshots and resizes waiting for the models' thread */
 #define DEAD_MODELS 64    /* closed terminals' models the models' thread may still feed */
+/* A terminal's bytes queued for the models' thread may cost it at most
+ * this much by the model's recent cost, so that output dear to model (RIS
+ * or DECALN at 300x100: microseconds a byte) does not fill the ring that
+ * every other terminal's reads need; output that costs nanoseconds a byte
+ * is never held by it. The cost is re-measured every MODEL_COST_WINDOW
+ * bytes fed; until the first measure, MODEL_UNKNOWN_MAX bytes may wait. */
+#define MODEL_QUEUE_NS 5000000u
+#define MODEL_COST_WINDOW 4096u
+#define MODEL_UNKNOWN_MAX 16384u
+#define MODEL_READ_MIN 256u /* a read for a model under that bound, at least */
 
 /* What the loop does with a terminal's model once the models' thread has
  * taken in every byte queued for it (see model_op). */
@@ -112,6 +122,12 @@ struct term {
     struct model_op ops[MODEL_OPS];
     unsigned nops;
     size_t model_mark; /* the models' ring right after this model's last record */
+    /* the model's cost (model_allowance): bytes given to it (through the
+     * ring or on the loop), its cost at the last measure, and that
+     * measure in ns per KiB (0: none yet); held: not read until the
+     * thread has passed model_mark, its queued bytes cost too much */
+    uint64_t model_given, cost_ns0, cost_bytes0, cost_nspk;
+    int model_held;
     uint16_t cols, rows;
     uv_poll_t poll_out, poll_err, poll_in; /* poll_in: pipes only */
     int ev_out, ev_err, ev_in;             /* the events each one polls now */
@@ -340,6 +356,30 @@ static int pty_more_soon(int fd)
     }
 }
 
+/* The bytes t's model may be given now (SIZE_MAX: no bound): what its
+ * queued bytes may still cost the models' thread, by the model's recent
+ * cost, within MODEL_QUEUE_NS (see there). */
+static size_t model_allowance(struct term *t)
+{
+    uint64_t ns, fed;
+    vt_cost(t->vt, &ns, &fed);
+    if (fed - t->cost_bytes0 >= MODEL_COST_WINDOW) {
+        t->cost_nspk = (ns - t->cost_ns0) * 1024u / (fed - t->cost_bytes0);
+        if (t->cost_nspk == 0)
+            t->cost_nspk = 1;
+        t->cost_ns0 = ns;
+        t->cost_bytes0 = fed;
+    }
+    uint64_t queued = t->model_given > fed ? t->model_given - fed : 0;
+    if (t->cost_nspk == 0)
+        return queued >= MODEL_UNKNOWN_MAX ? 0 : (size_t)(MODEL_UNKNOWN_MAX - queued);
+    uint64_t queued_ns = queued * t->cost_nspk / 1024u;
+    if (queued_ns >= MODEL_QUEUE_NS)
+        return 0;
+    uint64_t b = (MODEL_QUEUE_NS - queued_ns) * 1024u / t->cost_nspk;
+    return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
+}
+
 /* Read what the fd has, as far as the endpoint has room. */
 static void term_read(struct term *t, unsigned stream)
 {
@@ -362,6 +402,14 @@ static void term_read(struct term *t, unsigned stream)
             size_t mroom = vtw_room(r->vtw, READ_SLACK);
             if (mroom < READ_SLACK)
                 break; /* on_model_room polls again */
+            size_t allow = model_allowance(t);
+            if (allow == 0 && !vtw_notify(r->vtw, t->model_mark)) {
+                t->model_held = 1; /* on_model_mark reads it again */
+                term_update_polls(t);
+                break;
+            }
+            if (allow < mroom)
+                mroom = allow < MODEL_READ_MIN ? MODEL_READ_MIN : allow;
             if (room > mroom)
                 room = mroom;
         }
@@ -384,7 +432,9 @@ static void term_read(struct term *t, unsigned stream)
                 t->model_mark = vtw_mark(r->vtw);
             else /* cannot happen: the read was sized to the room */
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
+            t->model_given += (uint64_t)n;
         } else if (model) {
+            t->model_given += (uint64_t)n;
             int vrc = vt_feed(model, r->readbuf, (size_t)n);
             if (vrc != AL_OK)
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
@@ -485,7 +535,7 @@ static void term_update_polls(struct term *t)
     struct runner *r = t->r;
     int want_in = t->inlen > 0 && !t->in_closed;
     int out = 0, err = 0;
-    if (!t->out_eof && !t->nops && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
+    if (!t->out_eof && !t->nops && !t->model_held && ep_writable(r->ep, t->ch, FR_STDOUT) > 0 &&
         (!t->vt || !r->vtw || vtw_room(r->vtw, READ_SLACK) >= READ_SLACK))
         out |= UV_READABLE;
     if (t->proc.mode == PROC_PTY) {
@@ -1159,10 +1209,17 @@ static void on_model_mark(void *ud)
         r->ndead = k;
         for (unsigned i = 0; i < r->nterms; i++) {
             struct term *t = r->terms[i];
-            if (t->nops && vtw_passed(r->vtw, t->model_mark))
-                ops_run(r, t);
-            else if (t->nops && (!next || t->model_mark < next))
+            if (!t->nops && !t->model_held)
+                continue;
+            if (vtw_passed(r->vtw, t->model_mark)) {
+                t->model_held = 0;
+                if (t->nops)
+                    ops_run(r, t); /* reads t again */
+                else
+                    term_update_polls(t);
+            } else if (!next || t->model_mark < next) {
                 next = t->model_mark;
+            }
         }
         if (!next || !vtw_notify(r->vtw, next))
             return;

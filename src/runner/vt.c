@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <vterm.h>
 
@@ -1517,14 +1518,30 @@ void vt_free(struct vt *vt)
     free(vt);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 int vt_feed(struct vt *vt, const uint8_t *p, size_t n)
 {
     if (!vt || (!p && n))
         return AL_E_INVAL;
+    uint64_t t0 = now_ns();
     int rc = vtf_feed(vt->filter, p, n);
     lv_flush(vt);                        /* libvterm up to date for whatever reads it next */
     int mem = vts_take_error(vt->cells); /* a row that could not get its cells */
+    atomic_fetch_add_explicit(&vt->cost_ns, now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vt->cost_bytes, n, memory_order_release);
     return rc != AL_OK ? rc : mem;
+}
+
+void vt_cost(const struct vt *vt, uint64_t *ns, uint64_t *bytes)
+{
+    *bytes = atomic_load_explicit(&vt->cost_bytes, memory_order_acquire);
+    *ns = atomic_load_explicit(&vt->cost_ns, memory_order_relaxed);
 }
 
 int vt_resize(struct vt *vt, uint16_t cols, uint16_t rows)

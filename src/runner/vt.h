@@ -46,6 +46,10 @@ size_t vt_mem_estimate(uint16_t cols, uint16_t rows);
  * could not get its cells (they are taken as rows are first written, see
  * vtscreen.h; that write was dropped, the model goes on). */
 int vt_feed(struct vt *vt, const uint8_t *p, size_t n);
+/* What vt_feed has cost so far: its time (CLOCK_MONOTONIC ns) and the bytes
+ * it was given. Safe to call from another thread than the one feeding;
+ * the two may be a feed apart. */
+void vt_cost(const struct vt *vt, uint64_t *ns, uint64_t *bytes);
 
 /* Same limits as vt_new; on error the size is unchanged (but AL_E_NOMEM:
  * the new size holds, some cells were blanked). */

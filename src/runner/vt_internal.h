@@ -68,6 +68,7 @@
 #ifndef VT_INTERNAL_H
 #define VT_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -102,6 +103,9 @@ struct vt_saved {
 struct vt {
     VTerm *term;
     VTermState *state;
+    /* what vt_feed has cost: written by the thread that feeds, read by
+     * any (vt_cost) */
+    _Atomic uint64_t cost_ns, cost_bytes;
     struct vts *cells; /* the screen's cells (vtscreen.h), over state's callbacks */
     struct vtf *filter;
     uint16_t cols, rows;
