@@ -356,7 +356,7 @@ static int pty_more_soon(int fd)
     }
 }
 
-/* The bytes t's model may be given now (SIZE_MAX: no bound): what its
+/* The bytes t's model may be given now: what its
  * queued bytes may still cost the models' thread, by the model's recent
  * cost, within MODEL_QUEUE_NS (see there). */
 static size_t model_allowance(struct term *t)
@@ -376,8 +376,7 @@ static size_t model_allowance(struct term *t)
     uint64_t queued_ns = queued * t->cost_nspk / 1024u;
     if (queued_ns >= MODEL_QUEUE_NS)
         return 0;
-    uint64_t b = (MODEL_QUEUE_NS - queued_ns) * 1024u / t->cost_nspk;
-    return b > SIZE_MAX ? SIZE_MAX : (size_t)b;
+    return (size_t)((MODEL_QUEUE_NS - queued_ns) * 1024u / t->cost_nspk);
 }
 
 /* Read what the fd has, as far as the endpoint has room. */
@@ -424,6 +423,8 @@ static void term_read(struct term *t, unsigned stream)
             term_eof(t, stream);
             return;
         }
+        if (model)
+            t->model_given += (uint64_t)n;
         /* A small read (a keystroke's echo) with nothing queued is fed
          * here: waking the thread would cost more than the feed. */
         if (model && r->vtw && ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
@@ -432,9 +433,7 @@ static void term_read(struct term *t, unsigned stream)
                 t->model_mark = vtw_mark(r->vtw);
             else /* cannot happen: the read was sized to the room */
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
-            t->model_given += (uint64_t)n;
         } else if (model) {
-            t->model_given += (uint64_t)n;
             int vrc = vt_feed(model, r->readbuf, (size_t)n);
             if (vrc != AL_OK)
                 runner_log(r, 0, "channel %u: screen model: %s", (unsigned)t->ch, al_strerror(vrc));
