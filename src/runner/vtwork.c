@@ -13,7 +13,12 @@
  * Waking: the thread sleeps on `work` only after setting `idle` and seeing
  * the ring empty, both under the mutex; the loop stores wr before it reads
  * idle (both sequentially consistent), so one of the two always sees the
- * other. vtw_sync waits on `done` the same way, with `syncing`. Room,
+ * other. A loop that sees the thread asleep wakes it only once
+ * VTW_WAKE_BYTES are queued, or when the `flush` timer (VTW_WAKE_MS, armed
+ * by the first push that did not wake it) fires, or when it waits for the
+ * thread itself (vtw_sync, vtw_notify, a full ring): a flowing terminal's
+ * reads of 4 KiB then cost one wake-up of the thread per VTW_WAKE_BYTES,
+ * not one each. vtw_sync waits on `done` the same way, with `syncing`. Room,
  * errors and passed marks reach the loop through a uv_async_t: the loop
  * stores the earliest mark it waits for in notify_at (0: none) and reads
  * rd after; the thread stores rd before it reads notify_at and takes the
@@ -52,6 +57,8 @@ _Static_assert(VTW_PUSH_MAX + sizeof(struct rec) <= VTW_RING,
 struct vtw {
     struct vtw_config cfg;
     uv_async_t async;
+    uv_timer_t flush; /* the loop's: wakes a thread left asleep with records queued */
+    int handles;      /* the loop's handles not yet closed */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -153,6 +160,25 @@ static void on_async(uv_async_t *h)
         w->cfg.on_room(w->cfg.ud); /* cheap when nothing waited: the runner re-polls */
 }
 
+/* On the loop: wakes the thread if it sleeps (it then feeds all that is
+ * queued), and disarms the flush timer. */
+static void wake_thread(struct vtw *w)
+{
+    if (uv_is_active((uv_handle_t *)&w->flush))
+        (void)uv_timer_stop(&w->flush);
+    if (atomic_load(&w->idle) &&
+        atomic_load(&w->rd) != atomic_load_explicit(&w->wr, memory_order_relaxed)) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_signal(&w->work);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static void on_flush(uv_timer_t *h)
+{
+    wake_thread(h->data);
+}
+
 int vtw_new(uv_loop_t *loop, const struct vtw_config *cfg, struct vtw **out)
 {
     *out = NULL;
@@ -176,6 +202,9 @@ int vtw_new(uv_loop_t *loop, const struct vtw_config *cfg, struct vtw **out)
         return AL_E_IO;
     }
     w->async.data = w;
+    (void)uv_timer_init(loop, &w->flush); /* cannot fail: it only fills the struct */
+    w->flush.data = w;
+    w->handles = 2;
     /* the thread takes no signal: SIGCHLD and the rest stay the loop's */
     sigset_t all, old;
     sigfillset(&all);
@@ -196,6 +225,8 @@ int vtw_new(uv_loop_t *loop, const struct vtw_config *cfg, struct vtw **out)
 static void free_when_closed(uv_handle_t *h)
 {
     struct vtw *w = h->data;
+    if (--w->handles > 0)
+        return;
     pthread_cond_destroy(&w->work);
     pthread_cond_destroy(&w->done);
     pthread_mutex_destroy(&w->mu);
@@ -215,6 +246,7 @@ void vtw_close(struct vtw *w)
         w->started = 0;
     }
     uv_close((uv_handle_t *)&w->async, free_when_closed);
+    uv_close((uv_handle_t *)&w->flush, free_when_closed);
 }
 
 /* The free bytes from wr on: the part before the ring's end (tail) and
@@ -243,6 +275,7 @@ size_t vtw_room(struct vtw *w, size_t want)
     if (room >= want)
         return room;
     atomic_store(&w->want_room, 1);
+    wake_thread(w);     /* what is queued is all the room there will be */
     return room_now(w); /* the thread may have made room meanwhile */
 }
 
@@ -266,9 +299,11 @@ int vtw_push(struct vtw *w, void *target, uint32_t ch, const uint8_t *p, size_t 
     memcpy(w->ring + wr % VTW_RING + REC_HDR, p, n);
     atomic_store(&w->wr, wr + need);
     if (atomic_load(&w->idle)) {
-        pthread_mutex_lock(&w->mu);
-        pthread_cond_signal(&w->work);
-        pthread_mutex_unlock(&w->mu);
+        if (wr + need - atomic_load(&w->rd) >= VTW_WAKE_BYTES)
+            wake_thread(w);
+        else if (!uv_is_active((uv_handle_t *)&w->flush) &&
+                 uv_timer_start(&w->flush, on_flush, VTW_WAKE_MS, 0) != 0)
+            wake_thread(w); /* no timer (cannot happen on an open handle): wake it now */
     }
     return AL_OK;
 }
@@ -283,6 +318,7 @@ void vtw_sync(struct vtw *w)
     size_t wr = atomic_load_explicit(&w->wr, memory_order_relaxed);
     if (atomic_load(&w->rd) == wr)
         return;
+    wake_thread(w);
     pthread_mutex_lock(&w->mu);
     atomic_store(&w->syncing, 1);
     while (atomic_load(&w->rd) != wr)
@@ -315,5 +351,6 @@ int vtw_notify(struct vtw *w, size_t mark)
         atomic_store(&w->passed, 1);
         wake_loop(w);
     }
+    wake_thread(w); /* the loop waits for it now */
     return 0;
 }

@@ -28,6 +28,13 @@
 
 #define VTW_RING ((size_t)128 * 1024)    /* bytes of records queued for the thread at most */
 #define VTW_PUSH_MAX ((size_t)64 * 1024) /* bytes one push may carry at most */
+/* A thread asleep is woken once this much is queued, or VTW_WAKE_MS after
+ * the first push that left it asleep, or at once when the loop waits for
+ * it (vtw_sync, vtw_notify, vtw_room short of room): so a model is at most
+ * VTW_WAKE_MS behind a quiet terminal, and a flowing terminal costs one
+ * wake-up per VTW_WAKE_BYTES, not one per read. */
+#define VTW_WAKE_BYTES ((size_t)32 * 1024)
+#define VTW_WAKE_MS 1
 
 struct vtw;
 

@@ -7,16 +7,21 @@
  * the loop with their channel and count; vtw_close feeds what is queued;
  * a mark is passed only once every record pushed before it is fed, and
  * on_mark comes for every mark asked for that was not already passed, the
- * earliest first.
+ * earliest first; a thread asleep is woken once per VTW_WAKE_BYTES of
+ * paced pushes, not once per push, and a lone small push is still fed
+ * within about VTW_WAKE_MS while the loop runs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <uv.h>
@@ -34,6 +39,7 @@ struct sink {
     int fail;                  /* every feed fails with AL_E_NOMEM */
     _Atomic unsigned sleep_us; /* each feed takes this long */
     _Atomic int in_feed;       /* a feed runs now */
+    _Atomic long tid;          /* the thread's, as the last feed saw it */
 };
 
 struct fx {
@@ -56,6 +62,7 @@ static int feed(void *target, const uint8_t *p, size_t n)
 {
     struct sink *s = target;
     atomic_store(&s->in_feed, 1);
+    atomic_store(&s->tid, (long)syscall(SYS_gettid));
     unsigned us = atomic_load(&s->sleep_us);
     if (us) {
         struct timespec ts = {0, (long)us * 1000L};
@@ -360,6 +367,79 @@ static void test_marks(void **state)
     fx_close(&f, w);
 }
 
+/* How many times the thread with this tid has gone to sleep by itself. */
+static long sleeps_of(long tid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    long n = -1;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    fclose(fp);
+    assert_true(n >= 0);
+    return n;
+}
+
+/* A flowing terminal's reads, paced so that the thread catches up and
+ * goes to sleep between them: it is woken about once per VTW_WAKE_BYTES,
+ * not once per read (each of those wake-ups costs both CPUs a switch). */
+static void test_wakes_batched(void **state)
+{
+    (void)state;
+    enum { PUSHES = 64 };
+    struct fx f;
+    struct vtw *w = fx_open(&f);
+    static uint8_t b[4096];
+    memset(b, 'p', sizeof b);
+    assert_int_equal(vtw_push(w, &f.sinks[0], 0, b, 16), AL_OK);
+    vtw_sync(w); /* the thread has fed once: its tid is known */
+    long tid = atomic_load(&f.sinks[0].tid);
+    assert_true(tid > 0);
+    long before = sleeps_of(tid);
+    for (int i = 0; i < PUSHES; i++) {
+        struct timespec ts = {0, 100000L}; /* 100 us: a 4 KiB feed takes a few */
+        nanosleep(&ts, NULL);
+        (void)uv_run(&f.loop, UV_RUN_NOWAIT);
+        assert_int_equal(vtw_push(w, &f.sinks[0], 0, b, sizeof b), AL_OK);
+    }
+    vtw_sync(w);
+    long sleeps = sleeps_of(tid) - before;
+    assert_int_equal(f.sinks[0].len, 16 + PUSHES * sizeof b);
+    /* 256 KiB: 8 wakes by size, a few more by the timer; one per push
+     * (64) before batching */
+    if (sleeps > PUSHES / 4)
+        fail_msg("the thread slept %ld times for %d pushes", sleeps, PUSHES);
+    fx_close(&f, w);
+}
+
+/* A push too small to wake the thread is fed anyway, once the loop runs
+ * its timer: a quiet terminal's model is never left behind. */
+static void test_lone_push_is_fed(void **state)
+{
+    (void)state;
+    struct fx f;
+    struct vtw *w = fx_open(&f);
+    uint8_t b[10];
+    memset(b, 'q', sizeof b);
+    struct timespec ts = {0, 5000000L}; /* the thread has gone to sleep */
+    nanosleep(&ts, NULL);
+    assert_int_equal(vtw_push(w, &f.sinks[2], 2, b, sizeof b), AL_OK);
+    /* the loop turns (never blocking: nothing else would wake it) for
+     * 5 s at the most */
+    for (int i = 0; vtw_busy(w); i++) {
+        if (i == 5000)
+            fail_msg("a lone push was not fed within 5 s");
+        (void)uv_run(&f.loop, UV_RUN_NOWAIT);
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
+    assert_int_equal(f.sinks[2].len, sizeof b);
+    fx_close(&f, w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +450,8 @@ int main(void)
         cmocka_unit_test(test_full_ring_and_refused_push),
         cmocka_unit_test(test_errors_reach_the_loop),
         cmocka_unit_test(test_close_feeds_what_is_queued),
+        cmocka_unit_test(test_wakes_batched),
+        cmocka_unit_test(test_lone_push_is_fed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
