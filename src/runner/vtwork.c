@@ -168,9 +168,12 @@ static void wake_thread(struct vtw *w)
         (void)uv_timer_stop(&w->flush);
     if (atomic_load(&w->idle) &&
         atomic_load(&w->rd) != atomic_load_explicit(&w->wr, memory_order_relaxed)) {
+        /* Taking the mutex orders this with the thread's check of wr; the
+         * signal comes after it is let go, so that the thread, once
+         * awake, does not sleep again on the mutex still held here. */
         pthread_mutex_lock(&w->mu);
-        pthread_cond_signal(&w->work);
         pthread_mutex_unlock(&w->mu);
+        pthread_cond_signal(&w->work);
     }
 }
 
