@@ -301,13 +301,14 @@ int vtw_push(struct vtw *w, void *target, uint32_t ch, const uint8_t *p, size_t 
     memcpy(w->ring + wr % VTW_RING, &h, REC_HDR);
     memcpy(w->ring + wr % VTW_RING + REC_HDR, p, n);
     atomic_store(&w->wr, wr + need);
-    if (atomic_load(&w->idle)) {
-        if (wr + need - atomic_load(&w->rd) >= VTW_WAKE_BYTES)
-            wake_thread(w);
-        else if (!uv_is_active((uv_handle_t *)&w->flush) &&
-                 uv_timer_start(&w->flush, on_flush, VTW_WAKE_MS, 0) != 0)
-            wake_thread(w); /* no timer (cannot happen on an open handle): wake it now */
-    }
+    if (!atomic_load(&w->idle))
+        return AL_OK; /* the thread is awake: it sees wr before it sleeps */
+    /* enough queued, or no timer (cannot happen on an open handle): now */
+    int now = wr + need - atomic_load(&w->rd) >= VTW_WAKE_BYTES ||
+              (!uv_is_active((uv_handle_t *)&w->flush) &&
+               uv_timer_start(&w->flush, on_flush, VTW_WAKE_MS, 0) != 0);
+    if (now)
+        wake_thread(w);
     return AL_OK;
 }
 
