@@ -426,7 +426,8 @@ static void term_read(struct term *t, unsigned stream)
         if (model)
             t->model_given += (uint64_t)n;
         /* A small read (a keystroke's echo) with nothing queued is fed
-         * here: waking the thread would cost more than the feed. */
+         * here: the feed costs less than a push, and a push would leave
+         * the model up to VTW_WAKE_MS behind or wake the thread. */
         if (model && r->vtw && ((size_t)n >= READ_SLACK / 2 || vtw_busy(r->vtw))) {
             int vrc = vtw_push(r->vtw, model, t->ch, r->readbuf, (size_t)n);
             if (vrc == AL_OK)

@@ -8,8 +8,8 @@
  * a mark is passed only once every record pushed before it is fed, and
  * on_mark comes for every mark asked for that was not already passed, the
  * earliest first; a thread asleep is woken once per VTW_WAKE_BYTES of
- * paced pushes, not once per push, and a lone small push is still fed
- * within about VTW_WAKE_MS while the loop runs.
+ * paced pushes, not once per push, and a lone small push is still fed,
+ * by the loop's timer, without a vtw_sync.
  */
 #include <setjmp.h>
 #include <stdarg.h>
